@@ -1,0 +1,110 @@
+package provider
+
+import (
+	"context"
+	"errors"
+
+	"github.com/zclconf/go-cty/cty"
+)
+
+// ErrNotFound is returned by Read when the resource no longer exists in the
+// world (drift: deleted out of band).
+var ErrNotFound = errors.New("resource not found")
+
+// Recreation says whether changing a property forces a new resource.
+type Recreation int
+
+const (
+	// Never: the property can be changed in place.
+	Never Recreation = iota
+	// Conditionally: the provider may have to replace the resource.
+	Conditionally
+	// Always: a change always replaces the resource.
+	Always
+)
+
+func (r Recreation) String() string {
+	switch r {
+	case Conditionally:
+		return "Conditionally"
+	case Always:
+		return "Always"
+	default:
+		return "Never"
+	}
+}
+
+// Property describes one configurable property of a resource type.
+type Property struct {
+	// Type is the cty type the configured value is converted to;
+	// cty.DynamicPseudoType accepts anything.
+	Type       cty.Type
+	Required   bool
+	Recreation Recreation
+	// Sensitive values are never printed (change sets, logs, status).
+	Sensitive bool
+}
+
+// Schema is what a provider declares about its resource type.
+type Schema struct {
+	Properties map[string]Property
+	// Attributes lists the attribute names the provider returns after apply,
+	// besides the properties themselves (which are always readable).
+	Attributes []string
+}
+
+// Target identifies the stack instance a call is made for.
+type Target struct {
+	StackSetName string
+	StackSetID   string
+	Region       string
+	Account      string
+}
+
+// Request is one provider call for one resource.
+type Request struct {
+	Target Target
+	// LogicalID is the resource address inside the template, e.g. "file.config[0]".
+	LogicalID string
+	// RequestID is stable across retries and restarts of the same action: a
+	// provider uses it to deduplicate (create-or-verify, never create twice).
+	RequestID string
+	// PhysicalID is set for Read, Update and Delete.
+	PhysicalID string
+	// Properties is the configured object (all properties of the Schema, null
+	// where unset). For Delete it is the last applied properties.
+	Properties cty.Value
+	// OldProperties is set for Update: the last applied properties.
+	OldProperties cty.Value
+}
+
+// Result is what Create, Read and Update return.
+type Result struct {
+	PhysicalID string
+	// Attributes are the computed attributes (names from Schema.Attributes
+	// and any others the provider returns, e.g. command's JSON output).
+	Attributes map[string]cty.Value
+	// SensitiveAttributes names attributes whose values must never be shown.
+	SensitiveAttributes []string
+}
+
+// Provider manages resources of one type. Calls must honour ctx's deadline.
+// Create must be create-or-verify: called again with the same RequestID after
+// a crash, it must converge to one resource, not make a second.
+type Provider interface {
+	Schema() Schema
+	Create(ctx context.Context, req Request) (Result, error)
+	Read(ctx context.Context, req Request) (Result, error)
+	Update(ctx context.Context, req Request) (Result, error)
+	Delete(ctx context.Context, req Request) error
+}
+
+// AttributePlanner is implemented by providers that can tell some attribute
+// values before apply (file: id and sha256 follow from path and content).
+// Returned values may be unknown; missing names are unknown.
+type AttributePlanner interface {
+	PlanAttributes(target Target, properties cty.Value) map[string]cty.Value
+}
+
+// Registry maps resource type names ("file", "command", "custom", ...) to providers.
+type Registry map[string]Provider

@@ -1,0 +1,118 @@
+package state
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Instance statuses (RFS).
+const (
+	InstanceWaitInProgress      = "WAIT_IN_PROGRESS"
+	InstanceOperationInProgress = "OPERATION_IN_PROGRESS"
+	InstanceOperationComplete   = "OPERATION_COMPLETE"
+	InstanceOperationFailed     = "OPERATION_FAILED"
+	InstanceCancelComplete      = "CANCEL_COMPLETE"
+)
+
+// Operation statuses.
+const (
+	OperationQueued    = "QUEUED"
+	OperationRunning   = "RUNNING"
+	OperationSucceeded = "SUCCEEDED"
+	OperationFailed    = "FAILED"
+	OperationStopped   = "STOPPED"
+	OperationCancelled = "CANCELLED"
+)
+
+// Resource journal statuses: a provider action is journaled (Pending*) before
+// it starts and settled (Applied, or the record deleted) after it ends.
+const (
+	ResourceApplied       = "APPLIED"
+	ResourcePendingCreate = "PENDING_CREATE"
+	ResourcePendingUpdate = "PENDING_UPDATE"
+	ResourcePendingDelete = "PENDING_DELETE"
+)
+
+// StackSet is the recorded identity and deployed revision of a stack set.
+type StackSet struct {
+	ID       string    `json:"id"`
+	Name     string    `json:"name"`
+	Created  time.Time `json:"created"`
+	Revision string    `json:"revision,omitempty"` // last commit fully deployed
+	// ConfigHash identifies the deployed template+vars (without targets).
+	ConfigHash string          `json:"config_hash,omitempty"`
+	Vars       json.RawMessage `json:"vars,omitempty"` // variable names and values, sensitive ones redacted
+	VarNames   []string        `json:"var_names,omitempty"`
+	Status     string          `json:"status,omitempty"` // ACTIVE | DELETING
+	// LastOperation is the id of the latest operation.
+	LastOperation string `json:"last_operation,omitempty"`
+}
+
+// Instance is one stack instance: (stack set, region, account).
+type Instance struct {
+	StackSetID   string          `json:"stack_set_id"`
+	Region       string          `json:"region"`
+	Account      string          `json:"account"`
+	Status       string          `json:"status"`
+	StatusReason string          `json:"status_reason,omitempty"`
+	Revision     string          `json:"revision,omitempty"`    // commit last applied successfully
+	ConfigHash   string          `json:"config_hash,omitempty"` // hash of what was last applied successfully
+	Overrides    json.RawMessage `json:"overrides,omitempty"`
+	Outputs      json.RawMessage `json:"outputs,omitempty"` // non-sensitive outputs, JSON object
+	Updated      time.Time       `json:"updated"`
+}
+
+// Resource is one resource of one instance, as last applied (or journaled).
+type Resource struct {
+	Address    string          `json:"address"` // e.g. file.config[0]
+	Type       string          `json:"type"`
+	PhysicalID string          `json:"physical_id,omitempty"`
+	Inputs     json.RawMessage `json:"inputs,omitempty"`     // applied properties, JSON object (typed cty JSON)
+	Attributes json.RawMessage `json:"attributes,omitempty"` // computed attributes, JSON object (typed cty JSON)
+	// Sensitive lists property and attribute names whose values are sensitive.
+	Sensitive []string `json:"sensitive,omitempty"`
+	DependsOn []string `json:"depends_on,omitempty"`
+	// Status is ResourceApplied or a Pending* journal status.
+	Status string `json:"status"`
+	// RequestID of the pending (or last) provider action: reused on retry.
+	RequestID string `json:"request_id,omitempty"`
+	// Pending holds the properties of a pending create/update (JSON object).
+	Pending json.RawMessage `json:"pending,omitempty"`
+	Updated time.Time       `json:"updated"`
+}
+
+// InstanceResult is the outcome of one instance in an operation.
+type InstanceResult struct {
+	Region  string `json:"region"`
+	Account string `json:"account"`
+	Action  string `json:"action"` // create | update | delete | none
+	Status  string `json:"status"` // instance status
+	Reason  string `json:"reason,omitempty"`
+}
+
+// Operation is one stack-set operation, keyed by (stack set id, commit).
+type Operation struct {
+	ID         string           `json:"id"`
+	StackSetID string           `json:"stack_set_id"`
+	StackSet   string           `json:"stack_set"` // name
+	Kind       string           `json:"kind"`      // CreateStackInstances | UpdateStackInstances | DeployStackSet | DeleteStackInstances | DeleteStackSet
+	Revision   string           `json:"revision"`
+	Status     string           `json:"status"`
+	Reason     string           `json:"reason,omitempty"`
+	Created    time.Time        `json:"created"`
+	Started    time.Time        `json:"started,omitempty"`
+	Ended      time.Time        `json:"ended,omitempty"`
+	Results    []InstanceResult `json:"results,omitempty"`
+}
+
+// Event is one entry of an operation's event log.
+type Event struct {
+	OperationID string    `json:"operation_id"`
+	Seq         uint64    `json:"seq"`
+	Time        time.Time `json:"time"`
+	Region      string    `json:"region,omitempty"`
+	Account     string    `json:"account,omitempty"`
+	Resource    string    `json:"resource,omitempty"`
+	Status      string    `json:"status"`
+	Message     string    `json:"message,omitempty"`
+}
