@@ -51,6 +51,10 @@ type Schema struct {
 	// Attributes lists the attribute names the provider returns after apply,
 	// besides the properties themselves (which are always readable).
 	Attributes []string
+	// OpenAttributes is set when the provider may return attributes beyond
+	// Attributes (command's JSON output, custom's Data): their names are not
+	// known before apply.
+	OpenAttributes bool
 }
 
 // Target identifies the stack instance a call is made for.
@@ -104,6 +108,12 @@ type Provider interface {
 // Returned values may be unknown; missing names are unknown.
 type AttributePlanner interface {
 	PlanAttributes(target Target, properties cty.Value) map[string]cty.Value
+}
+
+// Validator is implemented by providers that check properties before apply
+// (file: a jailed relative path). The error is shown to the user as a diagnostic.
+type Validator interface {
+	ValidateProperties(target Target, properties cty.Value) error
 }
 
 // Registry maps resource type names ("file", "command", "custom", ...) to providers.

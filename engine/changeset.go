@@ -1,0 +1,153 @@
+package engine
+
+import (
+	"strings"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/stackd/stackd/engine/provider"
+)
+
+// The change-set structure of the ROS seed, with its field names.
+
+// Change is one entry of a change set.
+type Change struct {
+	Type           string         `json:"Type"` // always "Resource"
+	ResourceChange ResourceChange `json:"ResourceChange"`
+}
+
+// ResourceChange describes what happens to one resource.
+type ResourceChange struct {
+	Action             string                   `json:"Action"` // Add | Modify | Remove
+	LogicalResourceId  string                   `json:"LogicalResourceId"`
+	PhysicalResourceId string                   `json:"PhysicalResourceId,omitempty"`
+	ResourceType       string                   `json:"ResourceType"`
+	Replacement        string                   `json:"Replacement,omitempty"` // Modify only: True | False | Conditional
+	Scope              []string                 `json:"Scope,omitempty"`
+	Details            []ResourceChangeDetail   `json:"Details,omitempty"`
+	PropertyChanges    []ResourcePropertyChange `json:"PropertyChanges,omitempty"`
+	ModuleInfo         *ModuleInfo              `json:"ModuleInfo,omitempty"`
+}
+
+// ResourceChangeDetail says why a property changes.
+type ResourceChangeDetail struct {
+	ChangeSource  string                   `json:"ChangeSource"`
+	CausingEntity *string                  `json:"CausingEntity"`
+	Evaluation    string                   `json:"Evaluation"` // Static | Dynamic
+	Target        ResourceTargetDefinition `json:"Target"`
+}
+
+// ResourceTargetDefinition names the changed property.
+type ResourceTargetDefinition struct {
+	Attribute          string `json:"Attribute"` // Properties
+	Name               string `json:"Name"`
+	RequiresRecreation string `json:"RequiresRecreation"` // Never | Conditionally | Always
+}
+
+// ResourcePropertyChange holds a property's values before and after.
+type ResourcePropertyChange struct {
+	Name        string `json:"Name"`
+	BeforeValue string `json:"BeforeValue"`
+	AfterValue  string `json:"AfterValue"`
+}
+
+// ModuleInfo places a resource inside nested modules.
+type ModuleInfo struct {
+	LogicalIdHierarchy string `json:"LogicalIdHierarchy"`
+	TypeHierarchy      string `json:"TypeHierarchy"`
+}
+
+// Change sources of the ROS seed.
+const (
+	SourceDirectModification = "DirectModification"
+	SourceParameterReference = "ParameterReference"
+	SourceResourceReference  = "ResourceReference"
+	SourceResourceAttribute  = "ResourceAttribute"
+	SourceAutomatic          = "Automatic"
+)
+
+func (w *walker) addChange(r *Resource, rp *ResourcePlan, schema provider.Schema) Change {
+	rc := ResourceChange{
+		Action: "Add", LogicalResourceId: rp.Address, ResourceType: rp.Type,
+	}
+	if rp.Action == Replace {
+		rc.Action = "Modify"
+		rc.PhysicalResourceId = rp.PhysicalID
+		rc.Replacement = ReplacementTrue
+		rc.Scope = []string{"Properties"}
+	}
+	for _, name := range sortedKeys(schema.Properties) {
+		nv := rp.After.GetAttr(name)
+		if nv.IsNull() && !nv.IsMarked() {
+			continue
+		}
+		before := ""
+		if rp.Before != cty.NilVal && rp.Before.Type().HasAttribute(name) {
+			before = displayValue(rp.Before.GetAttr(name))
+		}
+		rc.PropertyChanges = append(rc.PropertyChanges, ResourcePropertyChange{Name: name, BeforeValue: before, AfterValue: displayValue(nv)})
+	}
+	return Change{Type: "Resource", ResourceChange: rc}
+}
+
+func (w *walker) modifyChange(r *Resource, rp *ResourcePlan, schema provider.Schema, changed []string) Change {
+	rc := ResourceChange{
+		Action: "Modify", LogicalResourceId: rp.Address, PhysicalResourceId: rp.PhysicalID,
+		ResourceType: rp.Type, Replacement: rp.Replacement,
+	}
+	if len(changed) > 0 {
+		rc.Scope = []string{"Properties"}
+	}
+	for _, name := range changed {
+		nv := rp.After.GetAttr(name)
+		ov := rp.Before.GetAttr(name)
+		rc.PropertyChanges = append(rc.PropertyChanges, ResourcePropertyChange{Name: name, BeforeValue: displayValue(ov), AfterValue: displayValue(nv)})
+		d := ResourceChangeDetail{
+			Evaluation: "Static",
+			Target:     ResourceTargetDefinition{Attribute: "Properties", Name: name, RequiresRecreation: schema.Properties[name].Recreation.String()},
+		}
+		if !nv.IsWhollyKnown() {
+			d.Evaluation = "Dynamic"
+		}
+		d.ChangeSource, d.CausingEntity = w.changeSource(r.refs[name], !nv.IsWhollyKnown())
+		rc.Details = append(rc.Details, d)
+	}
+	return Change{Type: "Resource", ResourceChange: rc}
+}
+
+// changeSource picks the seed's ChangeSource for a property from what its
+// expression references: a changing resource's attribute (ResourceAttribute),
+// a changing resource (ResourceReference), a variable (ParameterReference),
+// or the expression itself (DirectModification).
+func (w *walker) changeSource(refs []string, dynamic bool) (string, *string) {
+	for _, ent := range refs {
+		parts := strings.SplitN(ent, ".", 3)
+		if len(parts) < 2 || parts[0] == "var" || parts[0] == "local" || parts[0] == "target" || parts[0] == "stack_set" {
+			continue
+		}
+		if !w.changing[parts[0]+"."+parts[1]] {
+			continue
+		}
+		e := ent
+		if len(parts) == 3 {
+			return SourceResourceAttribute, &e
+		}
+		return SourceResourceReference, &e
+	}
+	for _, ent := range refs {
+		if strings.HasPrefix(ent, "var.") {
+			e := ent
+			return SourceParameterReference, &e
+		}
+	}
+	if dynamic {
+		return SourceAutomatic, nil
+	}
+	return SourceDirectModification, nil
+}
+
+func removeChange(rp *ResourcePlan) Change {
+	return Change{Type: "Resource", ResourceChange: ResourceChange{
+		Action: "Remove", LogicalResourceId: rp.Address, PhysicalResourceId: rp.PhysicalID, ResourceType: rp.Type,
+	}}
+}

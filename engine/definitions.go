@@ -1,0 +1,634 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/stackd/stackd/engine/provider"
+)
+
+// Limits from the RFS seed.
+const (
+	MaxAccountsFileSize = 100 * 1024 // accounts_file: at most 100 KB
+	MaxVarsFileSize     = 1 << 20    // vars_file: at most 1 MiB
+)
+
+// Definitions is everything loaded from a definitions directory.
+type Definitions struct {
+	Dir       string
+	StackSets []*StackSet // sorted by name
+	// Files holds every parsed file, for printing diagnostics with snippets.
+	Files map[string]*hcl.File
+}
+
+// StackSet lookup by name; nil when absent.
+func (d *Definitions) StackSet(name string) *StackSet {
+	for _, s := range d.StackSets {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// StackSet is one validated stack_set block.
+type StackSet struct {
+	Name            string
+	ID              string // optional pin
+	Description     string
+	PermissionModel string
+	Template        *Template
+	// Vars are the stack set's variable values converted to the template's
+	// variable types (unmarked; sensitivity comes from the template).
+	Vars        map[string]cty.Value
+	Regions     []string
+	Accounts    []string
+	Suspend     bool
+	Preferences OperationPreferences
+	DeclRange   hcl.Range
+	// ConfigHash identifies template + vars; it changes when either changes.
+	ConfigHash string
+}
+
+// Target is one deployment target of a stack set.
+type Target struct {
+	Region, Account string
+}
+
+// Targets lists region × account in scheduling order: regions in
+// region_order (or as listed), accounts as listed.
+func (s *StackSet) Targets() []Target {
+	regions := s.Regions
+	if len(s.Preferences.RegionOrder) > 0 {
+		regions = s.Preferences.RegionOrder
+	}
+	out := make([]Target, 0, len(regions)*len(s.Accounts))
+	for _, r := range regions {
+		for _, a := range s.Accounts {
+			out = append(out, Target{Region: r, Account: a})
+		}
+	}
+	return out
+}
+
+// InstanceHash identifies what one instance should look like: template,
+// vars, identity and target. Equal hashes mean nothing to do.
+func (s *StackSet) InstanceHash(id string, t Target) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s", s.ConfigHash, s.Name, id, t.Region, t.Account)
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// SensitiveVar reports whether the template declares the variable sensitive.
+func (s *StackSet) SensitiveVar(name string) bool {
+	v, ok := s.Template.Variables[name]
+	return ok && v.Sensitive
+}
+
+// OperationPreferences are the RFS operation_preferences, defaults filled.
+type OperationPreferences struct {
+	RegionConcurrency          string // SEQUENTIAL | PARALLEL
+	RegionOrder                []string
+	FailureToleranceCount      int
+	FailureTolerancePercentage int // -1 when unset
+	MaxConcurrentCount         int
+	MaxConcurrentPercentage    int // -1 when unset
+	FailureToleranceMode       string // STRICT_FAILURE_TOLERANCE | SOFT_FAILURE_TOLERANCE
+}
+
+// Limits resolves tolerance and max concurrency for a region with n
+// instances (percentages are floored; a max concurrency of 0 becomes 1).
+func (p OperationPreferences) Limits(n int) (tolerance, maxConcurrent int) {
+	tolerance = p.FailureToleranceCount
+	if p.FailureTolerancePercentage >= 0 {
+		tolerance = p.FailureTolerancePercentage * n / 100
+	}
+	maxConcurrent = p.MaxConcurrentCount
+	if p.MaxConcurrentPercentage >= 0 {
+		maxConcurrent = p.MaxConcurrentPercentage * n / 100
+	}
+	if maxConcurrent < 1 {
+		maxConcurrent = 1
+	}
+	return tolerance, maxConcurrent
+}
+
+var definitionsSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{{Type: "stack_set", LabelNames: []string{"name"}}},
+}
+
+var stackSetSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "id"}, {Name: "description"}, {Name: "template", Required: true},
+		{Name: "permission_model"}, {Name: "vars"}, {Name: "vars_file"}, {Name: "suspend"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "deployment_targets"}, {Type: "operation_preferences"}},
+}
+
+var targetsSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "regions", Required: true}, {Name: "accounts"}, {Name: "accounts_file"}},
+}
+
+var preferencesSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "region_concurrency_type"}, {Name: "region_order"},
+		{Name: "failure_tolerance_count"}, {Name: "failure_tolerance_percentage"},
+		{Name: "max_concurrent_count"}, {Name: "max_concurrent_percentage"},
+		{Name: "failure_tolerance_mode"},
+	},
+}
+
+var (
+	stackSetNameRe = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,127}$`)
+	targetIDRe     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	uuidRe         = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+)
+
+// Load reads every *.hcl file directly in dir of fsys as definitions, loads
+// the templates they reference and validates everything. It always returns
+// a non-nil Definitions (with Files filled for printing diagnostics); when
+// diags has errors the definitions must not be applied.
+func Load(fsys fs.FS, dir string, reg provider.Registry) (*Definitions, hcl.Diagnostics) {
+	if dir == "" {
+		dir = "."
+	}
+	dir = path.Clean(dir)
+	parser := hclparse.NewParser()
+	defs := &Definitions{Dir: dir}
+	files, _, diags := readHCLFiles(parser, fsys, dir, nil)
+	defer func() { defs.Files = parser.Files() }()
+	if len(files) == 0 && !diags.HasErrors() {
+		diags = diags.Append(&hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "No definitions",
+			Detail:   fmt.Sprintf("The directory %q holds no *.hcl definition files.", dir),
+		})
+	}
+	templates := map[string]*Template{}
+	byName := map[string]*StackSet{}
+	for _, f := range files {
+		content, cdiags := f.Body.Content(definitionsSchema)
+		diags = append(diags, cdiags...)
+		for _, b := range content.Blocks {
+			name := b.Labels[0]
+			if prev, ok := byName[name]; ok {
+				diags = diags.Append(duplicate("stack_set block", name, prev.DeclRange, b.DefRange))
+				continue
+			}
+			ss, sdiags := loadStackSet(parser, fsys, b, reg, templates)
+			diags = append(diags, sdiags...)
+			byName[name] = ss
+		}
+	}
+	for _, ss := range byName {
+		defs.StackSets = append(defs.StackSets, ss)
+	}
+	sort.Slice(defs.StackSets, func(i, j int) bool { return defs.StackSets[i].Name < defs.StackSets[j].Name })
+	return defs, diags
+}
+
+// errorf makes an error diagnostic naming the stack set.
+func errorf(rng hcl.Range, summary, format string, args ...any) *hcl.Diagnostic {
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: fmt.Sprintf(format, args...), Subject: rng.Ptr()}
+}
+
+// relPath resolves p relative to the directory of the file that names it,
+// refusing paths that leave the repository.
+func relPath(file, p string, rng hcl.Range, what string) (string, *hcl.Diagnostic) {
+	if p == "" || path.IsAbs(p) || strings.ContainsRune(p, 0) {
+		return "", errorf(rng, "Invalid "+what, "%s %q must be a path relative to the file that names it, like \"./templates/web\".", what, p)
+	}
+	full := path.Clean(path.Join(path.Dir(file), p))
+	if full == ".." || strings.HasPrefix(full, "../") {
+		return "", errorf(rng, "Invalid "+what, "%s %q leaves the repository; it must stay inside it.", what, p)
+	}
+	return full, nil
+}
+
+func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provider.Registry, templates map[string]*Template) (*StackSet, hcl.Diagnostics) {
+	name := b.Labels[0]
+	ss := &StackSet{Name: name, DeclRange: b.DefRange, PermissionModel: "SELF_MANAGED", Vars: map[string]cty.Value{}}
+	ss.Preferences = OperationPreferences{
+		RegionConcurrency: "SEQUENTIAL", MaxConcurrentCount: 1,
+		FailureTolerancePercentage: -1, MaxConcurrentPercentage: -1,
+		FailureToleranceMode: "STRICT_FAILURE_TOLERANCE",
+	}
+	var diags hcl.Diagnostics
+	if !stackSetNameRe.MatchString(name) {
+		diags = diags.Append(errorf(b.LabelRanges[0], "Invalid stack_set name",
+			"Stack set name %q is not valid: it must start with a letter and hold at most 128 letters, digits, '_' or '-'.", name))
+	}
+	content, cdiags := b.Body.Content(stackSetSchema)
+	diags = append(diags, cdiags...)
+	attrs := content.Attributes
+	diags = append(diags, stringAttr(attrs["id"], &ss.ID)...)
+	if ss.ID != "" && !uuidRe.MatchString(ss.ID) {
+		diags = diags.Append(errorf(attrs["id"].Expr.Range(), "Invalid stack set id",
+			"Stack set %q: id %q is not a UUID in lower-case canonical form (8-4-4-4-12 hex digits).", name, ss.ID))
+	}
+	diags = append(diags, stringAttr(attrs["description"], &ss.Description)...)
+	diags = append(diags, boolAttr(attrs["suspend"], &ss.Suspend)...)
+	diags = append(diags, stringAttr(attrs["permission_model"], &ss.PermissionModel)...)
+	if ss.PermissionModel != "SELF_MANAGED" {
+		rng := b.DefRange
+		if a := attrs["permission_model"]; a != nil {
+			rng = a.Expr.Range()
+		}
+		diags = diags.Append(errorf(rng, "Unsupported permission_model",
+			"Stack set %q: permission_model %q is not supported; use \"SELF_MANAGED\" with deployment_targets { regions, accounts }.", name, ss.PermissionModel))
+	}
+
+	// Template.
+	if a := attrs["template"]; a != nil {
+		var rel string
+		diags = append(diags, stringAttr(a, &rel)...)
+		if rel != "" {
+			dir, d := relPath(a.Expr.Range().Filename, rel, a.Expr.Range(), "template")
+			if d != nil {
+				diags = diags.Append(d)
+			} else if t, ok := templates[dir]; ok {
+				ss.Template = t
+			} else {
+				t, tdiags := loadTemplate(parser, fsys, dir, reg, a.Expr.Range().Ptr())
+				diags = append(diags, tdiags...)
+				if !tdiags.HasErrors() {
+					templates[dir] = t
+					ss.Template = t
+				}
+			}
+		}
+	}
+
+	// Variables.
+	raw, ranges, vdiags := stackSetVars(fsys, b, attrs)
+	diags = append(diags, vdiags...)
+	if ss.Template != nil && !vdiags.HasErrors() {
+		diags = append(diags, ss.bindVars(raw, ranges)...)
+	}
+
+	// Targets and preferences.
+	var targets, prefs *hcl.Block
+	for _, blk := range content.Blocks {
+		switch blk.Type {
+		case "deployment_targets":
+			if targets != nil {
+				diags = diags.Append(errorf(blk.DefRange, "Duplicate deployment_targets block", "Stack set %q may have one deployment_targets block; another is at %s.", name, targets.DefRange))
+				continue
+			}
+			targets = blk
+		case "operation_preferences":
+			if prefs != nil {
+				diags = diags.Append(errorf(blk.DefRange, "Duplicate operation_preferences block", "Stack set %q may have one operation_preferences block; another is at %s.", name, prefs.DefRange))
+				continue
+			}
+			prefs = blk
+		}
+	}
+	if targets == nil {
+		diags = diags.Append(errorf(b.DefRange, "Missing deployment_targets block",
+			"Stack set %q needs a deployment_targets block with regions and accounts.", name))
+	} else {
+		diags = append(diags, ss.loadTargets(fsys, targets)...)
+	}
+	if prefs != nil {
+		diags = append(diags, ss.loadPreferences(prefs)...)
+	}
+	if !diags.HasErrors() {
+		ss.ConfigHash = ss.configHash()
+	}
+	return ss, diags
+}
+
+// stackSetVars collects vars and vars_file, rejecting a name set in both.
+func stackSetVars(fsys fs.FS, b *hcl.Block, attrs hcl.Attributes) (map[string]cty.Value, map[string]hcl.Range, hcl.Diagnostics) {
+	name := b.Labels[0]
+	vals := map[string]cty.Value{}
+	ranges := map[string]hcl.Range{}
+	var diags hcl.Diagnostics
+	if a := attrs["vars"]; a != nil {
+		pairs, pdiags := hcl.ExprMap(a.Expr)
+		if pdiags.HasErrors() {
+			// Not an object constructor (e.g. merge(...)): evaluate it whole.
+			v, d := constValue(a.Expr, cty.DynamicPseudoType, "vars")
+			diags = append(diags, d...)
+			if !d.HasErrors() {
+				if !v.Type().IsObjectType() && !v.Type().IsMapType() || v.IsNull() {
+					diags = diags.Append(errorf(a.Expr.Range(), "Invalid vars", "Stack set %q: vars must be an object like { image = \"nginx\" }.", name))
+				} else {
+					for k, ev := range v.AsValueMap() {
+						vals[k], ranges[k] = ev, a.Expr.Range()
+					}
+				}
+			}
+		} else {
+			for _, p := range pairs {
+				kv, d := constValue(p.Key, cty.String, "variable name")
+				diags = append(diags, d...)
+				if d.HasErrors() {
+					continue
+				}
+				k := kv.AsString()
+				if prev, ok := ranges[k]; ok {
+					diags = diags.Append(errorf(p.Key.Range(), "Duplicate variable", "Stack set %q sets variable %q twice; the first is at %s.", name, k, prev))
+					continue
+				}
+				v, d := constValue(p.Value, cty.DynamicPseudoType, "variable "+k)
+				diags = append(diags, d...)
+				if !d.HasErrors() {
+					vals[k], ranges[k] = v, p.Key.Range()
+				}
+			}
+		}
+	}
+	if a := attrs["vars_file"]; a != nil {
+		var rel string
+		diags = append(diags, stringAttr(a, &rel)...)
+		if rel == "" {
+			return vals, ranges, diags
+		}
+		p, d := relPath(a.Expr.Range().Filename, rel, a.Expr.Range(), "vars_file")
+		if d != nil {
+			return vals, ranges, diags.Append(d)
+		}
+		fileVals, fileRanges, fdiags := readTFVars(fsys, p, a.Expr.Range())
+		diags = append(diags, fdiags...)
+		for _, k := range sortedKeys(fileVals) {
+			if prev, ok := ranges[k]; ok {
+				diags = diags.Append(errorf(fileRanges[k], "Duplicate variable",
+					"Stack set %q: variable %q is set both in vars (at %s) and in vars_file %s; set it in one place only.", name, k, prev, p))
+				continue
+			}
+			vals[k], ranges[k] = fileVals[k], fileRanges[k]
+		}
+	}
+	return vals, ranges, diags
+}
+
+// readTFVars parses a tfvars file: top-level attributes only, constant values.
+func readTFVars(fsys fs.FS, p string, rng hcl.Range) (map[string]cty.Value, map[string]hcl.Range, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	src, err := fs.ReadFile(fsys, p)
+	if err != nil {
+		return nil, nil, diags.Append(errorf(rng, "Cannot read vars_file", "vars_file %s: %s.", p, trimFSError(err)))
+	}
+	if len(src) > MaxVarsFileSize {
+		return nil, nil, diags.Append(errorf(rng, "vars_file too large", "vars_file %s is %d bytes; at most %d bytes (1 MiB) are allowed.", p, len(src), MaxVarsFileSize))
+	}
+	return ParseTFVars(src, p)
+}
+
+// ParseTFVars parses tfvars source: name = value lines with constant values.
+func ParseTFVars(src []byte, filename string) (map[string]cty.Value, map[string]hcl.Range, hcl.Diagnostics) {
+	f, diags := hclparse.NewParser().ParseHCL(src, filename)
+	if diags.HasErrors() {
+		return nil, nil, diags
+	}
+	attrs, adiags := f.Body.JustAttributes()
+	diags = append(diags, adiags...)
+	vals := map[string]cty.Value{}
+	ranges := map[string]hcl.Range{}
+	for n, a := range attrs {
+		v, d := constValue(a.Expr, cty.DynamicPseudoType, "variable "+n)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			vals[n], ranges[n] = v, a.NameRange
+		}
+	}
+	return vals, ranges, diags
+}
+
+// bindVars checks the stack set's variables against the template's.
+func (ss *StackSet) bindVars(raw map[string]cty.Value, ranges map[string]hcl.Range) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	t := ss.Template
+	for _, k := range sortedKeys(raw) {
+		decl, ok := t.Variables[k]
+		if !ok {
+			diags = diags.Append(errorf(ranges[k], "Unknown variable",
+				"Stack set %q sets variable %q, which template %s does not declare. Declared variables: %s.",
+				ss.Name, k, t.Dir, strings.Join(sortedKeys(t.Variables), ", ")))
+			continue
+		}
+		v, err := convert.Convert(raw[k], decl.Type)
+		if err != nil {
+			diags = diags.Append(errorf(ranges[k], "Invalid value for variable",
+				"Stack set %q: variable %q must be %s: %s.", ss.Name, k, typeName(decl.Type), err))
+			continue
+		}
+		ss.Vars[k] = v
+	}
+	for _, k := range sortedKeys(t.Variables) {
+		if _, ok := raw[k]; !ok && t.Variables[k].Default == cty.NilVal {
+			diags = diags.Append(errorf(ss.DeclRange, "No value for required variable",
+				"Stack set %q does not set variable %q, which template %s requires (declared at %s without a default). Add it to vars.",
+				ss.Name, k, t.Dir, t.Variables[k].DeclRange))
+		}
+	}
+	return diags
+}
+
+func typeName(t cty.Type) string {
+	if t == cty.DynamicPseudoType {
+		return "any value"
+	}
+	return "a " + t.FriendlyName()
+}
+
+func (ss *StackSet) loadTargets(fsys fs.FS, b *hcl.Block) hcl.Diagnostics {
+	content, diags := b.Body.Content(targetsSchema)
+	a := content.Attributes
+	diags = append(diags, stringListAttr(a["regions"], &ss.Regions)...)
+	diags = append(diags, stringListAttr(a["accounts"], &ss.Accounts)...)
+	switch {
+	case a["accounts"] != nil && a["accounts_file"] != nil:
+		diags = diags.Append(errorf(a["accounts_file"].NameRange, "Conflicting account lists",
+			"Stack set %q sets both accounts and accounts_file; set exactly one of them.", ss.Name))
+	case a["accounts"] == nil && a["accounts_file"] == nil:
+		diags = diags.Append(errorf(b.DefRange, "Missing accounts",
+			"Stack set %q: deployment_targets needs accounts = [...] or accounts_file = \"./accounts.csv\".", ss.Name))
+	case a["accounts_file"] != nil:
+		var rel string
+		diags = append(diags, stringAttr(a["accounts_file"], &rel)...)
+		rng := a["accounts_file"].Expr.Range()
+		p, d := relPath(rng.Filename, rel, rng, "accounts_file")
+		if d != nil {
+			return diags.Append(d)
+		}
+		src, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return diags.Append(errorf(rng, "Cannot read accounts_file", "Stack set %q: accounts_file %s: %s.", ss.Name, p, trimFSError(err)))
+		}
+		accts, err := ParseAccountsCSV(src)
+		if err != nil {
+			return diags.Append(errorf(rng, "Invalid accounts_file", "Stack set %q: accounts_file %s: %s.", ss.Name, p, err))
+		}
+		ss.Accounts = accts
+	}
+	if diags.HasErrors() {
+		return diags
+	}
+	diags = append(diags, checkIDs(ss.Name, "regions", ss.Regions, a["regions"].Expr.Range())...)
+	rng := b.DefRange
+	if a["accounts"] != nil {
+		rng = a["accounts"].Expr.Range()
+	} else if a["accounts_file"] != nil {
+		rng = a["accounts_file"].Expr.Range()
+	}
+	diags = append(diags, checkIDs(ss.Name, "accounts", ss.Accounts, rng)...)
+	return diags
+}
+
+func checkIDs(ssName, what string, ids []string, rng hcl.Range) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	if len(ids) == 0 {
+		return diags.Append(errorf(rng, "Empty "+what, "Stack set %q: %s must list at least one entry.", ssName, what))
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if !targetIDRe.MatchString(id) {
+			diags = diags.Append(errorf(rng, "Invalid "+what+" entry",
+				"Stack set %q: %q is not a valid entry of %s: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit.", ssName, id, what))
+		}
+		if seen[id] {
+			diags = diags.Append(errorf(rng, "Duplicate "+what+" entry", "Stack set %q lists %q twice in %s.", ssName, id, what))
+		}
+		seen[id] = true
+	}
+	return diags
+}
+
+// ParseAccountsCSV parses an accounts_file: UTF-8, ids separated by commas
+// and/or newlines, at most 100 KB. Blank entries are skipped; a UTF-8 byte
+// order mark at the start is tolerated.
+func ParseAccountsCSV(src []byte) ([]string, error) {
+	if len(src) > MaxAccountsFileSize {
+		return nil, fmt.Errorf("the file is %d bytes; at most %d bytes (100 KB) are allowed", len(src), MaxAccountsFileSize)
+	}
+	if !utf8.Valid(src) {
+		return nil, fmt.Errorf("the file is not valid UTF-8")
+	}
+	s := strings.TrimPrefix(string(src), "\ufeff")
+	var out []string
+	seen := map[string]bool{}
+	for lineNo, line := range strings.Split(s, "\n") {
+		for _, f := range strings.Split(line, ",") {
+			id := strings.TrimSpace(f)
+			if id == "" {
+				continue
+			}
+			if !targetIDRe.MatchString(id) {
+				return nil, fmt.Errorf("line %d: %q is not an account id (1-64 letters, digits, '.', '_' or '-')", lineNo+1, id)
+			}
+			if seen[id] {
+				return nil, fmt.Errorf("line %d: account %q is listed twice", lineNo+1, id)
+			}
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("the file lists no accounts")
+	}
+	return out, nil
+}
+
+func (ss *StackSet) loadPreferences(b *hcl.Block) hcl.Diagnostics {
+	content, diags := b.Body.Content(preferencesSchema)
+	a := content.Attributes
+	p := &ss.Preferences
+	diags = append(diags, stringAttr(a["region_concurrency_type"], &p.RegionConcurrency)...)
+	diags = append(diags, stringListAttr(a["region_order"], &p.RegionOrder)...)
+	diags = append(diags, stringAttr(a["failure_tolerance_mode"], &p.FailureToleranceMode)...)
+	exactlyOne := func(count, pct string, dstCount, dstPct *int) {
+		if a[count] != nil && a[pct] != nil {
+			diags = diags.Append(errorf(a[pct].NameRange, "Conflicting operation preferences",
+				"Stack set %q sets both %s and %s; set at most one of them.", ss.Name, count, pct))
+			return
+		}
+		diags = append(diags, intAttr(a[count], dstCount)...)
+		if a[pct] != nil {
+			diags = append(diags, intAttr(a[pct], dstPct)...)
+			if *dstPct > 100 {
+				diags = diags.Append(errorf(a[pct].Expr.Range(), "Invalid "+pct, "Stack set %q: %s is %d; it must be between 0 and 100.", ss.Name, pct, *dstPct))
+			}
+		}
+	}
+	exactlyOne("failure_tolerance_count", "failure_tolerance_percentage", &p.FailureToleranceCount, &p.FailureTolerancePercentage)
+	exactlyOne("max_concurrent_count", "max_concurrent_percentage", &p.MaxConcurrentCount, &p.MaxConcurrentPercentage)
+	if a["max_concurrent_count"] != nil && p.MaxConcurrentCount < 1 {
+		diags = diags.Append(errorf(a["max_concurrent_count"].Expr.Range(), "Invalid max_concurrent_count", "Stack set %q: max_concurrent_count must be at least 1.", ss.Name))
+	}
+	switch p.RegionConcurrency {
+	case "SEQUENTIAL", "PARALLEL":
+	default:
+		diags = diags.Append(errorf(a["region_concurrency_type"].Expr.Range(), "Invalid region_concurrency_type",
+			"Stack set %q: region_concurrency_type is %q; it must be \"SEQUENTIAL\" or \"PARALLEL\".", ss.Name, p.RegionConcurrency))
+	}
+	switch p.FailureToleranceMode {
+	case "STRICT_FAILURE_TOLERANCE", "SOFT_FAILURE_TOLERANCE":
+	default:
+		diags = diags.Append(errorf(a["failure_tolerance_mode"].Expr.Range(), "Invalid failure_tolerance_mode",
+			"Stack set %q: failure_tolerance_mode is %q; it must be \"STRICT_FAILURE_TOLERANCE\" or \"SOFT_FAILURE_TOLERANCE\".", ss.Name, p.FailureToleranceMode))
+	}
+	if ro := a["region_order"]; ro != nil {
+		if p.RegionConcurrency != "SEQUENTIAL" {
+			diags = diags.Append(errorf(ro.NameRange, "region_order needs SEQUENTIAL",
+				"Stack set %q: region_order is only allowed with region_concurrency_type = \"SEQUENTIAL\".", ss.Name))
+		} else if !sameSet(p.RegionOrder, ss.Regions) {
+			diags = diags.Append(errorf(ro.Expr.Range(), "Invalid region_order",
+				"Stack set %q: region_order %v must list exactly the regions of deployment_targets %v, each once.", ss.Name, p.RegionOrder, ss.Regions))
+		}
+	}
+	// STRICT mode: concurrency may exceed tolerance by at most one (seed rule),
+	// checked when both are counts; percentages are checked per region at run time.
+	if p.FailureToleranceMode == "STRICT_FAILURE_TOLERANCE" && p.MaxConcurrentPercentage < 0 && p.FailureTolerancePercentage < 0 &&
+		p.MaxConcurrentCount > p.FailureToleranceCount+1 {
+		rng := b.DefRange
+		if a["max_concurrent_count"] != nil {
+			rng = a["max_concurrent_count"].Expr.Range()
+		}
+		diags = diags.Append(errorf(rng, "max_concurrent_count too large for STRICT_FAILURE_TOLERANCE",
+			"Stack set %q: max_concurrent_count is %d but failure_tolerance_count is %d; in STRICT_FAILURE_TOLERANCE mode max concurrency may be at most failure tolerance + 1 (%d). Lower it or use SOFT_FAILURE_TOLERANCE.",
+			ss.Name, p.MaxConcurrentCount, p.FailureToleranceCount, p.FailureToleranceCount+1))
+	}
+	return diags
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	m := map[string]int{}
+	for _, x := range a {
+		m[x]++
+	}
+	for _, x := range b {
+		if m[x] != 1 {
+			return false
+		}
+		m[x]--
+	}
+	return true
+}
+
+func (ss *StackSet) configHash() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "template\x00%s\x00", ss.Template.Hash)
+	for _, k := range sortedKeys(ss.Vars) {
+		b, _ := EncodeValue(ss.Vars[k])
+		fmt.Fprintf(h, "%s\x00%s\x00", k, b)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

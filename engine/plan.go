@@ -1,0 +1,767 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"math/big"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/stackd/stackd/engine/provider"
+)
+
+// MaxCount bounds count and for_each expansion of one resource.
+const MaxCount = 10000
+
+// Journal statuses of a recorded resource (the same strings the state
+// package stores).
+const (
+	StatusApplied       = "APPLIED"
+	StatusPendingCreate = "PENDING_CREATE"
+	StatusPendingUpdate = "PENDING_UPDATE"
+	StatusPendingDelete = "PENDING_DELETE"
+)
+
+// ResourceState is a recorded resource as handed to the engine. Inputs and
+// Attributes are objects encoded with EncodeValue.
+type ResourceState struct {
+	Address    string
+	Type       string
+	PhysicalID string
+	Inputs     json.RawMessage
+	Attributes json.RawMessage
+	Sensitive  []string
+	DependsOn  []string
+	Status     string
+	RequestID  string
+	// DeletionPolicy is "Retain" when the resource must be kept in the world
+	// when it is removed from the template or the stack set is deleted.
+	DeletionPolicy string
+}
+
+// Action is what applying a plan does to one resource.
+type Action int
+
+// Actions, in the order a reader expects them.
+const (
+	NoOp Action = iota
+	Create
+	Update
+	Replace
+	Delete
+)
+
+func (a Action) String() string {
+	return [...]string{"NoOp", "Create", "Update", "Replace", "Delete"}[a]
+}
+
+// Replacement values of the ROS change set.
+const (
+	ReplacementTrue        = "True"
+	ReplacementFalse       = "False"
+	ReplacementConditional = "Conditional"
+)
+
+// Instance is one stack set evaluated at one target.
+type Instance struct {
+	// StackSet is nil when destroying an instance of a stack set whose block
+	// was removed; Name then names it.
+	StackSet *StackSet
+	Name     string
+	// StackSetID is the recorded id; empty before the stack set exists, when
+	// stack_set.id is known only after apply.
+	StackSetID string
+	Target     Target
+	// Vars, when non-nil, replaces StackSet.Vars (stack-set vars merged with
+	// instance overrides).
+	Vars map[string]cty.Value
+}
+
+func (in *Instance) providerTarget() provider.Target {
+	name := in.Name
+	if in.StackSet != nil {
+		name = in.StackSet.Name
+	}
+	return provider.Target{StackSetName: name, StackSetID: in.StackSetID, Region: in.Target.Region, Account: in.Target.Account}
+}
+
+// ResourcePlan is the planned action for one resource instance.
+type ResourcePlan struct {
+	Address     string
+	Base        string // "TYPE.NAME" without instance key
+	Type        string
+	Action      Action
+	Replacement string
+	PhysicalID  string
+	RequestID   string // pending journal request id to resume, if any
+	Before      cty.Value
+	After       cty.Value // may hold unknowns and marks
+	Change      Change
+}
+
+// InstancePlan is the immutable plan of one stack instance.
+type InstancePlan struct {
+	Instance  *Instance
+	Resources []*ResourcePlan // removals first (reverse dependency order), then template order
+	Outputs   map[string]cty.Value
+	recorded  map[string]*recordedResource
+	destroy   bool
+}
+
+// PlanDestroy plans the deletion of every recorded resource of an instance
+// (its target was removed, or its stack set was deleted), dependents first.
+// It needs no template.
+func PlanDestroy(inst *Instance, recorded []ResourceState) *InstancePlan {
+	p := &InstancePlan{Instance: inst, Outputs: map[string]cty.Value{}, recorded: map[string]*recordedResource{}, destroy: true}
+	var removed []*recordedResource
+	for _, r := range recorded {
+		rr := &recordedResource{ResourceState: r, inputs: cty.EmptyObjectVal, attrs: cty.EmptyObjectVal}
+		if v, err := DecodeValue(r.Inputs); err == nil && v != cty.NilVal && v.Type().IsObjectType() {
+			rr.inputs = v
+		}
+		if v, err := DecodeValue(r.Attributes); err == nil && v != cty.NilVal && v.Type().IsObjectType() {
+			rr.attrs = v
+		}
+		p.recorded[r.Address] = rr
+		removed = append(removed, rr)
+	}
+	for _, rr := range orderRemovals(removed) {
+		rp := &ResourcePlan{Address: rr.Address, Base: baseAddr(rr.Address), Type: rr.Type, Action: Delete, PhysicalID: rr.PhysicalID, Before: markAttrs(rr.inputs, rr.Sensitive)}
+		if rr.Status == StatusPendingDelete {
+			rp.RequestID = rr.RequestID
+		}
+		rp.Change = removeChange(rp)
+		p.Resources = append(p.Resources, rp)
+	}
+	return p
+}
+
+// HasChanges reports whether applying the plan would do anything.
+func (p *InstancePlan) HasChanges() bool {
+	for _, r := range p.Resources {
+		if r.Action != NoOp {
+			return true
+		}
+	}
+	return false
+}
+
+// Changes returns the ROS change records of every resource that changes.
+func (p *InstancePlan) Changes() []Change {
+	var out []Change
+	for _, r := range p.Resources {
+		if r.Action != NoOp {
+			out = append(out, r.Change)
+		}
+	}
+	return out
+}
+
+// Counts returns how many resources are created, updated, replaced, deleted.
+func (p *InstancePlan) Counts() (add, change, replace, remove int) {
+	for _, r := range p.Resources {
+		switch r.Action {
+		case Create:
+			add++
+		case Update:
+			change++
+		case Replace:
+			replace++
+		case Delete:
+			remove++
+		}
+	}
+	return
+}
+
+type recordedResource struct {
+	ResourceState
+	inputs, attrs cty.Value
+}
+
+// Engine evaluates templates against providers.
+type Engine struct {
+	providers provider.Registry
+}
+
+// New returns an engine using the given providers.
+func New(reg provider.Registry) *Engine { return &Engine{providers: reg} }
+
+// Load loads definitions with this engine's providers (see Load).
+func (e *Engine) Load(fsys fs.FS, dir string) (*Definitions, hcl.Diagnostics) {
+	return Load(fsys, dir, e.providers)
+}
+
+// Plan evaluates the instance's template and diffs it against the recorded
+// resources. Evaluation errors are diagnostics; a plan with errors must not be
+// applied.
+func (e *Engine) Plan(inst *Instance, recorded []ResourceState) (*InstancePlan, hcl.Diagnostics) {
+	w, diags := e.newWalker(inst, recorded)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	diags = append(diags, w.walk()...)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	return w.plan, diags
+}
+
+type walker struct {
+	e         *Engine
+	inst      *Instance
+	tmpl      *Template
+	base      map[string]cty.Value // var, target, stack_set
+	locals    map[string]cty.Value
+	resources map[string]cty.Value // by "TYPE.NAME"
+	// changing marks resources whose action is not NoOp.
+	changing map[string]bool
+	plan     *InstancePlan
+	// apply hook: when set, called for each resource instance plan in
+	// order; it returns the resource's real value.
+	apply func(rp *ResourcePlan, props cty.Value) (cty.Value, error)
+}
+
+func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	ss := inst.StackSet
+	t := ss.Template
+	vals := inst.Vars
+	if vals == nil {
+		vals = ss.Vars
+	}
+	vars := map[string]cty.Value{}
+	for name, decl := range t.Variables {
+		v, ok := vals[name]
+		if !ok {
+			if decl.Default == cty.NilVal {
+				diags = diags.Append(errorf(ss.DeclRange, "No value for required variable", "Stack set %q does not set variable %q.", ss.Name, name))
+				continue
+			}
+			v = decl.Default
+		}
+		if decl.Sensitive {
+			v = v.Mark(markSensitive)
+		}
+		vars[name] = v
+	}
+	id := cty.UnknownVal(cty.String)
+	if inst.StackSetID != "" {
+		id = cty.StringVal(inst.StackSetID)
+	}
+	w := &walker{
+		e: e, inst: inst, tmpl: t,
+		base: map[string]cty.Value{
+			"var":       cty.ObjectVal(vars),
+			"target":    cty.ObjectVal(map[string]cty.Value{"region": cty.StringVal(inst.Target.Region), "account": cty.StringVal(inst.Target.Account), "ou": cty.StringVal("")}),
+			"stack_set": cty.ObjectVal(map[string]cty.Value{"name": cty.StringVal(ss.Name), "id": id}),
+		},
+		locals:    map[string]cty.Value{},
+		resources: map[string]cty.Value{},
+		changing:  map[string]bool{},
+		plan:      &InstancePlan{Instance: inst, Outputs: map[string]cty.Value{}, recorded: map[string]*recordedResource{}},
+	}
+	for _, r := range recorded {
+		rr := &recordedResource{ResourceState: r}
+		var err error
+		if rr.inputs, err = DecodeValue(r.Inputs); err == nil {
+			rr.attrs, err = DecodeValue(r.Attributes)
+		}
+		if err != nil {
+			diags = diags.Append(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Corrupt recorded resource", Detail: fmt.Sprintf("The recorded state of %s cannot be decoded: %s.", r.Address, err)})
+			continue
+		}
+		if rr.inputs == cty.NilVal || !rr.inputs.Type().IsObjectType() {
+			rr.inputs = cty.EmptyObjectVal
+		}
+		if rr.attrs == cty.NilVal || !rr.attrs.Type().IsObjectType() {
+			rr.attrs = cty.EmptyObjectVal
+		}
+		w.plan.recorded[r.Address] = rr
+	}
+	return w, diags
+}
+
+// walk evaluates every node in dependency order, planning each resource.
+func (w *walker) walk() hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	desired := map[string]bool{}
+	var planned []*ResourcePlan
+	for _, node := range w.tmpl.order {
+		switch {
+		case strings.HasPrefix(node, "local."):
+			l := w.tmpl.Locals[strings.TrimPrefix(node, "local.")]
+			v, d := l.Expr.Value(w.ctx(nil, l.Expr))
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				return diags
+			}
+			w.locals[l.Name] = v
+		case strings.HasPrefix(node, "output."):
+			o := w.tmpl.Outputs[strings.TrimPrefix(node, "output.")]
+			v, d := o.Expr.Value(w.ctx(nil, o.Expr))
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				return diags
+			}
+			if o.Sensitive {
+				v = v.Mark(markSensitive)
+			}
+			w.plan.Outputs[o.Name] = v
+		default:
+			r := w.tmpl.Resources[node]
+			rps, d := w.resource(r)
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				return diags
+			}
+			for _, rp := range rps {
+				desired[rp.Address] = true
+			}
+			planned = append(planned, rps...)
+		}
+	}
+	// Removals: recorded resources no longer desired, dependents first.
+	var removed []*recordedResource
+	for addr, rr := range w.plan.recorded {
+		if !desired[addr] {
+			removed = append(removed, rr)
+		}
+	}
+	for _, rr := range orderRemovals(removed) {
+		if tr := w.tmpl.Resources[baseAddr(rr.Address)]; tr != nil && tr.Lifecycle.PreventDestroy {
+			return diags.Append(errorf(tr.DeclRange, "Instance cannot be destroyed",
+				"%s has lifecycle.prevent_destroy set, but this change would destroy it. Remove prevent_destroy first or keep the resource.", rr.Address))
+		}
+		rp := &ResourcePlan{Address: rr.Address, Base: baseAddr(rr.Address), Type: rr.Type, Action: Delete, PhysicalID: rr.PhysicalID, Before: markAttrs(rr.inputs, rr.Sensitive)}
+		if rr.Status == StatusPendingDelete {
+			rp.RequestID = rr.RequestID
+		}
+		rp.Change = removeChange(rp)
+		w.plan.Resources = append(w.plan.Resources, rp)
+	}
+	w.plan.Resources = append(w.plan.Resources, planned...)
+	return diags
+}
+
+// orderRemovals orders removed resources so that a resource is deleted
+// before the resources it depends on.
+func orderRemovals(removed []*recordedResource) []*recordedResource {
+	byBase := map[string][]*recordedResource{}
+	g := newGraph()
+	for _, rr := range removed {
+		b := baseAddr(rr.Address)
+		byBase[b] = append(byBase[b], rr)
+		g.add(b)
+	}
+	for _, rr := range removed {
+		for _, d := range rr.DependsOn {
+			if _, ok := byBase[d]; ok && d != baseAddr(rr.Address) {
+				g.connect(baseAddr(rr.Address), d)
+			}
+		}
+	}
+	order, cycle := g.order()
+	if cycle != nil { // recorded data is inconsistent; fall back to name order
+		order = sortedKeys(byBase)
+	}
+	var out []*recordedResource
+	for i := len(order) - 1; i >= 0; i-- {
+		rs := byBase[order[i]]
+		sort.Slice(rs, func(a, b int) bool { return rs[a].Address > rs[b].Address })
+		out = append(out, rs...)
+	}
+	return out
+}
+
+func baseAddr(addr string) string {
+	if i := strings.IndexByte(addr, '['); i >= 0 {
+		return addr[:i]
+	}
+	return addr
+}
+
+// ctx builds the evaluation context for the given expressions: the base
+// roots, plus the locals and resources they reference.
+func (w *walker) ctx(extra map[string]cty.Value, exprs ...hcl.Expression) *hcl.EvalContext {
+	vars := make(map[string]cty.Value, len(w.base)+4)
+	for k, v := range w.base {
+		vars[k] = v
+	}
+	for k, v := range extra {
+		vars[k] = v
+	}
+	locals := map[string]cty.Value{}
+	byType := map[string]map[string]cty.Value{}
+	for _, expr := range exprs {
+		if expr == nil {
+			continue
+		}
+		for _, tr := range expr.Variables() {
+			root := tr.RootName()
+			name := ""
+			if len(tr) > 1 {
+				if a, ok := tr[1].(hcl.TraverseAttr); ok {
+					name = a.Name
+				}
+			}
+			switch root {
+			case "var", "target", "stack_set", "count", "each":
+			case "local":
+				if v, ok := w.locals[name]; ok {
+					locals[name] = v
+				}
+			default:
+				if v, ok := w.resources[root+"."+name]; ok {
+					if byType[root] == nil {
+						byType[root] = map[string]cty.Value{}
+					}
+					byType[root][name] = v
+				}
+			}
+		}
+	}
+	vars["local"] = cty.ObjectVal(locals)
+	for typ, m := range byType {
+		vars[typ] = cty.ObjectVal(m)
+	}
+	return &hcl.EvalContext{Variables: vars, Functions: functions}
+}
+
+type expansion struct {
+	addr  string
+	extra map[string]cty.Value // count / each
+}
+
+func (w *walker) expand(r *Resource) ([]expansion, hcl.Diagnostics) {
+	switch {
+	case r.Count != nil:
+		v, diags := r.Count.Value(w.ctx(nil, r.Count))
+		if diags.HasErrors() {
+			return nil, diags
+		}
+		if !v.IsWhollyKnown() {
+			return nil, diags.Append(errorf(r.Count.Range(), "Invalid count argument", "The count of %s depends on values known only after apply; it must be known at plan time.", r.Addr()))
+		}
+		if v.IsMarked() {
+			return nil, diags.Append(errorf(r.Count.Range(), "Invalid count argument", "The count of %s is derived from a sensitive value; count must not be sensitive.", r.Addr()))
+		}
+		num, err := convert.Convert(v, cty.Number)
+		if err != nil || num.IsNull() {
+			return nil, diags.Append(errorf(r.Count.Range(), "Invalid count argument", "The count of %s must be a whole number.", r.Addr()))
+		}
+		bf := num.AsBigFloat()
+		if !bf.IsInt() || bf.Sign() < 0 || bf.Cmp(big.NewFloat(MaxCount)) > 0 {
+			return nil, diags.Append(errorf(r.Count.Range(), "Invalid count argument",
+				"The count of %s is %s; it must be a whole number from 0 to %d.", r.Addr(), bf.Text('g', -1), MaxCount))
+		}
+		n, _ := bf.Int64()
+		out := make([]expansion, n)
+		for i := range out {
+			out[i] = expansion{addr: fmt.Sprintf("%s[%d]", r.Addr(), i), extra: map[string]cty.Value{"count": cty.ObjectVal(map[string]cty.Value{"index": cty.NumberIntVal(int64(i))})}}
+		}
+		return out, diags
+	case r.ForEach != nil:
+		v, diags := r.ForEach.Value(w.ctx(nil, r.ForEach))
+		if diags.HasErrors() {
+			return nil, diags
+		}
+		bad := func(why string) ([]expansion, hcl.Diagnostics) {
+			return nil, diags.Append(errorf(r.ForEach.Range(), "Invalid for_each argument", "The for_each of %s %s; it must be a map, or a set of strings, known at plan time and not sensitive.", r.Addr(), why))
+		}
+		if !v.IsWhollyKnown() {
+			return bad("depends on values known only after apply")
+		}
+		if v.IsMarked() {
+			return bad("is derived from a sensitive value")
+		}
+		if v.IsNull() {
+			return bad("is null")
+		}
+		ty := v.Type()
+		var keys []string
+		vals := map[string]cty.Value{}
+		switch {
+		case ty.IsMapType() || ty.IsObjectType():
+			for k, ev := range v.AsValueMap() {
+				keys = append(keys, k)
+				vals[k] = ev
+			}
+		case ty.IsSetType() || ty.IsListType() || ty.IsTupleType():
+			if !ty.IsSetType() {
+				if s, err := convert.Convert(v, cty.Set(cty.String)); err != nil || s.LengthInt() != v.LengthInt() {
+					return bad("is a list with duplicate or non-string elements (use toset())")
+				}
+			}
+			for it := v.ElementIterator(); it.Next(); {
+				_, ev := it.Element()
+				s, err := convert.Convert(ev, cty.String)
+				if err != nil || s.IsNull() {
+					return bad("holds a value that is not a string")
+				}
+				keys = append(keys, s.AsString())
+				vals[s.AsString()] = s
+			}
+		default:
+			return bad("is a " + ty.FriendlyName())
+		}
+		if len(keys) > MaxCount {
+			return bad(fmt.Sprintf("has %d elements, more than the limit of %d", len(keys), MaxCount))
+		}
+		sort.Strings(keys)
+		out := make([]expansion, 0, len(keys))
+		for _, k := range keys {
+			out = append(out, expansion{addr: fmt.Sprintf("%s[%s]", r.Addr(), strconv.Quote(k)), extra: map[string]cty.Value{"each": cty.ObjectVal(map[string]cty.Value{"key": cty.StringVal(k), "value": vals[k]})}})
+		}
+		return out, diags
+	}
+	return []expansion{{addr: r.Addr()}}, nil
+}
+
+// resource plans (and in apply mode applies) every instance of r and
+// records its value for references.
+func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
+	exps, diags := w.expand(r)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	p := w.e.providers[r.Type]
+	schema := p.Schema()
+	exprs := make([]hcl.Expression, 0, len(r.Properties))
+	for _, a := range r.Properties {
+		exprs = append(exprs, a.Expr)
+	}
+	var plans []*ResourcePlan
+	values := make([]cty.Value, 0, len(exps))
+	keyed := map[string]cty.Value{}
+	for _, ex := range exps {
+		ctx := w.ctx(ex.extra, exprs...)
+		props := make(map[string]cty.Value, len(schema.Properties))
+		for name, ps := range schema.Properties {
+			a := r.Properties[name]
+			if a == nil {
+				props[name] = cty.NullVal(ps.Type)
+				continue
+			}
+			v, d := a.Expr.Value(ctx)
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				continue
+			}
+			conv, err := convert.Convert(v, ps.Type)
+			if err != nil {
+				diags = diags.Append(errorf(a.Expr.Range(), "Invalid value for property",
+					"%s: property %q must be %s: %s.", ex.addr, name, typeName(ps.Type), err))
+				continue
+			}
+			if ps.Required && conv.IsNull() {
+				diags = diags.Append(errorf(a.Expr.Range(), "Missing value for property", "%s: property %q is required and must not be null.", ex.addr, name))
+				continue
+			}
+			if ps.Sensitive {
+				conv = conv.Mark(markSensitive)
+			}
+			props[name] = conv
+		}
+		if diags.HasErrors() {
+			return nil, diags
+		}
+		obj := cty.ObjectVal(props)
+		if v, ok := p.(provider.Validator); ok && obj.IsWhollyKnown() {
+			clean, _ := obj.UnmarkDeep()
+			if err := v.ValidateProperties(w.inst.providerTarget(), clean); err != nil {
+				return nil, diags.Append(errorf(r.DeclRange, "Invalid resource properties", "%s: %s.", ex.addr, strings.TrimSuffix(err.Error(), ".")))
+			}
+		}
+		rp := w.diff(r, ex.addr, schema, obj)
+		if rp.Action == Replace || rp.Action == Delete {
+			if r.Lifecycle.PreventDestroy {
+				return nil, diags.Append(errorf(r.DeclRange, "Instance cannot be destroyed",
+					"%s has lifecycle.prevent_destroy set, but this change would replace it (%s). Remove prevent_destroy first.", ex.addr, changedNames(rp)))
+			}
+		}
+		val := w.value(p, schema, rp, obj)
+		if w.apply != nil {
+			applied, err := w.apply(rp, obj)
+			if err != nil {
+				return nil, diags.Append(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Apply failed", Detail: fmt.Sprintf("%s: %s", ex.addr, err)})
+			}
+			val = applied
+		}
+		plans = append(plans, rp)
+		values = append(values, val)
+		if ex.extra["each"] != cty.NilVal {
+			keyed[ex.extra["each"].GetAttr("key").AsString()] = val
+		}
+		if rp.Action != NoOp {
+			w.changing[r.Addr()] = true
+		}
+	}
+	switch {
+	case r.Count != nil:
+		w.resources[r.Addr()] = cty.TupleVal(values)
+	case r.ForEach != nil:
+		w.resources[r.Addr()] = cty.ObjectVal(keyed)
+	default:
+		w.resources[r.Addr()] = values[0]
+	}
+	return plans, diags
+}
+
+func changedNames(rp *ResourcePlan) string {
+	var n []string
+	for _, pc := range rp.Change.ResourceChange.PropertyChanges {
+		n = append(n, pc.Name)
+	}
+	return strings.Join(n, ", ")
+}
+
+// value is the resource's value for references during planning.
+func (w *walker) value(p provider.Provider, schema provider.Schema, rp *ResourcePlan, props cty.Value) cty.Value {
+	attrs := map[string]cty.Value{}
+	for k, v := range props.AsValueMap() {
+		attrs[k] = v
+	}
+	if rp.Action == NoOp {
+		rr := w.plan.recorded[rp.Address]
+		for k, v := range markAttrs(rr.attrs, rr.Sensitive).AsValueMap() {
+			attrs[k] = v
+		}
+		return cty.ObjectVal(attrs)
+	}
+	if schema.OpenAttributes {
+		return cty.DynamicVal
+	}
+	var planned map[string]cty.Value
+	if ap, ok := p.(provider.AttributePlanner); ok {
+		clean, marks := props.UnmarkDeep()
+		planned = ap.PlanAttributes(w.inst.providerTarget(), clean)
+		if len(marks) > 0 {
+			for k, v := range planned {
+				planned[k] = v.Mark(markSensitive)
+			}
+		}
+	}
+	for _, name := range schema.Attributes {
+		if v, ok := planned[name]; ok {
+			attrs[name] = v
+		} else {
+			attrs[name] = cty.DynamicVal
+		}
+	}
+	return cty.ObjectVal(attrs)
+}
+
+// diff compares the evaluated properties with the recorded resource.
+func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after cty.Value) *ResourcePlan {
+	rp := &ResourcePlan{Address: addr, Base: r.Addr(), Type: r.Type, After: after, Replacement: ReplacementFalse}
+	rr := w.plan.recorded[addr]
+	if rr == nil || rr.Status == StatusPendingCreate || rr.Status == StatusPendingDelete || rr.Type != r.Type {
+		rp.Action = Create
+		if rr != nil && rr.Status == StatusPendingCreate {
+			rp.RequestID = rr.RequestID
+		}
+		if rr != nil && rr.Type != r.Type {
+			// The address now names a resource of another type: replace it.
+			rp.Action = Replace
+			rp.Replacement = ReplacementTrue
+			rp.PhysicalID = rr.PhysicalID
+			rp.Before = markAttrs(rr.inputs, rr.Sensitive)
+		}
+		rp.Change = w.addChange(r, rp, schema)
+		return rp
+	}
+	rp.PhysicalID = rr.PhysicalID
+	rp.Before = markAttrs(rr.inputs, rr.Sensitive)
+	ignored := map[string]bool{}
+	for _, n := range r.Lifecycle.IgnoreChanges {
+		ignored[n] = true
+	}
+	var changed []string
+	strongest := ReplacementFalse
+	for _, name := range sortedKeys(schema.Properties) {
+		if ignored[name] {
+			continue
+		}
+		nv := after.GetAttr(name)
+		ov := cty.NullVal(schema.Properties[name].Type)
+		if rr.inputs.Type().HasAttribute(name) {
+			ov = rr.inputs.GetAttr(name)
+		}
+		if valuesEqual(nv, ov) {
+			continue
+		}
+		changed = append(changed, name)
+		dynamic := !nv.IsWhollyKnown()
+		switch schema.Properties[name].Recreation {
+		case provider.Always:
+			if !dynamic {
+				strongest = ReplacementTrue
+			} else if strongest != ReplacementTrue {
+				strongest = ReplacementConditional
+			}
+		case provider.Conditionally:
+			if strongest != ReplacementTrue {
+				strongest = ReplacementConditional
+			}
+		}
+	}
+	switch {
+	case rr.Status == StatusPendingUpdate:
+		rp.Action = Update
+		rp.RequestID = rr.RequestID
+	case len(changed) == 0:
+		rp.Action = NoOp
+	case strongest == ReplacementTrue:
+		rp.Action = Replace
+	default:
+		rp.Action = Update
+	}
+	rp.Replacement = strongest
+	if ignored := len(r.Lifecycle.IgnoreChanges) > 0; ignored && rp.Action != NoOp {
+		// ignored properties keep their recorded values
+		m := after.AsValueMap()
+		for n := range m {
+			if r.Lifecycle.isIgnored(n) && rr.inputs.Type().HasAttribute(n) {
+				m[n] = rr.inputs.GetAttr(n)
+			}
+		}
+		rp.After = cty.ObjectVal(m)
+	}
+	rp.Change = w.modifyChange(r, rp, schema, changed)
+	return rp
+}
+
+func (l Lifecycle) isIgnored(name string) bool {
+	for _, n := range l.IgnoreChanges {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// valuesEqual compares a planned value with a recorded one: unknown values
+// are never equal; marks are ignored; values compare by their JSON.
+func valuesEqual(a, b cty.Value) bool {
+	if !a.IsWhollyKnown() {
+		return false
+	}
+	a, _ = a.UnmarkDeep()
+	b, _ = b.UnmarkDeep()
+	if a.IsNull() || b.IsNull() {
+		return a.IsNull() == b.IsNull()
+	}
+	if a.Type().Equals(b.Type()) {
+		return a.RawEquals(b)
+	}
+	aj, err1 := plainJSON(a)
+	bj, err2 := plainJSON(b)
+	return err1 == nil && err2 == nil && string(aj) == string(bj)
+}

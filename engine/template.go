@@ -1,0 +1,598 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/ext/typeexpr"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/stackd/stackd/engine/provider"
+)
+
+// Template is one loaded and statically validated template directory.
+type Template struct {
+	Dir       string
+	Hash      string // sha256 over the names and contents of its files
+	Variables map[string]*Variable
+	Locals    map[string]*Local
+	Resources map[string]*Resource // by "TYPE.NAME"
+	Outputs   map[string]*Output
+	// order is every node ("local.x", "TYPE.NAME", "output.x") in dependency order.
+	order []string
+}
+
+// Variable is a template input.
+type Variable struct {
+	Name        string
+	Type        cty.Type
+	Default     cty.Value // cty.NilVal when required
+	Sensitive   bool
+	Description string
+	DeclRange   hcl.Range
+}
+
+// Local is one named expression of a locals block.
+type Local struct {
+	Name      string
+	Expr      hcl.Expression
+	DeclRange hcl.Range
+}
+
+// Output is a value the template exports from each instance.
+type Output struct {
+	Name      string
+	Expr      hcl.Expression
+	Sensitive bool
+	DeclRange hcl.Range
+}
+
+// Lifecycle holds a resource's lifecycle meta-arguments.
+type Lifecycle struct {
+	CreateBeforeDestroy bool
+	PreventDestroy      bool
+	IgnoreChanges       []string
+}
+
+// Resource is one resource block; count or for_each expand it into instances.
+type Resource struct {
+	Type, Name     string
+	Count, ForEach hcl.Expression
+	// Properties are the provider properties set in the block.
+	Properties map[string]*hcl.Attribute
+	// DependsOn lists resource nodes ("TYPE.NAME") named in depends_on.
+	DependsOn      []string
+	DeletionPolicy string // Delete | Retain
+	Lifecycle      Lifecycle
+	DeclRange      hcl.Range
+	// deps lists the resources ("TYPE.NAME") this one depends on.
+	deps []string
+	// refs lists, per property, the entities it references
+	// ("var.image", "local.name", "file.config.id").
+	refs map[string][]string
+}
+
+// Addr is the resource's logical id without an instance key.
+func (r *Resource) Addr() string { return r.Type + "." + r.Name }
+
+var templateSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "variable", LabelNames: []string{"name"}},
+		{Type: "locals"},
+		{Type: "resource", LabelNames: []string{"type", "name"}},
+		{Type: "output", LabelNames: []string{"name"}},
+	},
+}
+
+var variableSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "type"}, {Name: "default"}, {Name: "sensitive"}, {Name: "description"},
+	},
+}
+
+var outputSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "value", Required: true}, {Name: "sensitive"}, {Name: "description"},
+	},
+}
+
+var lifecycleSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "create_before_destroy"}, {Name: "prevent_destroy"}, {Name: "ignore_changes"},
+	},
+}
+
+// metaArguments are the resource arguments stackd itself interprets.
+var metaArguments = []string{"count", "for_each", "depends_on", "deletion_policy"}
+
+// maxTemplateFileSize bounds each template and definitions file.
+const maxTemplateFileSize = 4 << 20
+
+// readHCLFiles parses every *.hcl file directly in dir, in name order.
+func readHCLFiles(parser *hclparse.Parser, fsys fs.FS, dir string, rng *hcl.Range) ([]*hcl.File, string, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, "", diags.Append(&hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Cannot read directory",
+			Detail:   fmt.Sprintf("Directory %q cannot be read: %s.", dir, trimFSError(err)),
+			Subject:  rng,
+		})
+	}
+	h := sha256.New()
+	var files []*hcl.File
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".hcl") {
+			continue
+		}
+		name := path.Join(dir, e.Name())
+		if info, err := e.Info(); err == nil && info.Size() > maxTemplateFileSize {
+			diags = diags.Append(&hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "File too large",
+				Detail:   fmt.Sprintf("%s is %d bytes; definition and template files may be at most %d bytes.", name, info.Size(), maxTemplateFileSize),
+				Subject:  rng,
+			})
+			continue
+		}
+		src, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			diags = diags.Append(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cannot read file", Detail: fmt.Sprintf("%s: %s.", name, trimFSError(err)), Subject: rng})
+			continue
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", e.Name(), len(src))
+		h.Write(src)
+		f, fdiags := parser.ParseHCL(src, name)
+		diags = append(diags, fdiags...)
+		if f != nil {
+			files = append(files, f)
+		}
+	}
+	return files, hex.EncodeToString(h.Sum(nil)), diags
+}
+
+func trimFSError(err error) string {
+	var pe *fs.PathError
+	if ok := asPathError(err, &pe); ok {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// loadTemplate loads and statically validates the template in dir.
+func loadTemplate(parser *hclparse.Parser, fsys fs.FS, dir string, reg provider.Registry, rng *hcl.Range) (*Template, hcl.Diagnostics) {
+	files, hash, diags := readHCLFiles(parser, fsys, dir, rng)
+	t := &Template{
+		Dir: dir, Hash: hash,
+		Variables: map[string]*Variable{}, Locals: map[string]*Local{},
+		Resources: map[string]*Resource{}, Outputs: map[string]*Output{},
+	}
+	if len(files) == 0 && !diags.HasErrors() {
+		diags = diags.Append(&hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Empty template",
+			Detail:   fmt.Sprintf("The template directory %q holds no *.hcl files.", dir),
+			Subject:  rng,
+		})
+	}
+	for _, f := range files {
+		content, cdiags := f.Body.Content(templateSchema)
+		diags = append(diags, cdiags...)
+		for _, b := range content.Blocks {
+			switch b.Type {
+			case "variable":
+				diags = append(diags, t.addVariable(b)...)
+			case "locals":
+				diags = append(diags, t.addLocals(b)...)
+			case "resource":
+				diags = append(diags, t.addResource(b, reg)...)
+			case "output":
+				diags = append(diags, t.addOutput(b)...)
+			}
+		}
+	}
+	if diags.HasErrors() {
+		return t, diags
+	}
+	diags = append(diags, t.analyze(reg)...)
+	return t, diags
+}
+
+func duplicate(kind, name string, prev, cur hcl.Range) *hcl.Diagnostic {
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Duplicate " + kind,
+		Detail:   fmt.Sprintf("Only one %s named %q is allowed. Another was defined at %s.", kind, name, prev.String()),
+		Subject:  cur.Ptr(),
+	}
+}
+
+func (t *Template) addVariable(b *hcl.Block) hcl.Diagnostics {
+	name := b.Labels[0]
+	v := &Variable{Name: name, Type: cty.DynamicPseudoType, DeclRange: b.DefRange}
+	var diags hcl.Diagnostics
+	if prev, ok := t.Variables[name]; ok {
+		return diags.Append(duplicate("variable", name, prev.DeclRange, b.DefRange))
+	}
+	if !hclsyntaxValidIdentifier(name) {
+		diags = diags.Append(invalidName("variable", name, b.LabelRanges[0]))
+	}
+	content, cdiags := b.Body.Content(variableSchema)
+	diags = append(diags, cdiags...)
+	if a, ok := content.Attributes["type"]; ok {
+		ty, tdiags := typeexpr.TypeConstraint(a.Expr)
+		diags = append(diags, tdiags...)
+		if !tdiags.HasErrors() {
+			v.Type = ty
+		}
+	}
+	if a, ok := content.Attributes["default"]; ok {
+		val, vdiags := a.Expr.Value(&hcl.EvalContext{Functions: functions})
+		diags = append(diags, vdiags...)
+		if !vdiags.HasErrors() {
+			conv, err := convert.Convert(val, v.Type)
+			if err != nil {
+				diags = diags.Append(&hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "Invalid default value for variable",
+					Detail:   fmt.Sprintf("The default of variable %q does not match its type: %s.", name, err),
+					Subject:  a.Expr.Range().Ptr(),
+				})
+			} else {
+				v.Default = conv
+			}
+		}
+	}
+	diags = append(diags, boolAttr(content.Attributes["sensitive"], &v.Sensitive)...)
+	diags = append(diags, stringAttr(content.Attributes["description"], &v.Description)...)
+	t.Variables[name] = v
+	return diags
+}
+
+func (t *Template) addLocals(b *hcl.Block) hcl.Diagnostics {
+	attrs, diags := b.Body.JustAttributes()
+	for name, a := range attrs {
+		if prev, ok := t.Locals[name]; ok {
+			diags = diags.Append(duplicate("local value", name, prev.DeclRange, a.NameRange))
+			continue
+		}
+		t.Locals[name] = &Local{Name: name, Expr: a.Expr, DeclRange: a.NameRange}
+	}
+	return diags
+}
+
+func (t *Template) addOutput(b *hcl.Block) hcl.Diagnostics {
+	name := b.Labels[0]
+	var diags hcl.Diagnostics
+	if prev, ok := t.Outputs[name]; ok {
+		return diags.Append(duplicate("output", name, prev.DeclRange, b.DefRange))
+	}
+	content, cdiags := b.Body.Content(outputSchema)
+	diags = append(diags, cdiags...)
+	o := &Output{Name: name, DeclRange: b.DefRange}
+	if a, ok := content.Attributes["value"]; ok {
+		o.Expr = a.Expr
+	}
+	diags = append(diags, boolAttr(content.Attributes["sensitive"], &o.Sensitive)...)
+	if o.Expr != nil {
+		t.Outputs[name] = o
+	}
+	return diags
+}
+
+func (t *Template) addResource(b *hcl.Block, reg provider.Registry) hcl.Diagnostics {
+	typ, name := b.Labels[0], b.Labels[1]
+	var diags hcl.Diagnostics
+	r := &Resource{Type: typ, Name: name, DeclRange: b.DefRange, DeletionPolicy: "Delete", refs: map[string][]string{}}
+	if prev, ok := t.Resources[r.Addr()]; ok {
+		return diags.Append(duplicate("resource", r.Addr(), prev.DeclRange, b.DefRange))
+	}
+	if !hclsyntaxValidIdentifier(name) {
+		diags = diags.Append(invalidName("resource", name, b.LabelRanges[1]))
+	}
+	p, ok := reg[typ]
+	if !ok {
+		return diags.Append(&hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Unknown resource type",
+			Detail:   fmt.Sprintf("There is no provider for resource type %q. Available types: %s.", typ, strings.Join(registryNames(reg), ", ")),
+			Subject:  b.LabelRanges[0].Ptr(),
+		})
+	}
+	schema := p.Schema()
+	bs := &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "lifecycle"}}}
+	for _, m := range metaArguments {
+		bs.Attributes = append(bs.Attributes, hcl.AttributeSchema{Name: m})
+	}
+	for _, n := range sortedKeys(schema.Properties) {
+		bs.Attributes = append(bs.Attributes, hcl.AttributeSchema{Name: n, Required: schema.Properties[n].Required})
+	}
+	content, cdiags := b.Body.Content(bs)
+	diags = append(diags, cdiags...)
+	r.Properties = map[string]*hcl.Attribute{}
+	for n, a := range content.Attributes {
+		switch n {
+		case "count":
+			r.Count = a.Expr
+		case "for_each":
+			r.ForEach = a.Expr
+		case "depends_on":
+			deps, ddiags := dependsOn(a.Expr, reg)
+			diags = append(diags, ddiags...)
+			r.DependsOn = deps
+		case "deletion_policy":
+			diags = append(diags, stringAttr(a, &r.DeletionPolicy)...)
+			if r.DeletionPolicy != "Delete" && r.DeletionPolicy != "Retain" {
+				diags = diags.Append(&hcl.Diagnostic{
+					Severity: hcl.DiagError, Summary: "Invalid deletion_policy",
+					Detail:  fmt.Sprintf("deletion_policy is %q; it must be \"Delete\" or \"Retain\".", r.DeletionPolicy),
+					Subject: a.Expr.Range().Ptr(),
+				})
+			}
+		default:
+			r.Properties[n] = a
+		}
+	}
+	if r.Count != nil && r.ForEach != nil {
+		diags = diags.Append(&hcl.Diagnostic{
+			Severity: hcl.DiagError, Summary: "Invalid combination of count and for_each",
+			Detail:  "A resource may use count or for_each, not both.",
+			Subject: r.ForEach.Range().Ptr(),
+		})
+	}
+	for _, lb := range content.Blocks {
+		lc, ldiags := lb.Body.Content(lifecycleSchema)
+		diags = append(diags, ldiags...)
+		diags = append(diags, boolAttr(lc.Attributes["create_before_destroy"], &r.Lifecycle.CreateBeforeDestroy)...)
+		diags = append(diags, boolAttr(lc.Attributes["prevent_destroy"], &r.Lifecycle.PreventDestroy)...)
+		if a, ok := lc.Attributes["ignore_changes"]; ok {
+			exprs, ldiags := hcl.ExprList(a.Expr)
+			diags = append(diags, ldiags...)
+			for _, e := range exprs {
+				name := hcl.ExprAsKeyword(e)
+				if _, ok := schema.Properties[name]; !ok {
+					diags = diags.Append(&hcl.Diagnostic{
+						Severity: hcl.DiagError, Summary: "Invalid ignore_changes entry",
+						Detail:  fmt.Sprintf("ignore_changes lists property names of the resource, without quotes; %q is not a property of %q.", name, typ),
+						Subject: e.Range().Ptr(),
+					})
+					continue
+				}
+				r.Lifecycle.IgnoreChanges = append(r.Lifecycle.IgnoreChanges, name)
+			}
+		}
+	}
+	t.Resources[r.Addr()] = r
+	return diags
+}
+
+func dependsOn(expr hcl.Expression, reg provider.Registry) ([]string, hcl.Diagnostics) {
+	exprs, diags := hcl.ExprList(expr)
+	var out []string
+	for _, e := range exprs {
+		tr, tdiags := hcl.AbsTraversalForExpr(e)
+		if tdiags.HasErrors() || len(tr) != 2 {
+			diags = diags.Append(&hcl.Diagnostic{
+				Severity: hcl.DiagError, Summary: "Invalid depends_on reference",
+				Detail:  "Each depends_on entry must name a resource, like file.config.",
+				Subject: e.Range().Ptr(),
+			})
+			continue
+		}
+		a, ok := tr[1].(hcl.TraverseAttr)
+		if !ok {
+			continue
+		}
+		out = append(out, tr.RootName()+"."+a.Name)
+	}
+	return out, diags
+}
+
+// analyze resolves references, checks them, and orders all nodes.
+func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	g := newGraph()
+	ranges := map[string]hcl.Range{}
+	check := func(node string, expr hcl.Expression, allowCount, allowEach bool) []string {
+		var ents []string
+		if expr == nil {
+			return nil
+		}
+		for _, tr := range expr.Variables() {
+			ent, dep, d := t.resolve(tr, reg, allowCount, allowEach)
+			if d != nil {
+				diags = diags.Append(d)
+				continue
+			}
+			if ent != "" {
+				ents = append(ents, ent)
+			}
+			if dep != "" && dep != node {
+				g.connect(node, dep)
+			} else if dep == node {
+				diags = diags.Append(&hcl.Diagnostic{
+					Severity: hcl.DiagError, Summary: "Self-referential block",
+					Detail:  fmt.Sprintf("%s cannot refer to itself.", node),
+					Subject: tr.SourceRange().Ptr(),
+				})
+			}
+		}
+		return ents
+	}
+	for name, l := range t.Locals {
+		node := "local." + name
+		g.add(node)
+		ranges[node] = l.DeclRange
+		check(node, l.Expr, false, false)
+	}
+	for addr, r := range t.Resources {
+		g.add(addr)
+		ranges[addr] = r.DeclRange
+		for _, meta := range []hcl.Expression{r.Count, r.ForEach} {
+			for _, ent := range check(addr, meta, false, false) {
+				if _, isRes := reg[strings.SplitN(ent, ".", 2)[0]]; isRes {
+					diags = diags.Append(&hcl.Diagnostic{
+						Severity: hcl.DiagError, Summary: "Invalid count or for_each argument",
+						Detail:  fmt.Sprintf("count and for_each must be known before apply; they cannot refer to %s. Use variables, locals or target values.", ent),
+						Subject: meta.Range().Ptr(),
+					})
+				}
+			}
+		}
+		for pname, a := range r.Properties {
+			r.refs[pname] = check(addr, a.Expr, r.Count != nil, r.ForEach != nil)
+		}
+		for _, d := range r.DependsOn {
+			if _, ok := t.Resources[d]; !ok {
+				diags = diags.Append(&hcl.Diagnostic{
+					Severity: hcl.DiagError, Summary: "Reference to undeclared resource",
+					Detail:  fmt.Sprintf("depends_on names %s, which is not declared in this template.", d),
+					Subject: r.DeclRange.Ptr(),
+				})
+				continue
+			}
+			if d == addr {
+				continue
+			}
+			g.connect(addr, d)
+		}
+	}
+	for name, o := range t.Outputs {
+		node := "output." + name
+		g.add(node)
+		ranges[node] = o.DeclRange
+		check(node, o.Expr, false, false)
+	}
+	if diags.HasErrors() {
+		return diags
+	}
+	order, cycle := g.order()
+	if cycle != nil {
+		return diags.Append(&hcl.Diagnostic{
+			Severity: hcl.DiagError, Summary: "Dependency cycle",
+			Detail:  fmt.Sprintf("These blocks depend on each other in a cycle: %s. Break the cycle by removing a reference or a depends_on entry.", cycleString(cycle)),
+			Subject: ptrRange(ranges[cycle[0]]),
+		})
+	}
+	t.order = order
+	for addr, r := range t.Resources {
+		// dependencies through locals count as direct dependencies
+		seen := map[string]bool{}
+		var visit func(n string)
+		visit = func(n string) {
+			for d := range g.deps[n] {
+				if seen[d] {
+					continue
+				}
+				seen[d] = true
+				if _, ok := t.Resources[d]; ok {
+					r.deps = append(r.deps, d)
+				} else {
+					visit(d)
+				}
+			}
+		}
+		visit(addr)
+		sort.Strings(r.deps)
+	}
+	return diags
+}
+
+// resolve checks one traversal and returns the entity it names (for change
+// sources), the graph node it depends on (if any) or a diagnostic.
+func (t *Template) resolve(tr hcl.Traversal, reg provider.Registry, allowCount, allowEach bool) (ent, dep string, d *hcl.Diagnostic) {
+	root := tr.RootName()
+	attr := func(i int) string {
+		if len(tr) > i {
+			if a, ok := tr[i].(hcl.TraverseAttr); ok {
+				return a.Name
+			}
+		}
+		return ""
+	}
+	bad := func(summary, detail string) (string, string, *hcl.Diagnostic) {
+		return "", "", &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: tr.SourceRange().Ptr()}
+	}
+	switch root {
+	case "var":
+		n := attr(1)
+		if _, ok := t.Variables[n]; !ok {
+			return bad("Reference to undeclared input variable", fmt.Sprintf("An input variable named %q is not declared. Declared variables: %s.", n, strings.Join(sortedKeys(t.Variables), ", ")))
+		}
+		return "var." + n, "", nil
+	case "local":
+		n := attr(1)
+		if _, ok := t.Locals[n]; !ok {
+			return bad("Reference to undeclared local value", fmt.Sprintf("A local value named %q is not declared.", n))
+		}
+		return "local." + n, "local." + n, nil
+	case "target":
+		switch n := attr(1); n {
+		case "region", "account", "ou":
+			return "target." + n, "", nil
+		default:
+			return bad("Unsupported attribute", fmt.Sprintf("target has the attributes region, account and ou; %q is not one of them.", n))
+		}
+	case "stack_set":
+		switch n := attr(1); n {
+		case "name", "id":
+			return "stack_set." + n, "", nil
+		default:
+			return bad("Unsupported attribute", fmt.Sprintf("stack_set has the attributes name and id; %q is not one of them.", n))
+		}
+	case "count":
+		if !allowCount {
+			return bad("Reference to \"count\" in non-counted context", "count.index is only available in a resource that sets count.")
+		}
+		if attr(1) != "index" {
+			return bad("Unsupported attribute", "count has the attribute index only.")
+		}
+		return "", "", nil
+	case "each":
+		if !allowEach {
+			return bad("Reference to \"each\" in a context without for_each", "each.key and each.value are only available in a resource that sets for_each.")
+		}
+		if n := attr(1); n != "key" && n != "value" {
+			return bad("Unsupported attribute", "each has the attributes key and value.")
+		}
+		return "", "", nil
+	}
+	if _, ok := reg[root]; ok {
+		n := attr(1)
+		if n == "" {
+			return bad("Invalid reference", fmt.Sprintf("A reference to a resource needs a name: %s.NAME.", root))
+		}
+		addr := root + "." + n
+		if _, ok := t.Resources[addr]; !ok {
+			return bad("Reference to undeclared resource", fmt.Sprintf("A resource %s has not been declared in this template.", addr))
+		}
+		ent = addr
+		for _, step := range tr[2:] {
+			if a, ok := step.(hcl.TraverseAttr); ok {
+				ent += "." + a.Name
+			}
+		}
+		return ent, addr, nil
+	}
+	return bad("Unknown reference", fmt.Sprintf("%q is not something a template can refer to. Valid roots are var, local, target, stack_set, count, each and resource types (%s).", root, strings.Join(registryNames(reg), ", ")))
+}
+
+func registryNames(reg provider.Registry) []string { return sortedKeys(reg) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
