@@ -110,7 +110,6 @@ func diagError(diags hcl.Diagnostics) error {
 	return errors.New(strings.Join(msgs, "\n"))
 }
 
-
 func (e *Engine) provider(typ string) (provider.Provider, error) {
 	p, ok := e.providers[typ]
 	if !ok {

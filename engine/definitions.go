@@ -104,7 +104,7 @@ type OperationPreferences struct {
 	FailureToleranceCount      int
 	FailureTolerancePercentage int // -1 when unset
 	MaxConcurrentCount         int
-	MaxConcurrentPercentage    int // -1 when unset
+	MaxConcurrentPercentage    int    // -1 when unset
 	FailureToleranceMode       string // STRICT_FAILURE_TOLERANCE | SOFT_FAILURE_TOLERANCE
 }
 
