@@ -1,0 +1,24 @@
+// Package file is the built-in "file" provider: one regular file under a
+// stack instance's root, <targets root>/<account>/<region>/<path>.
+//
+// Invariants:
+//
+//   - Paths are jailed. A path must be relative, non-empty, free of NUL bytes
+//     and ".." elements, and name a file (no trailing "/"). Every filesystem
+//     call goes through an os.Root opened on the instance root, so a symbolic
+//     link planted inside the targets root that points outside it is refused
+//     rather than followed. CheckRelativePath and OpenInstanceRoot are
+//     exported so the command provider applies the same jail to working_dir.
+//   - Writes are atomic: a temporary file in the same directory, then a
+//     rename. Create is create-or-verify: calling it again with the same
+//     properties converges to the same file.
+//   - The physical id and attribute "id" are the relative path; attribute
+//     "sha256" is the hex SHA-256 of the content, so Read exposes drift (a
+//     different sha256, or provider.ErrNotFound once the file is gone).
+//   - Delete removes the file, then the directories it leaves empty, up to
+//     but never including the instance root.
+//
+// The provider receives unmarked values; it never logs file content.
+//
+// This package imports engine/provider and the standard library only.
+package file

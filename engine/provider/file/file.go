@@ -1,0 +1,364 @@
+package file
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/stackd/stackd/engine/provider"
+)
+
+var (
+	_ provider.Provider         = (*Provider)(nil)
+	_ provider.AttributePlanner = (*Provider)(nil)
+	_ provider.Validator        = (*Provider)(nil)
+)
+
+// DefaultMode is the permission of a file whose mode is not set.
+const DefaultMode = "0644"
+
+// Options configure the file provider.
+type Options struct {
+	// Root is the targets root; a resource's file lives at
+	// <Root>/<account>/<region>/<path>.
+	Root string
+}
+
+// Provider manages files under instance roots.
+type Provider struct {
+	opts Options
+}
+
+// New returns a file provider writing under opts.Root.
+func New(opts Options) *Provider {
+	return &Provider{opts: opts}
+}
+
+// Schema declares path (a change replaces the file), content and mode.
+func (p *Provider) Schema() provider.Schema {
+	return provider.Schema{
+		Properties: map[string]provider.Property{
+			"path":    {Type: cty.String, Required: true, Recreation: provider.Always},
+			"content": {Type: cty.String, Required: true, Recreation: provider.Never},
+			"mode":    {Type: cty.String, Recreation: provider.Never},
+		},
+		Attributes: []string{"id", "sha256"},
+	}
+}
+
+// ValidateProperties checks the known parts of properties: the path is
+// jailed and the mode is an octal permission. Unknown values pass.
+func (p *Provider) ValidateProperties(_ provider.Target, properties cty.Value) error {
+	props, _ := properties.UnmarkDeep()
+	if props.IsNull() || !props.IsKnown() {
+		return nil
+	}
+	if s, ok := knownString(props, "path"); ok {
+		if err := CheckFilePath(s); err != nil {
+			return err
+		}
+	}
+	if s, ok := knownString(props, "mode"); ok {
+		if _, err := parseMode(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PlanAttributes tells id (the path) and sha256 (of the content) when they
+// are known; the others stay unknown. Marks on the inputs carry over.
+func (p *Provider) PlanAttributes(_ provider.Target, properties cty.Value) map[string]cty.Value {
+	attrs := map[string]cty.Value{
+		"id":     cty.UnknownVal(cty.String),
+		"sha256": cty.UnknownVal(cty.String),
+	}
+	props, topMarks := properties.Unmark()
+	if props.IsNull() || !props.IsKnown() || !props.Type().IsObjectType() {
+		return attrs
+	}
+	if props.Type().HasAttribute("path") {
+		v, marks := props.GetAttr("path").Unmark()
+		if v.IsKnown() && !v.IsNull() {
+			attrs["id"] = cty.StringVal(v.AsString()).WithMarks(marks, topMarks)
+		}
+	}
+	if props.Type().HasAttribute("content") {
+		v, marks := props.GetAttr("content").Unmark()
+		if v.IsKnown() && !v.IsNull() {
+			attrs["sha256"] = cty.StringVal(sum([]byte(v.AsString()))).WithMarks(marks, topMarks)
+		}
+	}
+	return attrs
+}
+
+// Create writes the file atomically. Called again with the same properties
+// it rewrites the same content: create-or-verify.
+func (p *Provider) Create(ctx context.Context, req provider.Request) (provider.Result, error) {
+	return p.write(ctx, req)
+}
+
+// Update rewrites content and mode. The path never changes in place (it is
+// Recreation Always); an Update asking for another path is an error.
+func (p *Provider) Update(ctx context.Context, req provider.Request) (provider.Result, error) {
+	return p.write(ctx, req)
+}
+
+func (p *Provider) write(ctx context.Context, req provider.Request) (provider.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return provider.Result{}, err
+	}
+	cfg, err := decode(req.Properties)
+	if err != nil {
+		return provider.Result{}, err
+	}
+	if req.PhysicalID != "" && path.Clean(req.PhysicalID) != path.Clean(cfg.path) {
+		return provider.Result{}, fmt.Errorf("path %q: cannot change to %q in place; the file must be replaced", req.PhysicalID, cfg.path)
+	}
+	root, _, err := OpenInstanceRoot(p.opts.Root, req.Target)
+	if err != nil {
+		return provider.Result{}, err
+	}
+	defer root.Close()
+	data := []byte(cfg.content)
+	if err := writeAtomic(root, cfg.path, data, cfg.mode); err != nil {
+		return provider.Result{}, err
+	}
+	return result(cfg.path, sum(data)), nil
+}
+
+// Read hashes the file on disk. A missing file is provider.ErrNotFound.
+func (p *Provider) Read(ctx context.Context, req provider.Request) (provider.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return provider.Result{}, err
+	}
+	name, err := physicalPath(req)
+	if err != nil {
+		return provider.Result{}, err
+	}
+	root, _, err := OpenInstanceRoot(p.opts.Root, req.Target)
+	if err != nil {
+		return provider.Result{}, err
+	}
+	defer root.Close()
+	f, err := root.Open(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return provider.Result{}, fmt.Errorf("file %q: %w", name, provider.ErrNotFound)
+	}
+	if err != nil {
+		return provider.Result{}, fmt.Errorf("read file %q: %w", name, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return provider.Result{}, fmt.Errorf("read file %q: %w", name, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return provider.Result{}, fmt.Errorf("file %q: is not a regular file", name)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return provider.Result{}, fmt.Errorf("read file %q: %w", name, err)
+	}
+	return result(name, hex.EncodeToString(h.Sum(nil))), nil
+}
+
+// Delete removes the file (a missing file is success), then every parent
+// directory it leaves empty, up to but not including the instance root.
+func (p *Provider) Delete(ctx context.Context, req provider.Request) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	name, err := physicalPath(req)
+	if err != nil {
+		return err
+	}
+	root, _, err := OpenInstanceRoot(p.opts.Root, req.Target)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	fi, err := root.Lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		// Already gone; still prune what may have been left behind.
+	case err != nil:
+		return fmt.Errorf("delete file %q: %w", name, err)
+	case fi.IsDir():
+		return fmt.Errorf("delete file %q: is a directory", name)
+	default:
+		if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("delete file %q: %w", name, err)
+		}
+	}
+	pruneEmptyDirs(root, path.Dir(path.Clean(name)))
+	return nil
+}
+
+// pruneEmptyDirs removes dir and its parents while they are empty real
+// directories (never a symbolic link), stopping below the root.
+func pruneEmptyDirs(root *os.Root, dir string) {
+	for ; dir != "." && dir != "/"; dir = path.Dir(dir) {
+		fi, err := root.Lstat(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil || !fi.IsDir() {
+			return
+		}
+		if err := root.Remove(dir); err != nil {
+			return // not empty, or not ours to remove
+		}
+	}
+}
+
+// writeAtomic writes data to name inside root through a temporary file in
+// the same directory and a rename, so readers never see a partial file.
+func writeAtomic(root *os.Root, name string, data []byte, mode fs.FileMode) error {
+	fi, err := root.Lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("write file %q: %w", name, err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("write file %q: is a symbolic link; refusing to follow or replace it", name)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("write file %q: exists and is not a regular file", name)
+	}
+	dir, base := path.Split(path.Clean(name))
+	if dir != "" {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("write file %q: create directory: %w", name, err)
+		}
+	}
+	// A fixed temporary name per target file: a crash leaves at most one
+	// behind, and the next attempt replaces it.
+	tmp := dir + ".stackd-tmp-" + sum([]byte(base))[:16]
+	if err := root.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("write file %q: remove stale temporary file: %w", name, err)
+	}
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("write file %q: %w", name, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode) // not subject to the umask, unlike OpenFile's perm
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Rename(tmp, name)
+	}
+	if err != nil {
+		_ = root.Remove(tmp)
+		return fmt.Errorf("write file %q: %w", name, err)
+	}
+	if d, err := root.Open(dir + "."); err == nil {
+		_ = d.Sync() // best effort: make the rename durable
+		_ = d.Close()
+	}
+	return nil
+}
+
+type config struct {
+	path    string
+	content string
+	mode    fs.FileMode
+}
+
+func decode(properties cty.Value) (config, error) {
+	props, _ := properties.UnmarkDeep()
+	if props.IsNull() || !props.IsKnown() || !props.Type().IsObjectType() {
+		return config{}, errors.New("properties must be a known object")
+	}
+	var cfg config
+	var ok bool
+	if cfg.path, ok = knownString(props, "path"); !ok {
+		return config{}, errors.New("property path: must be a known string")
+	}
+	if err := CheckFilePath(cfg.path); err != nil {
+		return config{}, err
+	}
+	if cfg.content, ok = knownString(props, "content"); !ok {
+		return config{}, errors.New("property content: must be a known string")
+	}
+	mode := DefaultMode
+	if s, ok := knownString(props, "mode"); ok {
+		mode = s
+	}
+	m, err := parseMode(mode)
+	if err != nil {
+		return config{}, err
+	}
+	cfg.mode = m
+	return cfg, nil
+}
+
+// physicalPath is the file a Read or Delete is about: the physical id, or
+// the configured path when there is none yet.
+func physicalPath(req provider.Request) (string, error) {
+	name := req.PhysicalID
+	if name == "" {
+		props, _ := req.Properties.UnmarkDeep()
+		if props.IsKnown() && !props.IsNull() && props.Type().IsObjectType() {
+			name, _ = knownString(props, "path")
+		}
+	}
+	if err := CheckFilePath(name); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// knownString returns attribute name of the object props when it is a
+// known, non-null string.
+func knownString(props cty.Value, name string) (string, bool) {
+	if !props.Type().IsObjectType() || !props.Type().HasAttribute(name) {
+		return "", false
+	}
+	v := props.GetAttr(name)
+	if !v.IsKnown() || v.IsNull() || v.Type() != cty.String {
+		return "", false
+	}
+	return v.AsString(), true
+}
+
+// parseMode parses an octal permission such as "0644", "644" or "0o644".
+func parseMode(s string) (fs.FileMode, error) {
+	digits := strings.TrimPrefix(s, "0o")
+	n, err := strconv.ParseUint(digits, 8, 32)
+	if err != nil || digits == "" || n > 0o777 {
+		return 0, fmt.Errorf("mode %q: must be an octal permission between 0000 and 0777, such as %q", s, DefaultMode)
+	}
+	return fs.FileMode(n), nil
+}
+
+func result(name, sha string) provider.Result {
+	return provider.Result{
+		PhysicalID: name,
+		Attributes: map[string]cty.Value{
+			"id":     cty.StringVal(name),
+			"sha256": cty.StringVal(sha),
+		},
+	}
+}
+
+func sum(data []byte) string {
+	h := sha256.Sum256(data)
+	return hex.EncodeToString(h[:])
+}
