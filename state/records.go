@@ -76,6 +76,9 @@ type Resource struct {
 	Status string `json:"status"`
 	// RequestID of the pending (or last) provider action: reused on retry.
 	RequestID string `json:"request_id,omitempty"`
+	// DeletionPolicy is "Retain" when removing the resource must leave it in
+	// the world; empty or "Delete" otherwise.
+	DeletionPolicy string `json:"deletion_policy,omitempty"`
 	// Pending holds the properties of a pending create/update (JSON object).
 	Pending json.RawMessage `json:"pending,omitempty"`
 	Updated time.Time       `json:"updated"`
@@ -115,4 +118,17 @@ type Event struct {
 	Resource    string    `json:"resource,omitempty"`
 	Status      string    `json:"status"`
 	Message     string    `json:"message,omitempty"`
+}
+
+// Stack set statuses.
+const (
+	StackSetActive   = "ACTIVE"
+	StackSetDeleting = "DELETING"
+)
+
+// ResourceType is one entry of the resource type registry (DESIGN §8):
+// created once, never renamed.
+type ResourceType struct {
+	Name    string    `json:"name"`
+	Created time.Time `json:"created"`
 }

@@ -1,0 +1,381 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/reconciler"
+	"github.com/stackd/stackd/state"
+)
+
+func newRunCommand() *cobra.Command {
+	var (
+		c        repoConfig
+		interval time.Duration
+		listen   string
+		grace    time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the daemon: reconcile every new commit of the deploy branch",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			a, err := c.open(ctx, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			srv, err := serveHealth(listen, a.rec)
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			a.log.Info().Str("repo", c.repo).Str("branch", c.branch).Str("listen", srv.Addr).Msg("stackd running")
+			err = a.rec.Run(ctx, a.source.Watch(ctx, interval), grace)
+			a.log.Info().Msg("stackd stopped")
+			return err
+		},
+	}
+	c.addFlags(cmd)
+	cmd.Flags().DurationVar(&interval, "interval", time.Minute, "poll interval (local repositories are also watched with fsnotify)")
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7070", "address of the health endpoints")
+	cmd.Flags().DurationVar(&grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long provider calls in flight may take to finish")
+	return cmd
+}
+
+// serveHealth serves /healthz and /readyz.
+func serveHealth(addr string, rec *reconciler.Reconciler) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		h := rec.Health()
+		w.Header().Set("Content-Type", "application/json")
+		if h.LastSuccess.IsZero() || h.Err != "" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		json.NewEncoder(w).Encode(h)
+	})
+	srv := &http.Server{Addr: ln.Addr().String(), Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return srv, nil
+}
+
+func newApplyCommand() *cobra.Command {
+	var c repoConfig
+	cmd := &cobra.Command{
+		Use:   "apply",
+		Short: "Reconcile the deploy branch once, then exit (non-zero if rejected or an instance failed)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			a, err := c.open(ctx, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			res, err := a.rec.Reconcile(ctx)
+			if err != nil {
+				return err
+			}
+			return reportResult(cmd.OutOrStdout(), res)
+		},
+	}
+	c.addFlags(cmd)
+	return cmd
+}
+
+// reportResult prints a reconcile result and turns failure into exit code 1.
+func reportResult(w io.Writer, res *reconciler.Result) error {
+	switch {
+	case res.Rejected:
+		fmt.Fprintf(w, "Revision %s rejected: nothing applied.\n", short(res.Revision))
+		for _, d := range res.Diagnostics {
+			fmt.Fprintf(w, "  %s\n", d)
+		}
+		return exitError{1}
+	case res.UpToDate:
+		fmt.Fprintf(w, "Revision %s already reconciled.\n", short(res.Revision))
+	case len(res.Operations) == 0:
+		fmt.Fprintf(w, "Revision %s: no changes.\n", short(res.Revision))
+	}
+	for _, op := range res.Operations {
+		ok := 0
+		for _, r := range op.Results {
+			if r.Status == state.InstanceOperationComplete {
+				ok++
+			}
+		}
+		fmt.Fprintf(w, "%s %s %s %s (%d/%d instances)\n", op.StackSet, op.Kind, short(op.Revision), op.Status, ok, len(op.Results))
+		for _, r := range op.Results {
+			if r.Status != state.InstanceOperationComplete {
+				fmt.Fprintf(w, "  %s/%s %s %s\n", r.Region, r.Account, r.Status, r.Reason)
+			}
+		}
+	}
+	if res.Failed() {
+		return exitError{1}
+	}
+	return nil
+}
+
+func short(rev string) string {
+	if len(rev) > 7 {
+		return rev[:7]
+	}
+	return rev
+}
+
+func newPlanCommand() *cobra.Command {
+	var (
+		c      repoConfig
+		ref    string
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "plan",
+		Short: "Show the change set a reconcile of --ref would apply",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("-o %s: use text or json", output)
+			}
+			a, err := c.open(cmd.Context(), cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			res, err := a.rec.Plan(cmd.Context(), ref)
+			if err != nil {
+				return err
+			}
+			return printPlan(cmd.OutOrStdout(), res, output)
+		},
+	}
+	c.addFlags(cmd)
+	cmd.Flags().StringVar(&ref, "ref", "", "branch or commit to plan (default: the deploy branch)")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+func printPlan(w io.Writer, res *reconciler.PlanResult, output string) error {
+	if output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	} else {
+		if len(res.Diagnostics) > 0 {
+			fmt.Fprintf(w, "Revision %s does not validate:\n", short(res.Revision))
+			for _, d := range res.Diagnostics {
+				fmt.Fprintf(w, "  %s\n", d)
+			}
+		}
+		for i, cs := range res.ChangeSets {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			if err := engine.RenderText(w, cs, isTerminal(w)); err != nil {
+				return err
+			}
+		}
+	}
+	if len(res.Diagnostics) > 0 {
+		return exitError{1}
+	}
+	return nil
+}
+
+func newValidateCommand() *cobra.Command {
+	var allowCommand bool
+	cmd := &cobra.Command{
+		Use:   "validate DIR",
+		Short: "Validate the definitions in DIR and the templates they use",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			eng := engine.New(providers(os.TempDir(), allowCommand))
+			defs, diags := eng.Load(os.DirFS(args[0]), ".")
+			out := cmd.OutOrStdout()
+			if len(diags) > 0 {
+				if err := engine.WriteDiagnostics(cmd.ErrOrStderr(), defs.Files, diags, isTerminal(cmd.ErrOrStderr())); err != nil {
+					return err
+				}
+			}
+			if diags.HasErrors() {
+				fmt.Fprintf(out, "%d errors: %s does not validate.\n", len(diags.Errs()), args[0])
+				return exitError{1}
+			}
+			n := 0
+			for _, ss := range defs.StackSets {
+				n += len(ss.Targets())
+			}
+			fmt.Fprintf(out, "%s is valid: %d stack sets, %d instances.\n", args[0], len(defs.StackSets), n)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&allowCommand, "allow-command", true, "allow the command provider")
+	return cmd
+}
+
+func newStatusCommand() *cobra.Command {
+	var (
+		stateDir string
+		asJSON   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "status [STACK_SET]",
+		Short: "Show stack sets, their instances and last operations from the state",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := state.Open(stateDir)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			return printStatus(cmd.OutOrStdout(), st, args, asJSON)
+		},
+	}
+	cmd.Flags().StringVar(&stateDir, "state-dir", ".stackd/state", "Badger state directory")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status documents as JSON")
+	return cmd
+}
+
+func printStatus(w io.Writer, st *state.Store, only []string, asJSON bool) error {
+	sets, err := st.ListStackSets()
+	if err != nil {
+		return err
+	}
+	var docs []*reconciler.StackSetStatus
+	for i := range sets {
+		if len(only) > 0 && sets[i].Name != only[0] {
+			continue
+		}
+		doc, err := reconciler.BuildStatus(st, &sets[i])
+		if err != nil {
+			return err
+		}
+		docs = append(docs, doc)
+	}
+	if len(only) > 0 && len(docs) == 0 {
+		return fmt.Errorf("no stack set named %q in the state", only[0])
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(docs)
+	}
+	if len(docs) == 0 {
+		fmt.Fprintln(w, "No stack sets.")
+	}
+	for _, d := range docs {
+		byStatus := map[string]int{}
+		for _, in := range d.Instances {
+			byStatus[in.Status]++
+		}
+		fmt.Fprintf(w, "%s  id=%s  revision=%s  instances=%d\n", d.Name, d.ID, short(d.Revision), len(d.Instances))
+		keys := make([]string, 0, len(byStatus))
+		for k := range byStatus {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(w, "  %-22s %d\n", k, byStatus[k])
+		}
+		if op := d.LastOperation; op != nil {
+			fmt.Fprintf(w, "  last operation: %s %s at %s (%d/%d succeeded, %d failed, %d cancelled)\n",
+				op.Kind, op.Status, short(op.Revision), op.Counts.Succeeded, op.Counts.Total, op.Counts.Failed, op.Counts.Cancelled)
+			if op.Reason != "" {
+				fmt.Fprintf(w, "  reason: %s\n", op.Reason)
+			}
+		}
+		for _, in := range d.Instances {
+			if in.Status != state.InstanceOperationComplete {
+				fmt.Fprintf(w, "  %s/%s %s %s\n", in.Region, in.Account, in.Status, in.Reason)
+			}
+		}
+	}
+	return nil
+}
+
+func newStateCommand() *cobra.Command {
+	var stateDir string
+	cmd := &cobra.Command{Use: "state", Short: "Inspect, check, back up and restore the state"}
+	cmd.PersistentFlags().StringVar(&stateDir, "state-dir", ".stackd/state", "Badger state directory")
+	check := &cobra.Command{
+		Use:   "check",
+		Short: "Check the state for inconsistencies",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := state.Open(stateDir)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			problems := st.Check()
+			for _, p := range problems {
+				fmt.Fprintln(cmd.OutOrStdout(), p)
+			}
+			if len(problems) > 0 {
+				return exitError{1}
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "state is consistent")
+			return nil
+		},
+	}
+	backup := &cobra.Command{
+		Use:   "backup FILE",
+		Short: "Write a full backup of the state to FILE",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := state.Open(stateDir)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			f, err := os.Create(args[0])
+			if err != nil {
+				return err
+			}
+			if err := st.Backup(f); err != nil {
+				f.Close()
+				return err
+			}
+			return f.Close()
+		},
+	}
+	restore := &cobra.Command{
+		Use:   "restore FILE",
+		Short: "Restore a backup into an empty --state-dir",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := os.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return state.Restore(stateDir, f)
+		},
+	}
+	cmd.AddCommand(check, backup, restore)
+	return cmd
+}
+
+

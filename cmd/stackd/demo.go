@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/spf13/cobra"
+
+	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/examples"
+	"github.com/stackd/stackd/reconciler"
+)
+
+func newDemoCommand() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "A self-contained tour on a temporary repository built from examples/quickstart",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dir == "" {
+				d, err := os.MkdirTemp("", "stackd-demo-")
+				if err != nil {
+					return err
+				}
+				dir = d
+			}
+			return runDemo(cmd.Context(), cmd.OutOrStdout(), dir)
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "directory for the demo's repository, state and targets (default: a new temporary directory)")
+	return cmd
+}
+
+type demo struct {
+	w     io.Writer
+	color bool
+	step  int
+}
+
+func (d *demo) title(format string, args ...any) {
+	d.step++
+	s := fmt.Sprintf("%d. %s", d.step, fmt.Sprintf(format, args...))
+	if d.color {
+		s = "\x1b[1;36m" + s + "\x1b[0m"
+	}
+	fmt.Fprintf(d.w, "\n%s\n%s\n", s, strings.Repeat("─", min(len(s), 78)))
+}
+
+func runDemo(ctx context.Context, w io.Writer, dir string) error {
+	d := &demo{w: w, color: isTerminal(w)}
+	repoDir := filepath.Join(dir, "repo")
+	cfg := repoConfig{
+		repo: repoDir, branch: "main", statusBranch: "stackd/status", path: ".",
+		stateDir: filepath.Join(dir, "state"), targetsRoot: filepath.Join(dir, "targets"),
+		allowCommand: true, logLevel: "info", logFormat: "console",
+	}
+
+	d.title("A definitions repository from examples/quickstart")
+	repo, err := initRepo(repoDir)
+	if err != nil {
+		return err
+	}
+	if err := commitAll(repo, "Add the web stack set"); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "Git repository %s, branch main:\n", repoDir)
+	fs.WalkDir(os.DirFS(repoDir), ".", func(p string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() && !strings.HasPrefix(p, ".git") {
+			fmt.Fprintf(w, "  %s\n", p)
+		}
+		return nil
+	})
+
+	d.title("stackd validate")
+	eng := engine.New(providers(cfg.targetsRoot, true))
+	defs, diags := eng.Load(os.DirFS(repoDir), ".")
+	if diags.HasErrors() {
+		engine.WriteDiagnostics(w, defs.Files, diags, d.color)
+		return fmt.Errorf("the quickstart does not validate")
+	}
+	for _, ss := range defs.StackSets {
+		fmt.Fprintf(w, "stack set %q: template %s, %d regions × %d accounts = %d instances\n",
+			ss.Name, ss.Template.Dir, len(ss.Regions), len(ss.Accounts), len(ss.Targets()))
+	}
+
+	a, err := cfg.open(ctx, w)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+
+	d.title("stackd plan: the change set of the first commit")
+	if err := d.plan(ctx, a); err != nil {
+		return err
+	}
+
+	d.title("stackd apply: deploy (regions one after another, 2 instances at a time)")
+	if err := d.apply(ctx, a); err != nil {
+		return err
+	}
+	if err := d.showStatus(ctx, a, "web"); err != nil {
+		return err
+	}
+
+	d.title("A second commit: a new image and a third replica")
+	web := filepath.Join(repoDir, "web.hcl")
+	src, err := os.ReadFile(web)
+	if err != nil {
+		return err
+	}
+	changed := strings.Replace(strings.Replace(string(src), `"nginx:1.25"`, `"nginx:1.27"`, 1), "replicas = 2", "replicas = 3", 1)
+	if err := os.WriteFile(web, []byte(changed), 0o644); err != nil {
+		return err
+	}
+	if err := commitAll(repo, "web: nginx 1.27, three replicas"); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, `web.hcl: image = "nginx:1.27", replicas = 3`)
+
+	d.title("stackd plan: the Modify change set")
+	if err := d.plan(ctx, a); err != nil {
+		return err
+	}
+	d.title("stackd apply")
+	if err := d.apply(ctx, a); err != nil {
+		return err
+	}
+	if err := d.showStatus(ctx, a, "web"); err != nil {
+		return err
+	}
+
+	d.title("Where everything is")
+	inst := filepath.Join(cfg.targetsRoot, "111111111111", "eu-west-1")
+	fmt.Fprintf(w, "repository     %s\n", repoDir)
+	fmt.Fprintf(w, "state (Badger) %s\n", cfg.stateDir)
+	fmt.Fprintf(w, "targets        %s/<account>/<region>/\n", cfg.targetsRoot)
+	fmt.Fprintf(w, "\nOne instance's files (%s):\n", inst)
+	filepath.WalkDir(inst, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() {
+			rel, _ := filepath.Rel(inst, p)
+			fmt.Fprintf(w, "  %s\n", rel)
+		}
+		return nil
+	})
+	fmt.Fprintf(w, "\nTry:\n")
+	fmt.Fprintf(w, "  git -C %s log --oneline stackd/status\n", repoDir)
+	fmt.Fprintf(w, "  git -C %s show stackd/status:status/web.json\n", repoDir)
+	fmt.Fprintf(w, "  cat %s/web/app.conf\n", inst)
+	fmt.Fprintf(w, "  stackd status --state-dir %s\n", cfg.stateDir)
+	fmt.Fprintf(w, "  stackd run --repo %s --state-dir %s --targets-root %s   # then commit to the repository\n", repoDir, cfg.stateDir, cfg.targetsRoot)
+	fmt.Fprintf(w, "\nRemove it all with: rm -rf %s\n", dir)
+	return nil
+}
+
+func (d *demo) plan(ctx context.Context, a *app) error {
+	res, err := a.rec.Plan(ctx, "")
+	if err != nil {
+		return err
+	}
+	return printPlan(d.w, res, "text")
+}
+
+func (d *demo) apply(ctx context.Context, a *app) error {
+	start := time.Now()
+	res, err := a.rec.Reconcile(ctx)
+	if err != nil {
+		return err
+	}
+	if err := reportResult(d.w, res); err != nil {
+		return fmt.Errorf("the demo deployment failed")
+	}
+	fmt.Fprintf(d.w, "took %s\n", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (d *demo) showStatus(ctx context.Context, a *app, name string) error {
+	head, err := a.source.Head(ctx, "stackd/status")
+	if err != nil {
+		return err
+	}
+	info, err := a.source.Commit(ctx, head)
+	if err != nil {
+		return err
+	}
+	tree, err := a.source.Tree(ctx, head)
+	if err != nil {
+		return err
+	}
+	b, err := fs.ReadFile(tree, path.Join("status", name+".json"))
+	if err != nil {
+		return err
+	}
+	var doc reconciler.StackSetStatus
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return err
+	}
+	fmt.Fprintf(d.w, "\nStatus commit %s on stackd/status: %q\n", info.Short, strings.TrimSpace(info.Message))
+	fmt.Fprintf(d.w, "status/%s.json: id %s, revision %s, %d instances:\n", name, doc.ID, short(doc.Revision), len(doc.Instances))
+	for _, in := range doc.Instances {
+		out, _ := json.Marshal(in.Outputs)
+		fmt.Fprintf(d.w, "  %-11s %s  %s  outputs %s\n", in.Region, in.Account, in.Status, out)
+	}
+	return nil
+}
+
+// initRepo creates a repository on branch main holding examples/quickstart.
+func initRepo(dir string) (*git.Repository, error) {
+	repo, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{
+		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")},
+	})
+	if err != nil {
+		return nil, err
+	}
+	sub, err := fs.Sub(examples.Quickstart, "quickstart")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.CopyFS(dir, sub); err != nil {
+		return nil, err
+	}
+	return repo, nil
+}
+
+func commitAll(repo *git.Repository, msg string) error {
+	wt, err := repo.Worktree()
+	if err != nil {
+		return err
+	}
+	if err := wt.AddWithOptions(&git.AddOptions{All: true}); err != nil {
+		return err
+	}
+	sig := &object.Signature{Name: "Demo User", Email: "demo@example.com", When: time.Now()}
+	_, err = wt.Commit(msg, &git.CommitOptions{Author: sig, Committer: sig})
+	return err
+}
+

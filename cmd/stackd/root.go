@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/provider"
+	"github.com/stackd/stackd/engine/provider/command"
+	"github.com/stackd/stackd/engine/provider/file"
+	"github.com/stackd/stackd/gitsource"
+	"github.com/stackd/stackd/reconciler"
+	"github.com/stackd/stackd/state"
+)
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "stackd",
+		Short: "GitOps daemon for stack sets",
+		Long: `stackd deploys stack sets — one template, many regions × accounts — from a Git
+repository: it plans change sets, rolls them out instance by instance and
+writes what happened back to the repository as status commits.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newRunCommand(), newApplyCommand(), newPlanCommand(), newValidateCommand(),
+		newStatusCommand(), newDemoCommand(), newStateCommand())
+	return root
+}
+
+// repoConfig holds the flags shared by run, apply, plan and status.
+type repoConfig struct {
+	repo, branch, statusBranch, path string
+	stateDir, targetsRoot, cacheDir  string
+	allowCommand                     bool
+	logLevel, logFormat              string
+}
+
+func (c *repoConfig) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&c.repo, "repo", ".", "repository: a URL (file://, git://, http(s)://, ssh) or a local path")
+	f.StringVar(&c.branch, "branch", "main", "deploy branch")
+	f.StringVar(&c.statusBranch, "status-branch", "stackd/status", "branch stackd writes status commits to")
+	f.StringVar(&c.path, "path", ".", "definitions directory inside the repository")
+	f.StringVar(&c.stateDir, "state-dir", ".stackd/state", "Badger state directory")
+	f.StringVar(&c.targetsRoot, "targets-root", ".stackd/targets", "root directory of file resources: <root>/<account>/<region>/")
+	f.StringVar(&c.cacheDir, "cache-dir", "", "where a remote repository is cloned (default: next to --state-dir)")
+	f.BoolVar(&c.allowCommand, "allow-command", true, "allow the command provider")
+	f.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&c.logFormat, "log-format", "auto", "log format: json, console, auto (console on a terminal)")
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func (c *repoConfig) logger(w io.Writer) (zerolog.Logger, error) {
+	zerolog.TimeFieldFormat = time.RFC3339Nano
+	lvl, err := zerolog.ParseLevel(c.logLevel)
+	if err != nil {
+		return zerolog.Logger{}, fmt.Errorf("--log-level: %w", err)
+	}
+	out := w
+	if c.logFormat == "console" || c.logFormat == "auto" && isTerminal(w) {
+		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !isTerminal(w)}
+	}
+	return zerolog.New(out).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// providers builds the provider registry.
+func providers(targetsRoot string, allowCommand bool) provider.Registry {
+	return provider.Registry{
+		"file":    file.New(file.Options{Root: targetsRoot}),
+		"command": command.New(command.Options{Root: targetsRoot, Enabled: allowCommand}),
+	}
+}
+
+// app is everything a repository-bound command needs.
+type app struct {
+	store  *state.Store
+	source *gitsource.Source
+	engine *engine.Engine
+	rec    *reconciler.Reconciler
+	log    zerolog.Logger
+}
+
+func (a *app) Close() error { return a.store.Close() }
+
+func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
+	log, err := c.logger(logOut)
+	if err != nil {
+		return nil, err
+	}
+	cache := c.cacheDir
+	if cache == "" {
+		cache = filepath.Join(filepath.Dir(filepath.Clean(c.stateDir)), "repo")
+	}
+	src, err := gitsource.Open(ctx, gitsource.Options{
+		Repo: c.repo, Branch: c.branch, StatusBranch: c.statusBranch, CacheDir: cache,
+	})
+	if err != nil {
+		return nil, err
+	}
+	st, err := state.Open(c.stateDir)
+	if err != nil {
+		return nil, err
+	}
+	eng := engine.New(providers(c.targetsRoot, c.allowCommand))
+	rec, err := reconciler.New(reconciler.Options{
+		Source: src, Store: st, Engine: eng, Branch: c.branch, Path: c.path, Log: log,
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &app{store: st, source: src, engine: eng, rec: rec, log: log}, nil
+}

@@ -1,0 +1,461 @@
+package reconciler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/rs/zerolog"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/state"
+)
+
+// runJob runs (or resumes) the operation of one stack set at rev and writes
+// its status commit.
+func (r *Reconciler) runJob(ctx context.Context, rev string, j *job) (*state.Operation, error) {
+	st := r.opts.Store
+	now := r.opts.Now()
+	if j.recorded == nil {
+		ss, err := st.CreateStackSet(j.name, now)
+		if err != nil {
+			return nil, fmt.Errorf("create stack set record: %w", err)
+		}
+		j.recorded = &ss
+	}
+	op, created, err := st.ClaimOperation(state.Operation{
+		ID: state.NewOperationID(), StackSetID: j.recorded.ID, StackSet: j.name,
+		Kind: j.kind, Revision: rev, Status: state.OperationRunning, Created: now, Started: now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim operation: %w", err)
+	}
+	log := r.log.With().Str("stack_set", j.name).Str("operation", op.ID).Str("kind", op.Kind).Str("revision", short(rev)).Logger()
+	if !created && op.Status != state.OperationRunning && op.Status != state.OperationQueued {
+		log.Debug().Str("status", op.Status).Msg("operation for this revision already done")
+		return nil, nil
+	}
+	if !created {
+		log.Info().Msg("resuming operation")
+		op.Status = state.OperationRunning
+	} else {
+		log.Info().Int("instances", len(j.works)).Msg("operation started")
+	}
+	run := &opRun{r: r, j: j, op: &op, log: log, redact: redactor(j.desired)}
+	run.event("", "", "", op.Status, fmt.Sprintf("%s of %d instances at %s", op.Kind, len(j.works), short(rev)))
+	if err := run.markWaiting(); err != nil {
+		return nil, err
+	}
+	run.schedule(ctx)
+	return run.finish(ctx)
+}
+
+// opRun is one running operation.
+type opRun struct {
+	r      *Reconciler
+	j      *job
+	op     *state.Operation
+	log    zerolog.Logger
+	redact func(string) string
+
+	mu      sync.Mutex
+	results map[engine.Target]state.InstanceResult
+}
+
+func (o *opRun) event(region, account, resource, status, msg string) {
+	if _, err := o.r.opts.Store.AppendEvent(state.Event{
+		OperationID: o.op.ID, Time: o.r.opts.Now(), Region: region, Account: account,
+		Resource: resource, Status: status, Message: o.redact(msg),
+	}); err != nil {
+		o.log.Warn().Err(err).Msg("cannot record event")
+	}
+}
+
+// markWaiting records every instance of the operation as WAIT_IN_PROGRESS.
+func (o *opRun) markWaiting() error {
+	now := o.r.opts.Now()
+	existing, err := o.r.opts.Store.Instances(o.j.recorded.ID)
+	if err != nil {
+		return err
+	}
+	have := map[engine.Target]state.Instance{}
+	for _, in := range existing {
+		have[engine.Target{Region: in.Region, Account: in.Account}] = in
+	}
+	ins := make([]state.Instance, 0, len(o.j.works))
+	for _, w := range o.j.works {
+		in, ok := have[w.target]
+		if !ok {
+			in = state.Instance{StackSetID: o.j.recorded.ID, Region: w.target.Region, Account: w.target.Account}
+		}
+		in.Status, in.StatusReason, in.Updated = state.InstanceWaitInProgress, "", now
+		ins = append(ins, in)
+	}
+	o.results = map[engine.Target]state.InstanceResult{}
+	return o.r.opts.Store.PutInstances(ins)
+}
+
+// schedule runs the works by the RFS operation preferences: regions in
+// order (SEQUENTIAL) or all at once (PARALLEL); inside a region at most
+// max-concurrent instances at a time; more failures than the tolerance
+// cancel what has not started (SEQUENTIAL: every later region too).
+func (o *opRun) schedule(ctx context.Context) {
+	prefs := engine.OperationPreferences{RegionConcurrency: "SEQUENTIAL", MaxConcurrentCount: 1, FailureTolerancePercentage: -1, MaxConcurrentPercentage: -1, FailureToleranceMode: "STRICT_FAILURE_TOLERANCE"}
+	if o.j.desired != nil {
+		prefs = o.j.desired.Preferences
+	}
+	var regions []string
+	byRegion := map[string][]*work{}
+	for _, w := range o.j.works {
+		if _, ok := byRegion[w.target.Region]; !ok {
+			regions = append(regions, w.target.Region)
+		}
+		byRegion[w.target.Region] = append(byRegion[w.target.Region], w)
+	}
+	if prefs.RegionConcurrency == "PARALLEL" {
+		var wg sync.WaitGroup
+		for _, region := range regions {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				o.runRegion(ctx, prefs, byRegion[region])
+			}()
+		}
+		wg.Wait()
+		return
+	}
+	for i, region := range regions {
+		if !o.runRegion(ctx, prefs, byRegion[region]) {
+			if ctx.Err() != nil || o.r.isStopping() {
+				return // the operation resumes on restart
+			}
+			for _, rest := range regions[i+1:] {
+				o.cancel(byRegion[rest], "failure tolerance exceeded in region "+region)
+			}
+			return
+		}
+	}
+}
+
+// runRegion runs one region's works; it reports false when the failure
+// tolerance was exceeded (or the context ended).
+func (o *opRun) runRegion(ctx context.Context, prefs engine.OperationPreferences, works []*work) bool {
+	tolerance, maxConc := prefs.Limits(len(works))
+	strict := prefs.FailureToleranceMode != "SOFT_FAILURE_TOLERANCE"
+	done := make(chan bool)
+	running, failures := 0, 0
+	wait := func() {
+		if !<-done {
+			failures++
+		}
+		running--
+	}
+	limit := func() int {
+		if !strict {
+			return maxConc
+		}
+		// STRICT: never run more than could fail without exceeding the
+		// tolerance by more than one.
+		return max(1, min(maxConc, tolerance+1-failures))
+	}
+	i := 0
+	for ; i < len(works); i++ {
+		for running > 0 && running >= limit() {
+			wait()
+		}
+		if failures > tolerance || ctx.Err() != nil || o.r.isStopping() {
+			break
+		}
+		running++
+		w := works[i]
+		go func() { done <- o.execute(ctx, w) }()
+	}
+	for running > 0 {
+		wait()
+	}
+	if i < len(works) {
+		reason := "failure tolerance exceeded"
+		if ctx.Err() != nil || o.r.isStopping() {
+			reason = "operation interrupted"
+		}
+		o.cancel(works[i:], reason)
+	}
+	return failures <= tolerance && ctx.Err() == nil && !o.r.isStopping()
+}
+
+// cancel marks works that never started CANCEL_COMPLETE (not when the
+// daemon is merely stopping: the operation resumes on restart).
+func (o *opRun) cancel(works []*work, reason string) {
+	if reason == "operation interrupted" {
+		return
+	}
+	for _, w := range works {
+		o.settle(w, state.InstanceCancelComplete, reason, nil)
+	}
+}
+
+// execute applies one instance; it reports success.
+func (o *opRun) execute(ctx context.Context, w *work) bool {
+	st := o.r.opts.Store
+	ssID := o.j.recorded.ID
+	t := w.target
+	log := o.log.With().Str("region", t.Region).Str("account", t.Account).Logger()
+	in, err := st.Instance(ssID, t.Region, t.Account)
+	if err != nil {
+		in = state.Instance{StackSetID: ssID, Region: t.Region, Account: t.Account}
+	}
+	in.Status, in.StatusReason, in.Updated = state.InstanceOperationInProgress, "", o.r.opts.Now()
+	if err := st.PutInstance(in); err != nil {
+		return o.fail(w, log, err)
+	}
+	o.event(t.Region, t.Account, "", state.InstanceOperationInProgress, w.action)
+	recorded, err := o.r.resources(ssID, t)
+	if err != nil {
+		return o.fail(w, log, err)
+	}
+	var plan *engine.InstancePlan
+	if w.action == engine.InstanceDelete {
+		plan = engine.PlanDestroy(&engine.Instance{Name: o.j.name, StackSetID: ssID, Target: t}, recorded)
+	} else {
+		if err := o.plan(t, recorded, &plan); err != nil {
+			return o.fail(w, log, err)
+		}
+	}
+	j := &journal{store: st, ssID: ssID, region: t.Region, account: t.Account, now: o.r.opts.Now}
+	res, err := o.r.opts.Engine.Apply(ctx, plan, j, func(ev engine.Event) {
+		msg := ev.Action.String()
+		if ev.Err != nil {
+			msg += ": " + ev.Err.Error()
+		}
+		if ev.Phase != "start" {
+			o.event(t.Region, t.Account, ev.Address, ev.Phase, msg)
+		}
+		log.Debug().Str("resource", ev.Address).Str("action", ev.Action.String()).Str("phase", ev.Phase).Msg("resource")
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			// Stopping: leave the instance to the resumed operation.
+			return false
+		}
+		return o.fail(w, log, err)
+	}
+	if w.action == engine.InstanceDelete {
+		if err := st.DeleteInstance(ssID, t.Region, t.Account); err != nil {
+			return o.fail(w, log, err)
+		}
+		o.settle(w, state.InstanceOperationComplete, "", nil)
+		log.Debug().Msg("instance deleted")
+		return true
+	}
+	o.settle(w, state.InstanceOperationComplete, "", outputsJSON(res.Outputs))
+	log.Debug().Msg("instance complete")
+	return true
+}
+
+// plan re-plans an instance right before applying it (its stack set id is
+// known now), so the plan matches the recorded state it will change.
+func (o *opRun) plan(t engine.Target, recorded []engine.ResourceState, out **engine.InstancePlan) error {
+	p, diags := o.r.opts.Engine.Plan(&engine.Instance{StackSet: o.j.desired, StackSetID: o.j.recorded.ID, Target: t}, recorded)
+	if diags.HasErrors() {
+		var msgs []string
+		for _, d := range engine.DiagnosticsJSON(diags) {
+			msgs = append(msgs, d.String())
+		}
+		return errors.New(strings.Join(msgs, "; "))
+	}
+	*out = p
+	return nil
+}
+
+func (o *opRun) fail(w *work, log zerolog.Logger, err error) bool {
+	reason := o.redact(err.Error())
+	log.Error().Str("reason", reason).Msg("instance failed")
+	o.settle(w, state.InstanceOperationFailed, reason, nil)
+	return false
+}
+
+// settle records an instance's final status for this operation.
+func (o *opRun) settle(w *work, status, reason string, outputs json.RawMessage) {
+	st := o.r.opts.Store
+	t := w.target
+	if !(w.action == engine.InstanceDelete && status == state.InstanceOperationComplete) {
+		in, err := st.Instance(o.j.recorded.ID, t.Region, t.Account)
+		if err != nil {
+			in = state.Instance{StackSetID: o.j.recorded.ID, Region: t.Region, Account: t.Account}
+		}
+		in.Status, in.StatusReason, in.Updated = status, reason, o.r.opts.Now()
+		if status == state.InstanceOperationComplete {
+			in.Revision, in.ConfigHash, in.Outputs = o.op.Revision, w.hash, outputs
+		}
+		if err := st.PutInstance(in); err != nil {
+			o.log.Error().Err(err).Msg("cannot record instance status")
+		}
+	}
+	o.event(t.Region, t.Account, "", status, reason)
+	o.mu.Lock()
+	o.results[t] = state.InstanceResult{Region: t.Region, Account: t.Account, Action: strings.ToLower(w.action), Status: status, Reason: reason}
+	o.mu.Unlock()
+}
+
+// finish records the operation's outcome, updates the stack set record and
+// writes the status commit.
+func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
+	st := o.r.opts.Store
+	op := o.op
+	op.Results = op.Results[:0]
+	failed, cancelled := 0, 0
+	for _, w := range o.j.works {
+		res, ok := o.results[w.target]
+		if !ok {
+			continue
+		}
+		op.Results = append(op.Results, res)
+		switch res.Status {
+		case state.InstanceOperationFailed:
+			failed++
+		case state.InstanceCancelComplete:
+			cancelled++
+		}
+	}
+	if ctx.Err() != nil || o.r.isStopping() && len(o.results) < len(o.j.works) {
+		// The daemon is stopping: the operation stays RUNNING and resumes.
+		if err := st.PutOperation(*op); err != nil {
+			return op, err
+		}
+		o.log.Warn().Msg("operation interrupted; it resumes on restart")
+		return op, nil
+	}
+	op.Ended = o.r.opts.Now()
+	op.Status = state.OperationSucceeded
+	if cancelled > 0 || failed > 0 && o.exceeded(failed) {
+		op.Status = state.OperationFailed
+		op.Reason = fmt.Sprintf("%d instances failed, %d cancelled: failure tolerance exceeded", failed, cancelled)
+	} else if failed > 0 {
+		op.Reason = fmt.Sprintf("%d instances failed within the failure tolerance", failed)
+	}
+	if err := st.PutOperation(*op); err != nil {
+		return op, err
+	}
+	ss := *o.j.recorded
+	ss.LastOperation = op.ID
+	if o.j.desired != nil {
+		if failed == 0 && cancelled == 0 {
+			ss.Revision = op.Revision
+			ss.ConfigHash = o.j.desired.ConfigHash
+		}
+		ss.VarNames, ss.Vars = varsRecord(o.j.desired)
+		ss.Status = "ACTIVE"
+		if err := st.PutStackSet(ss); err != nil {
+			return op, err
+		}
+	} else if failed == 0 && cancelled == 0 {
+		if err := st.DeleteStackSet(ss.ID); err != nil {
+			return op, err
+		}
+	} else {
+		ss.Status = "DELETE_FAILED"
+		if err := st.PutStackSet(ss); err != nil {
+			return op, err
+		}
+	}
+	o.event("", "", "", op.Status, op.Reason)
+	o.log.Info().Str("status", op.Status).Int("instances", len(o.j.works)).Int("failed", failed).Int("cancelled", cancelled).
+		Dur("duration", op.Ended.Sub(op.Started)).Msg("operation finished")
+	return op, o.r.writeOperationStatus(ctx, o.j, &ss, op)
+}
+
+// exceeded reports whether failures exceed the tolerance of some region.
+func (o *opRun) exceeded(failed int) bool {
+	if o.j.desired == nil {
+		return failed > 0
+	}
+	counts := map[string]int{}
+	fails := map[string]int{}
+	for _, w := range o.j.works {
+		counts[w.target.Region]++
+		if o.results[w.target].Status == state.InstanceOperationFailed {
+			fails[w.target.Region]++
+		}
+	}
+	for region, n := range counts {
+		tol, _ := o.j.desired.Preferences.Limits(n)
+		if fails[region] > tol {
+			return true
+		}
+	}
+	return false
+}
+
+// varsRecord returns the stack set's variable names and values with
+// sensitive values redacted, for the state record.
+func varsRecord(ss *engine.StackSet) ([]string, json.RawMessage) {
+	names := make([]string, 0, len(ss.Vars))
+	vals := map[string]json.RawMessage{}
+	for n, v := range ss.Vars {
+		names = append(names, n)
+		if ss.SensitiveVar(n) {
+			vals[n] = json.RawMessage(`"` + engine.SensitivePlaceholder + `"`)
+			continue
+		}
+		b, err := ctyJSON(v)
+		if err == nil {
+			vals[n] = b
+		}
+	}
+	sort.Strings(names)
+	b, _ := json.Marshal(vals)
+	return names, b
+}
+
+// outputsJSON renders outputs as a JSON object; sensitive and unknown ones
+// are replaced by placeholders.
+func outputsJSON(outputs map[string]cty.Value) json.RawMessage {
+	if len(outputs) == 0 {
+		return nil
+	}
+	m := map[string]json.RawMessage{}
+	for n, v := range outputs {
+		switch {
+		case v.IsMarked() || hasMarks(v):
+			m[n] = json.RawMessage(`"` + engine.SensitivePlaceholder + `"`)
+		case !v.IsWhollyKnown():
+			m[n] = json.RawMessage(`"` + engine.KnownAfterApplyPlaceholder + `"`)
+		default:
+			b, err := ctyJSON(v)
+			if err == nil {
+				m[n] = b
+			}
+		}
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+func hasMarks(v cty.Value) bool {
+	_, pvm := v.UnmarkDeepWithPaths()
+	return len(pvm) > 0
+}
+
+// redactor returns a function that replaces the values of the stack set's
+// sensitive variables in free text (provider errors may echo them).
+func redactor(ss *engine.StackSet) func(string) string {
+	var secrets []string
+	if ss != nil {
+		for n, v := range ss.Vars {
+			if ss.SensitiveVar(n) && v.Type() == cty.String && !v.IsNull() && len(v.AsString()) >= 4 {
+				secrets = append(secrets, v.AsString())
+			}
+		}
+	}
+	return func(s string) string {
+		for _, sec := range secrets {
+			s = strings.ReplaceAll(s, sec, engine.SensitivePlaceholder)
+		}
+		return s
+	}
+}

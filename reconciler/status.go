@@ -1,0 +1,166 @@
+package reconciler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/zclconf/go-cty/cty"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/state"
+)
+
+// Paths on the status branch.
+const (
+	statusDir   = "status/"
+	statusIndex = "status/stackd.json"
+)
+
+// StatusPath is the status document of a stack set on the status branch.
+func StatusPath(name string) string { return statusDir + name + ".json" }
+
+// StackSetStatus is the document written to status/<stack_set>.json.
+type StackSetStatus struct {
+	Name          string           `json:"name"`
+	ID            string           `json:"id"`
+	Revision      string           `json:"revision,omitempty"` // last revision deployed to every instance
+	Status        string           `json:"status,omitempty"`
+	LastOperation *OperationStatus `json:"last_operation,omitempty"`
+	Instances     []InstanceStatus `json:"instances"`
+}
+
+// OperationStatus summarises an operation in a status document.
+type OperationStatus struct {
+	ID       string          `json:"id"`
+	Kind     string          `json:"kind"`
+	Status   string          `json:"status"`
+	Reason   string          `json:"reason,omitempty"`
+	Revision string          `json:"revision"`
+	Started  time.Time       `json:"started"`
+	Ended    time.Time       `json:"ended,omitempty"`
+	Counts   OperationCounts `json:"counts"`
+}
+
+// OperationCounts counts an operation's instances by outcome.
+type OperationCounts struct {
+	Total     int `json:"total"`
+	Succeeded int `json:"succeeded"`
+	Failed    int `json:"failed"`
+	Cancelled int `json:"cancelled"`
+}
+
+// InstanceStatus is one instance in a status document.
+type InstanceStatus struct {
+	Region   string          `json:"region"`
+	Account  string          `json:"account"`
+	Status   string          `json:"status"`
+	Reason   string          `json:"reason,omitempty"`
+	Revision string          `json:"revision,omitempty"`
+	Outputs  json.RawMessage `json:"outputs,omitempty"`
+}
+
+// IndexStatus is status/stackd.json: whether the latest revision validated.
+type IndexStatus struct {
+	Revision    string              `json:"revision"`
+	Valid       bool                `json:"valid"`
+	Deployed    string              `json:"deployed_revision,omitempty"`
+	Diagnostics []engine.Diagnostic `json:"diagnostics,omitempty"`
+}
+
+func counts(op *state.Operation) OperationCounts {
+	c := OperationCounts{Total: len(op.Results)}
+	for _, r := range op.Results {
+		switch r.Status {
+		case state.InstanceOperationComplete:
+			c.Succeeded++
+		case state.InstanceOperationFailed:
+			c.Failed++
+		case state.InstanceCancelComplete:
+			c.Cancelled++
+		}
+	}
+	return c
+}
+
+// BuildStatus assembles a stack set's status document from the state.
+func BuildStatus(st *state.Store, ss *state.StackSet) (*StackSetStatus, error) {
+	doc := &StackSetStatus{Name: ss.Name, ID: ss.ID, Revision: ss.Revision, Status: ss.Status, Instances: []InstanceStatus{}}
+	if ss.LastOperation != "" {
+		op, err := st.Operation(ss.LastOperation)
+		if err == nil {
+			doc.LastOperation = &OperationStatus{
+				ID: op.ID, Kind: op.Kind, Status: op.Status, Reason: op.Reason, Revision: op.Revision,
+				Started: op.Started, Ended: op.Ended, Counts: counts(&op),
+			}
+		}
+	}
+	ins, err := st.Instances(ss.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, in := range ins {
+		doc.Instances = append(doc.Instances, InstanceStatus{
+			Region: in.Region, Account: in.Account, Status: in.Status, Reason: in.StatusReason,
+			Revision: in.Revision, Outputs: in.Outputs,
+		})
+	}
+	return doc, nil
+}
+
+func marshal(v any) []byte {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	return append(b, '\n')
+}
+
+// writeOperationStatus writes the one status commit of an operation.
+func (r *Reconciler) writeOperationStatus(ctx context.Context, j *job, ss *state.StackSet, op *state.Operation) error {
+	c := counts(op)
+	msg := fmt.Sprintf("stackd: %s %s %s %s (%d/%d)", j.name, op.Kind, short(op.Revision), op.Status, c.Succeeded, c.Total)
+	files := map[string][]byte{}
+	var deletes []string
+	if j.desired == nil && op.Status == state.OperationSucceeded {
+		deletes = append(deletes, StatusPath(j.name))
+	} else {
+		doc, err := BuildStatus(r.opts.Store, ss)
+		if err != nil {
+			return err
+		}
+		doc.LastOperation = &OperationStatus{
+			ID: op.ID, Kind: op.Kind, Status: op.Status, Reason: op.Reason, Revision: op.Revision,
+			Started: op.Started, Ended: op.Ended, Counts: c,
+		}
+		files[StatusPath(j.name)] = marshal(doc)
+	}
+	if _, err := r.opts.Source.WriteFiles(ctx, msg, files, deletes); err != nil {
+		return fmt.Errorf("write status commit: %w", err)
+	}
+	return nil
+}
+
+// writeRejection reports a revision that did not validate.
+func (r *Reconciler) writeRejection(ctx context.Context, rev string, diags []engine.Diagnostic) error {
+	n := 0
+	for _, d := range diags {
+		if d.Severity == "error" {
+			n++
+		}
+	}
+	return r.writeIndex(ctx, rev, diags, fmt.Sprintf("stackd: rejected %s (%d errors)", short(rev), n))
+}
+
+func (r *Reconciler) writeIndex(ctx context.Context, rev string, diags []engine.Diagnostic, msg string) error {
+	deployed, _ := r.opts.Store.Meta(metaLastRevision)
+	doc := IndexStatus{Revision: rev, Valid: len(diags) == 0, Deployed: string(deployed), Diagnostics: diags}
+	if _, err := r.opts.Source.WriteFiles(ctx, msg, map[string][]byte{statusIndex: marshal(doc)}, nil); err != nil {
+		return fmt.Errorf("write status commit: %w", err)
+	}
+	return nil
+}
+
+// ctyJSON renders a known, unmarked value as plain JSON.
+func ctyJSON(v cty.Value) (json.RawMessage, error) {
+	return ctyjson.Marshal(v, v.Type())
+}
