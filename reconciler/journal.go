@@ -11,9 +11,9 @@ import (
 // journal records one instance's resources in the state store for the
 // engine (engine.Journal).
 type journal struct {
-	store                  *state.Store
-	ssID, region, account  string
-	now                    func() time.Time
+	store                 *state.Store
+	ssID, region, account string
+	now                   func() time.Time
 }
 
 var _ engine.Journal = (*journal)(nil)

@@ -377,5 +377,3 @@ func newStateCommand() *cobra.Command {
 	cmd.AddCommand(check, backup, restore)
 	return cmd
 }
-
-

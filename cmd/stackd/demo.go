@@ -245,4 +245,3 @@ func commitAll(repo *git.Repository, msg string) error {
 	_, err = wt.Commit(msg, &git.CommitOptions{Author: sig, Committer: sig})
 	return err
 }
-
