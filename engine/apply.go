@@ -124,6 +124,7 @@ func (e *Engine) remove(ctx context.Context, target provider.Target, rr *recorde
 	obs(ev)
 	if rr.DeletionPolicy != "Retain" {
 		if err := e.deleteInWorld(ctx, target, rr, requestID, j); err != nil {
+			err = settleFailed(ctx, j, rr, Delete, err)
 			ev.Phase, ev.Err = "failed", err
 			obs(ev)
 			return fmt.Errorf("%s: delete: %w", rr.Address, err)
@@ -191,7 +192,7 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, target provider.Target
 	case Replace:
 		if rr != nil && rr.DeletionPolicy != "Retain" {
 			if err := e.deleteInWorld(ctx, target, rr, "", j); err != nil {
-				return fail(fmt.Errorf("delete for replacement: %w", err))
+				return fail(fmt.Errorf("delete for replacement: %w", settleFailed(ctx, j, rr, Delete, err)))
 			}
 		}
 		fallthrough
@@ -221,7 +222,10 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, target provider.Target
 		rec.RequestID = reqID
 	}
 	if err != nil {
-		return fail(err)
+		if rp.Action == Update {
+			return fail(settleFailed(ctx, j, rr, Update, err))
+		}
+		return fail(settleFailed(ctx, j, &recordedResource{ResourceState: rec}, Create, err))
 	}
 	attrs := cty.EmptyObjectVal
 	if len(result.Attributes) > 0 {
@@ -254,4 +258,29 @@ func objectWith(a, b cty.Value) cty.Value {
 		}
 	}
 	return cty.ObjectVal(m)
+}
+
+// settleFailed settles the journal after a provider action failed (the
+// action has ended, so its Pending* record must not outlive the operation):
+// a failed create leaves nothing recorded, a failed update or delete leaves
+// the resource recorded as it was before. When ctx has ended the action was
+// interrupted rather than failed: the Pending* record stays, so the resumed
+// operation repeats the action with the same request id. It returns err,
+// joined with the journal's error if settling failed.
+func settleFailed(ctx context.Context, j Journal, rr *recordedResource, action Action, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	var jerr error
+	if action == Create {
+		jerr = j.Remove(ctx, rr.Address)
+	} else {
+		prev := rr.ResourceState
+		prev.Status = StatusApplied
+		jerr = j.Save(ctx, prev)
+	}
+	if jerr != nil {
+		return errors.Join(err, fmt.Errorf("journal: %w", jerr))
+	}
+	return err
 }

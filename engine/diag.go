@@ -77,6 +77,16 @@ func constValue(expr hcl.Expression, ty cty.Type, what string) (cty.Value, hcl.D
 	if diags.HasErrors() {
 		return cty.NilVal, diags
 	}
+	if !v.IsWhollyKnown() {
+		// No variables are in scope, so only an expression the parser could
+		// not read (it reported why) evaluates to an unknown value.
+		return cty.NilVal, diags.Append(&hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid value for " + what,
+			Detail:   fmt.Sprintf("The value of %s must be a constant known when the definitions are loaded.", what),
+			Subject:  expr.Range().Ptr(),
+		})
+	}
 	if ty == cty.DynamicPseudoType {
 		return v, diags
 	}

@@ -297,7 +297,7 @@ func (w *walker) walk() hcl.Diagnostics {
 		switch {
 		case strings.HasPrefix(node, "local."):
 			l := w.tmpl.Locals[strings.TrimPrefix(node, "local.")]
-			v, d := l.Expr.Value(w.ctx(nil, l.Expr))
+			v, d := l.Expr.Value(w.ctx(node))
 			diags = append(diags, d...)
 			if d.HasErrors() {
 				return diags
@@ -305,7 +305,7 @@ func (w *walker) walk() hcl.Diagnostics {
 			w.locals[l.Name] = v
 		case strings.HasPrefix(node, "output."):
 			o := w.tmpl.Outputs[strings.TrimPrefix(node, "output.")]
-			v, d := o.Expr.Value(w.ctx(nil, o.Expr))
+			v, d := o.Expr.Value(w.ctx(node))
 			diags = append(diags, d...)
 			if d.HasErrors() {
 				return diags
@@ -387,44 +387,27 @@ func baseAddr(addr string) string {
 	return addr
 }
 
-// ctx builds the evaluation context for the given expressions: the base
-// roots, plus the locals and resources they reference.
-func (w *walker) ctx(extra map[string]cty.Value, exprs ...hcl.Expression) *hcl.EvalContext {
+// ctx builds the evaluation context of a node: the base roots plus the
+// locals and resources the node references (found once, by analyze).
+func (w *walker) ctx(node string) *hcl.EvalContext {
 	vars := make(map[string]cty.Value, len(w.base)+4)
 	for k, v := range w.base {
 		vars[k] = v
 	}
-	for k, v := range extra {
-		vars[k] = v
-	}
 	locals := map[string]cty.Value{}
 	byType := map[string]map[string]cty.Value{}
-	for _, expr := range exprs {
-		if expr == nil {
+	for _, ref := range w.tmpl.refs[node] {
+		if ref.root == "local" {
+			if v, ok := w.locals[ref.name]; ok {
+				locals[ref.name] = v
+			}
 			continue
 		}
-		for _, tr := range expr.Variables() {
-			root := tr.RootName()
-			name := ""
-			if len(tr) > 1 {
-				if a, ok := tr[1].(hcl.TraverseAttr); ok {
-					name = a.Name
-				}
+		if v, ok := w.resources[ref.root+"."+ref.name]; ok {
+			if byType[ref.root] == nil {
+				byType[ref.root] = map[string]cty.Value{}
 			}
-			switch root {
-			case "var", "target", "stack_set", "count", "each":
-			case "local":
-				if v, ok := w.locals[name]; ok {
-					locals[name] = v
-				}
-			default:
-				if v, ok := w.resources[root+"."+name]; ok {
-					if byType[root] == nil {
-						byType[root] = map[string]cty.Value{}
-					}
-					byType[root][name] = v
-				}
-			}
+			byType[ref.root][ref.name] = v
 		}
 	}
 	vars["local"] = cty.ObjectVal(locals)
@@ -432,6 +415,16 @@ func (w *walker) ctx(extra map[string]cty.Value, exprs ...hcl.Expression) *hcl.E
 		vars[typ] = cty.ObjectVal(m)
 	}
 	return &hcl.EvalContext{Variables: vars, Functions: functions}
+}
+
+// withExtra returns a child context holding count or each.
+func withExtra(ctx *hcl.EvalContext, extra map[string]cty.Value) *hcl.EvalContext {
+	if len(extra) == 0 {
+		return ctx
+	}
+	child := ctx.NewChild()
+	child.Variables = extra
+	return child
 }
 
 type expansion struct {
@@ -442,7 +435,7 @@ type expansion struct {
 func (w *walker) expand(r *Resource) ([]expansion, hcl.Diagnostics) {
 	switch {
 	case r.Count != nil:
-		v, diags := r.Count.Value(w.ctx(nil, r.Count))
+		v, diags := r.Count.Value(w.ctx(r.Addr()))
 		if diags.HasErrors() {
 			return nil, diags
 		}
@@ -468,7 +461,7 @@ func (w *walker) expand(r *Resource) ([]expansion, hcl.Diagnostics) {
 		}
 		return out, diags
 	case r.ForEach != nil:
-		v, diags := r.ForEach.Value(w.ctx(nil, r.ForEach))
+		v, diags := r.ForEach.Value(w.ctx(r.Addr()))
 		if diags.HasErrors() {
 			return nil, diags
 		}
@@ -533,17 +526,16 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 	}
 	p := w.e.providers[r.Type]
 	schema := p.Schema()
-	exprs := make([]hcl.Expression, 0, len(r.Properties))
-	for _, a := range r.Properties {
-		exprs = append(exprs, a.Expr)
-	}
+	base := w.ctx(r.Addr())
+	names := sortedKeys(schema.Properties)
 	var plans []*ResourcePlan
 	values := make([]cty.Value, 0, len(exps))
 	keyed := map[string]cty.Value{}
 	for _, ex := range exps {
-		ctx := w.ctx(ex.extra, exprs...)
+		ctx := withExtra(base, ex.extra)
 		props := make(map[string]cty.Value, len(schema.Properties))
-		for name, ps := range schema.Properties {
+		for _, name := range names {
+			ps := schema.Properties[name]
 			a := r.Properties[name]
 			if a == nil {
 				props[name] = cty.NullVal(ps.Type)
@@ -693,6 +685,9 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 		ov := cty.NullVal(schema.Properties[name].Type)
 		if rr.inputs.Type().HasAttribute(name) {
 			ov = rr.inputs.GetAttr(name)
+			if conv, err := convert.Convert(ov, schema.Properties[name].Type); err == nil {
+				ov = conv
+			}
 		}
 		if valuesEqual(nv, ov) {
 			continue

@@ -28,7 +28,12 @@ type Template struct {
 	Outputs   map[string]*Output
 	// order is every node ("local.x", "TYPE.NAME", "output.x") in dependency order.
 	order []string
+	// refs lists, per node, the locals and resources its expressions reference.
+	refs map[string][]nodeRef
 }
+
+// nodeRef is one referenced local (root "local") or resource (root = type).
+type nodeRef struct{ root, name string }
 
 // Variable is a template input.
 type Variable struct {
@@ -402,6 +407,7 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	g := newGraph()
 	ranges := map[string]hcl.Range{}
+	t.refs = map[string][]nodeRef{}
 	check := func(node string, expr hcl.Expression, allowCount, allowEach bool) []string {
 		var ents []string
 		if expr == nil {
@@ -415,6 +421,10 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 			}
 			if ent != "" {
 				ents = append(ents, ent)
+			}
+			if dep != "" {
+				root, name, _ := strings.Cut(dep, ".")
+				t.refs[node] = append(t.refs[node], nodeRef{root, name})
 			}
 			if dep != "" && dep != node {
 				g.connect(node, dep)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -19,21 +20,66 @@ const (
 	KnownAfterApplyPlaceholder = "<known_after_apply>"
 )
 
-// EncodeValue encodes a cty value with its type (cty's typed JSON) so that it
-// decodes back to exactly the same value. Marks must have been removed.
+// EncodeValue encodes a cty value as plain JSON (objects, arrays, strings,
+// numbers, booleans, null). Marks must have been removed. Types are not
+// recorded: DecodeValue infers them and the engine converts recorded
+// properties to their schema types, which keeps recorded state small and
+// fast to read.
 func EncodeValue(v cty.Value) (json.RawMessage, error) {
 	if v == cty.NilVal {
 		return nil, nil
 	}
-	return ctyjson.Marshal(v, cty.DynamicPseudoType)
+	return ctyjson.Marshal(v, v.Type())
 }
 
-// DecodeValue is the inverse of EncodeValue; empty input gives cty.NilVal.
+// DecodeValue decodes JSON written by EncodeValue: objects become cty
+// objects, arrays tuples, numbers exact cty numbers. Empty input gives
+// cty.NilVal.
 func DecodeValue(b json.RawMessage) (cty.Value, error) {
 	if len(b) == 0 {
 		return cty.NilVal, nil
 	}
-	return ctyjson.Unmarshal(b, cty.DynamicPseudoType)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var raw any
+	if err := dec.Decode(&raw); err != nil {
+		return cty.NilVal, err
+	}
+	return fromJSON(raw)
+}
+
+func fromJSON(raw any) (cty.Value, error) {
+	switch x := raw.(type) {
+	case nil:
+		return cty.NullVal(cty.DynamicPseudoType), nil
+	case string:
+		return cty.StringVal(x), nil
+	case bool:
+		return cty.BoolVal(x), nil
+	case json.Number:
+		return cty.ParseNumberVal(string(x))
+	case []any:
+		vals := make([]cty.Value, len(x))
+		for i, e := range x {
+			v, err := fromJSON(e)
+			if err != nil {
+				return cty.NilVal, err
+			}
+			vals[i] = v
+		}
+		return cty.TupleVal(vals), nil
+	case map[string]any:
+		vals := make(map[string]cty.Value, len(x))
+		for k, e := range x {
+			v, err := fromJSON(e)
+			if err != nil {
+				return cty.NilVal, err
+			}
+			vals[k] = v
+		}
+		return cty.ObjectVal(vals), nil
+	}
+	return cty.NilVal, fmt.Errorf("unexpected JSON value %T", raw)
 }
 
 // isSensitive reports whether v or anything inside it is marked sensitive.

@@ -1,0 +1,56 @@
+// Package state is stackd's memory: the one Badger database that records
+// stack sets, stack instances, the resources of each instance (the resource
+// journal), operations and their event logs, idempotency keys, the resource
+// type registry and daemon metadata (DESIGN §3). It offers typed records and
+// small transactions; it knows nothing of HCL, Git or scheduling.
+//
+// # Invariants
+//
+//   - state is the only package that imports Badger. Badger's errors stop
+//     here: callers see the sentinels of this package (ErrNotFound for
+//     badger.ErrKeyNotFound, ErrClosed, ErrConflict, ...), wrapped with
+//     context and checked with errors.Is.
+//   - Every key prefix is declared in keys.go. Key components that other
+//     components follow (stack set and operation ids, regions, accounts)
+//     never contain "/" or NUL (ErrInvalidKey); the last component (names,
+//     resource addresses, revisions, caller keys) may contain "/" but not
+//     NUL. Every scan prefix ends in "/", so one instance's resources never
+//     bleed into another's (region "eu" vs "eu-west", account "1" vs "12").
+//   - Records are stored as one version byte followed by JSON, so they can
+//     evolve; indexes (ssname/, opid/, opkey/) hold raw ids.
+//   - Stack set ids are random UUIDs, never reused; names are unique at a
+//     time (ssname/). Names never change.
+//   - Instances exist only under an existing stack set, resources only under
+//     an existing instance: PutInstance and PutResource refuse orphans, and
+//     deletes remove resources before their instance and instances before
+//     their stack set, so even a delete split over several transactions
+//     leaves a consistent state. Operations, events and revision keys outlive
+//     their stack set as history.
+//   - An operation is keyed by (stack set id, revision): ClaimOperation is
+//     create-or-verify, and so are PutIdem and PutResourceType (the
+//     idempotency rule of DESIGN §8). Exactly one of concurrent claimers wins.
+//   - Event sequence numbers of one operation are 1, 2, 3, ... with no gaps
+//     or duplicates, also under concurrent AppendEvent.
+//   - Check reports every violation of these invariants (and of the journal
+//     rules: no Pending* resource and no in-progress instance without a
+//     running operation of its stack set).
+//
+// # Durability
+//
+// Writes are committed with Badger's SyncWrites off (see SyncWrites): when a
+// write method returns, the write is in Badger's log in the OS page cache,
+// so the resource journal holds across a crash or SIGKILL of the daemon;
+// Sync makes everything written so far survive a crash of the machine too
+// (the reconciler calls it at operation and batch boundaries). One process holds the
+// directory lock; a second Open fails with ErrLocked.
+//
+// # Concurrency
+//
+// A Store is safe for concurrent use. Writes run in Badger transactions that
+// are retried on conflicts; value-log GC runs in a goroutine that Close stops.
+//
+// # Imports
+//
+// state imports no other stackd package (not engine, gitsource, reconciler
+// or cmd), and no package outside state imports Badger.
+package state

@@ -1,0 +1,223 @@
+package state
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Instance returns the instance (ssID, region, account).
+//
+// Errors: ErrNotFound, ErrInvalidKey, ErrCorrupt, ErrClosed.
+func (s *Store) Instance(ssID, region, account string) (Instance, error) {
+	if err := checkInstanceKey(ssID, region, account); err != nil {
+		return Instance{}, err
+	}
+	var in Instance
+	err := s.view(func(txn *badger.Txn) error {
+		var err error
+		in, err = getRecord[Instance](txn, instanceKey(ssID, region, account))
+		return err
+	})
+	if err != nil {
+		return Instance{}, fmt.Errorf("instance %s/%s of stack set %s: %w", region, account, ssID, err)
+	}
+	return in, nil
+}
+
+// Instances returns all instances of stack set ssID sorted by region, then
+// account. A stack set without instances (or an unknown one) gives none.
+//
+// Errors: ErrInvalidKey, ErrCorrupt, ErrClosed.
+func (s *Store) Instances(ssID string) ([]Instance, error) {
+	if err := checkComponent("stack set id", ssID); err != nil {
+		return nil, err
+	}
+	var out []Instance
+	err := s.view(func(txn *badger.Txn) error {
+		var err error
+		out, err = scanRecords[Instance](txn, instancesPrefix(ssID))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("instances of stack set %s: %w", ssID, err)
+	}
+	// Key order is not (region, account) order: "eu-west/" sorts before "eu/".
+	slices.SortFunc(out, func(a, b Instance) int {
+		return cmp.Or(cmp.Compare(a.Region, b.Region), cmp.Compare(a.Account, b.Account))
+	})
+	return out, nil
+}
+
+// PutInstance creates or replaces the instance (in.StackSetID, in.Region,
+// in.Account). Its stack set must exist.
+//
+// Errors: ErrNotFound if the stack set does not exist, ErrInvalidKey,
+// ErrConflict, ErrClosed.
+func (s *Store) PutInstance(in Instance) error {
+	return s.PutInstances([]Instance{in})
+}
+
+// PutInstances creates or replaces many instances, committing as many per
+// transaction as fit. It is not atomic: on an error, an unspecified prefix of
+// ins has been written. All keys are validated before anything is written,
+// and every instance's stack set must exist.
+//
+// Errors: ErrNotFound if a stack set does not exist, ErrInvalidKey,
+// ErrConflict, ErrClosed.
+func (s *Store) PutInstances(ins []Instance) error {
+	for _, in := range ins {
+		if err := checkInstanceKey(in.StackSetID, in.Region, in.Account); err != nil {
+			return err
+		}
+	}
+	for start := 0; start < len(ins); {
+		n := 0
+		err := s.update(func(txn *badger.Txn) error {
+			n = 0
+			checked := map[string]bool{}
+			for _, in := range ins[start:] {
+				if !checked[in.StackSetID] {
+					ok, err := exists(txn, stackSetKey(in.StackSetID))
+					if err != nil {
+						return err
+					}
+					if !ok {
+						return fmt.Errorf("stack set %s: %w", in.StackSetID, ErrNotFound)
+					}
+					checked[in.StackSetID] = true
+				}
+				err := putRecord(txn, instanceKey(in.StackSetID, in.Region, in.Account), in)
+				if errors.Is(err, badger.ErrTxnTooBig) && n > 0 {
+					return nil // commit what fits; the next round goes on
+				}
+				if err != nil {
+					return err
+				}
+				n++
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("put instances: %w", err)
+		}
+		start += n
+	}
+	return nil
+}
+
+// DeleteInstance removes the instance (ssID, region, account) and all its
+// resources in one transaction (over several, resources first, only if they
+// do not fit into one).
+//
+// Errors: ErrNotFound if the instance does not exist (resources recorded
+// under it without an instance record are removed all the same),
+// ErrInvalidKey, ErrConflict, ErrClosed.
+func (s *Store) DeleteInstance(ssID, region, account string) error {
+	if err := checkInstanceKey(ssID, region, account); err != nil {
+		return err
+	}
+	missing := false
+	err := s.deleteInOrder(func(txn *badger.Txn) (keys, final [][]byte, err error) {
+		ok, err := exists(txn, instanceKey(ssID, region, account))
+		if err != nil {
+			return nil, nil, err
+		}
+		missing = !ok
+		keys = scanKeys(txn, resourcesPrefix(ssID, region, account))
+		if ok {
+			final = [][]byte{instanceKey(ssID, region, account)}
+		}
+		return keys, final, nil
+	})
+	if err == nil && missing {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("delete instance %s/%s of stack set %s: %w", region, account, ssID, err)
+	}
+	return nil
+}
+
+// checkResourceKey validates the components naming a resource.
+func checkResourceKey(ssID, region, account, address string) error {
+	if err := checkInstanceKey(ssID, region, account); err != nil {
+		return err
+	}
+	return checkLast("resource address", address)
+}
+
+// Resources returns the resources of one instance sorted by address.
+//
+// Errors: ErrInvalidKey, ErrCorrupt, ErrClosed.
+func (s *Store) Resources(ssID, region, account string) ([]Resource, error) {
+	if err := checkInstanceKey(ssID, region, account); err != nil {
+		return nil, err
+	}
+	var out []Resource
+	err := s.view(func(txn *badger.Txn) error {
+		var err error
+		// Addresses are the last key component: key order is address order.
+		out, err = scanRecords[Resource](txn, resourcesPrefix(ssID, region, account))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("resources of %s/%s of stack set %s: %w", region, account, ssID, err)
+	}
+	return out, nil
+}
+
+// PutResource creates or replaces resource r.Address of one instance. The
+// instance must exist. This is the resource journal: write the Pending*
+// record before a provider action starts and the settled one after it ends.
+// The write survives a crash of the process when PutResource returns; see SyncWrites.
+//
+// Errors: ErrNotFound if the instance does not exist, ErrInvalidKey (for an
+// empty address or one containing NUL), ErrConflict, ErrClosed.
+func (s *Store) PutResource(ssID, region, account string, r Resource) error {
+	if err := checkResourceKey(ssID, region, account, r.Address); err != nil {
+		return err
+	}
+	err := s.update(func(txn *badger.Txn) error {
+		ok, err := exists(txn, instanceKey(ssID, region, account))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("instance: %w", ErrNotFound)
+		}
+		return putRecord(txn, resourceKey(ssID, region, account, r.Address), r)
+	})
+	if err != nil {
+		return fmt.Errorf("put resource %s of %s/%s of stack set %s: %w", r.Address, region, account, ssID, err)
+	}
+	return nil
+}
+
+// DeleteResource removes one resource of one instance.
+//
+// Errors: ErrNotFound if it does not exist, ErrInvalidKey, ErrConflict,
+// ErrClosed.
+func (s *Store) DeleteResource(ssID, region, account, address string) error {
+	if err := checkResourceKey(ssID, region, account, address); err != nil {
+		return err
+	}
+	key := resourceKey(ssID, region, account, address)
+	err := s.update(func(txn *badger.Txn) error {
+		ok, err := exists(txn, key)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ErrNotFound
+		}
+		return txn.Delete(key)
+	})
+	if err != nil {
+		return fmt.Errorf("delete resource %s of %s/%s of stack set %s: %w", address, region, account, ssID, err)
+	}
+	return nil
+}

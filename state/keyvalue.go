@@ -1,0 +1,198 @@
+package state
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// PutIdem is create-or-verify for idempotency key key: if key is new it
+// stores value and returns (true, nil, nil); otherwise it stores nothing and
+// returns (false, the stored value, nil). Of concurrent callers for one key
+// exactly one gets true.
+//
+// Errors: ErrInvalidKey (empty key or one containing NUL), ErrConflict,
+// ErrClosed.
+func (s *Store) PutIdem(key string, value []byte) (created bool, existing []byte, err error) {
+	if err := checkLast("idempotency key", key); err != nil {
+		return false, nil, err
+	}
+	k := idemKey(key)
+	err = s.update(func(txn *badger.Txn) error {
+		created, existing = false, nil
+		old, err := getOpaque(txn, k)
+		if err == nil {
+			existing = old
+			return nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		created = true
+		return txn.Set(k, encodeRaw(value))
+	})
+	if err != nil {
+		return false, nil, fmt.Errorf("put idempotency key %q: %w", key, err)
+	}
+	return created, existing, nil
+}
+
+// Idem returns the value stored for idempotency key key.
+//
+// Errors: ErrNotFound, ErrInvalidKey, ErrClosed.
+func (s *Store) Idem(key string) ([]byte, error) {
+	if err := checkLast("idempotency key", key); err != nil {
+		return nil, err
+	}
+	return s.getRawValue(idemKey(key), "idempotency key", key)
+}
+
+// SetMeta stores value under metadata key key, replacing any previous value.
+//
+// Errors: ErrInvalidKey, ErrConflict, ErrClosed.
+func (s *Store) SetMeta(key string, value []byte) error {
+	if err := checkLast("meta key", key); err != nil {
+		return err
+	}
+	err := s.update(func(txn *badger.Txn) error {
+		return txn.Set(metaKey(key), encodeRaw(value))
+	})
+	if err != nil {
+		return fmt.Errorf("set meta %q: %w", key, err)
+	}
+	return nil
+}
+
+// Meta returns the value of metadata key key.
+//
+// Errors: ErrNotFound, ErrInvalidKey, ErrClosed.
+func (s *Store) Meta(key string) ([]byte, error) {
+	if err := checkLast("meta key", key); err != nil {
+		return nil, err
+	}
+	return s.getRawValue(metaKey(key), "meta", key)
+}
+
+// getOpaque reads a caller's opaque value stored with encodeRaw.
+// Errors: ErrNotFound, ErrCorrupt.
+func getOpaque(txn *badger.Txn, key []byte) ([]byte, error) {
+	item, err := txn.Get(key)
+	if err != nil {
+		return nil, convertErr(err)
+	}
+	var v []byte
+	err = item.Value(func(b []byte) error {
+		var err error
+		v, err = decodeRaw(b)
+		return err
+	})
+	return v, err
+}
+
+func (s *Store) getRawValue(k []byte, what, name string) ([]byte, error) {
+	var v []byte
+	err := s.view(func(txn *badger.Txn) error {
+		var err error
+		v, err = getOpaque(txn, k)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: %w", what, name, err)
+	}
+	return v, nil
+}
+
+// PutResourceType is create-or-verify for resource type rt.Name (the
+// Placement rule of DESIGN §8): if it is new, it stores rt and returns (rt,
+// true, nil); otherwise it returns (the recorded type, false, nil). Of
+// concurrent callers for one name exactly one gets true. The store does not
+// check the name's syntax beyond the key rules.
+//
+// Errors: ErrInvalidKey, ErrCorrupt, ErrConflict, ErrClosed.
+func (s *Store) PutResourceType(rt ResourceType) (ResourceType, bool, error) {
+	if err := checkLast("resource type", rt.Name); err != nil {
+		return ResourceType{}, false, err
+	}
+	var (
+		got     ResourceType
+		created bool
+	)
+	err := s.update(func(txn *badger.Txn) error {
+		var err error
+		got, err = getRecord[ResourceType](txn, resourceTypeKey(rt.Name))
+		created = errors.Is(err, ErrNotFound)
+		if !created {
+			return err
+		}
+		got = rt
+		return putRecord(txn, resourceTypeKey(rt.Name), rt)
+	})
+	if err != nil {
+		return ResourceType{}, false, fmt.Errorf("put resource type %q: %w", rt.Name, err)
+	}
+	return got, created, nil
+}
+
+// ResourceType returns the registered resource type name.
+//
+// Errors: ErrNotFound, ErrInvalidKey, ErrCorrupt, ErrClosed.
+func (s *Store) ResourceType(name string) (ResourceType, error) {
+	if err := checkLast("resource type", name); err != nil {
+		return ResourceType{}, err
+	}
+	var rt ResourceType
+	err := s.view(func(txn *badger.Txn) error {
+		var err error
+		rt, err = getRecord[ResourceType](txn, resourceTypeKey(name))
+		return err
+	})
+	if err != nil {
+		return ResourceType{}, fmt.Errorf("resource type %q: %w", name, err)
+	}
+	return rt, nil
+}
+
+// ResourceTypes returns all registered resource types sorted by name.
+//
+// Errors: ErrCorrupt, ErrClosed.
+func (s *Store) ResourceTypes() ([]ResourceType, error) {
+	var out []ResourceType
+	err := s.view(func(txn *badger.Txn) error {
+		var err error
+		out, err = scanRecords[ResourceType](txn, []byte(prefixResourceType))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list resource types: %w", err)
+	}
+	slices.SortFunc(out, func(a, b ResourceType) int { return cmp.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// DeleteResourceType removes resource type name from the registry. Whether
+// a template still uses it is the caller's check.
+//
+// Errors: ErrNotFound, ErrInvalidKey, ErrConflict, ErrClosed.
+func (s *Store) DeleteResourceType(name string) error {
+	if err := checkLast("resource type", name); err != nil {
+		return err
+	}
+	k := resourceTypeKey(name)
+	err := s.update(func(txn *badger.Txn) error {
+		ok, err := exists(txn, k)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ErrNotFound
+		}
+		return txn.Delete(k)
+	})
+	if err != nil {
+		return fmt.Errorf("delete resource type %q: %w", name, err)
+	}
+	return nil
+}
