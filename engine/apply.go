@@ -153,7 +153,7 @@ func (e *Engine) deleteInWorld(ctx context.Context, target provider.Target, rr *
 	}
 	err = p.Delete(ctx, provider.Request{
 		Target: target, LogicalID: rr.Address, RequestID: requestID,
-		PhysicalID: rr.PhysicalID, Properties: rr.inputs,
+		PhysicalID: rr.PhysicalID, Properties: rr.inputs(),
 	})
 	if errors.Is(err, provider.ErrNotFound) {
 		err = nil
@@ -164,7 +164,7 @@ func (e *Engine) deleteInWorld(ctx context.Context, target provider.Target, rr *
 func (e *Engine) applyOne(ctx context.Context, w *walker, target provider.Target, rp *ResourcePlan, props cty.Value, j Journal, obs Observer) (cty.Value, error) {
 	rr := w.plan.recorded[rp.Address]
 	if rp.Action == NoOp {
-		return objectWith(props, markAttrs(rr.attrs, rr.Sensitive)), nil
+		return objectWith(props, markAttrs(rr.attrs(), rr.Sensitive)), nil
 	}
 	p, err := e.provider(rp.Type)
 	if err != nil {
@@ -218,7 +218,7 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, target provider.Target
 		if err := j.Save(ctx, pending); err != nil {
 			return fail(fmt.Errorf("journal: %w", err))
 		}
-		result, err = p.Update(ctx, provider.Request{Target: target, LogicalID: rp.Address, RequestID: reqID, PhysicalID: rr.PhysicalID, Properties: clean, OldProperties: rr.inputs})
+		result, err = p.Update(ctx, provider.Request{Target: target, LogicalID: rp.Address, RequestID: reqID, PhysicalID: rr.PhysicalID, Properties: clean, OldProperties: rr.inputs()})
 		rec.RequestID = reqID
 	}
 	if err != nil {

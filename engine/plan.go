@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -121,18 +122,12 @@ func PlanDestroy(inst *Instance, recorded []ResourceState) *InstancePlan {
 	p := &InstancePlan{Instance: inst, Outputs: map[string]cty.Value{}, recorded: map[string]*recordedResource{}, destroy: true}
 	var removed []*recordedResource
 	for _, r := range recorded {
-		rr := &recordedResource{ResourceState: r, inputs: cty.EmptyObjectVal, attrs: cty.EmptyObjectVal}
-		if v, err := DecodeValue(r.Inputs); err == nil && v != cty.NilVal && v.Type().IsObjectType() {
-			rr.inputs = v
-		}
-		if v, err := DecodeValue(r.Attributes); err == nil && v != cty.NilVal && v.Type().IsObjectType() {
-			rr.attrs = v
-		}
+		rr := &recordedResource{ResourceState: r}
 		p.recorded[r.Address] = rr
 		removed = append(removed, rr)
 	}
 	for _, rr := range orderRemovals(removed) {
-		rp := &ResourcePlan{Address: rr.Address, Base: baseAddr(rr.Address), Type: rr.Type, Action: Delete, PhysicalID: rr.PhysicalID, Before: markAttrs(rr.inputs, rr.Sensitive)}
+		rp := &ResourcePlan{Address: rr.Address, Base: baseAddr(rr.Address), Type: rr.Type, Action: Delete, PhysicalID: rr.PhysicalID, Before: markAttrs(rr.inputs(), rr.Sensitive)}
 		if rr.Status == StatusPendingDelete {
 			rp.RequestID = rr.RequestID
 		}
@@ -180,9 +175,36 @@ func (p *InstancePlan) Counts() (add, change, replace, remove int) {
 	return
 }
 
+// recordedResource is a recorded resource whose values are decoded only
+// when needed: a no-op plan compares encoded inputs and never decodes them.
 type recordedResource struct {
 	ResourceState
-	inputs, attrs cty.Value
+	in, at     cty.Value
+	inOK, atOK bool
+}
+
+func decodeObject(b []byte) cty.Value {
+	v, err := DecodeValue(b)
+	if err != nil || v == cty.NilVal || !v.Type().IsObjectType() {
+		// Unreadable recorded values diff as changed, so the resource is
+		// re-applied rather than trusted.
+		return cty.EmptyObjectVal
+	}
+	return v
+}
+
+func (rr *recordedResource) inputs() cty.Value {
+	if !rr.inOK {
+		rr.in, rr.inOK = decodeObject(rr.Inputs), true
+	}
+	return rr.in
+}
+
+func (rr *recordedResource) attrs() cty.Value {
+	if !rr.atOK {
+		rr.at, rr.atOK = decodeObject(rr.Attributes), true
+	}
+	return rr.at
 }
 
 // Engine evaluates templates against providers.
@@ -269,20 +291,6 @@ func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, h
 	}
 	for _, r := range recorded {
 		rr := &recordedResource{ResourceState: r}
-		var err error
-		if rr.inputs, err = DecodeValue(r.Inputs); err == nil {
-			rr.attrs, err = DecodeValue(r.Attributes)
-		}
-		if err != nil {
-			diags = diags.Append(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Corrupt recorded resource", Detail: fmt.Sprintf("The recorded state of %s cannot be decoded: %s.", r.Address, err)})
-			continue
-		}
-		if rr.inputs == cty.NilVal || !rr.inputs.Type().IsObjectType() {
-			rr.inputs = cty.EmptyObjectVal
-		}
-		if rr.attrs == cty.NilVal || !rr.attrs.Type().IsObjectType() {
-			rr.attrs = cty.EmptyObjectVal
-		}
 		w.plan.recorded[r.Address] = rr
 	}
 	return w, diags
@@ -339,7 +347,7 @@ func (w *walker) walk() hcl.Diagnostics {
 			return diags.Append(errorf(tr.DeclRange, "Instance cannot be destroyed",
 				"%s has lifecycle.prevent_destroy set, but this change would destroy it. Remove prevent_destroy first or keep the resource.", rr.Address))
 		}
-		rp := &ResourcePlan{Address: rr.Address, Base: baseAddr(rr.Address), Type: rr.Type, Action: Delete, PhysicalID: rr.PhysicalID, Before: markAttrs(rr.inputs, rr.Sensitive)}
+		rp := &ResourcePlan{Address: rr.Address, Base: baseAddr(rr.Address), Type: rr.Type, Action: Delete, PhysicalID: rr.PhysicalID, Before: markAttrs(rr.inputs(), rr.Sensitive)}
 		if rr.Status == StatusPendingDelete {
 			rp.RequestID = rr.RequestID
 		}
@@ -578,7 +586,10 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 					"%s has lifecycle.prevent_destroy set, but this change would replace it (%s). Remove prevent_destroy first.", ex.addr, changedNames(rp)))
 			}
 		}
-		val := w.value(p, schema, rp, obj)
+		val := cty.DynamicVal
+		if w.tmpl.referenced[r.Addr()] {
+			val = w.value(p, schema, rp, obj)
+		}
 		if w.apply != nil {
 			applied, err := w.apply(rp, obj)
 			if err != nil {
@@ -622,7 +633,7 @@ func (w *walker) value(p provider.Provider, schema provider.Schema, rp *Resource
 	}
 	if rp.Action == NoOp {
 		rr := w.plan.recorded[rp.Address]
-		for k, v := range markAttrs(rr.attrs, rr.Sensitive).AsValueMap() {
+		for k, v := range markAttrs(rr.attrs(), rr.Sensitive).AsValueMap() {
 			attrs[k] = v
 		}
 		return cty.ObjectVal(attrs)
@@ -664,13 +675,18 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 			rp.Action = Replace
 			rp.Replacement = ReplacementTrue
 			rp.PhysicalID = rr.PhysicalID
-			rp.Before = markAttrs(rr.inputs, rr.Sensitive)
+			rp.Before = markAttrs(rr.inputs(), rr.Sensitive)
 		}
 		rp.Change = w.addChange(r, rp, schema)
 		return rp
 	}
 	rp.PhysicalID = rr.PhysicalID
-	rp.Before = markAttrs(rr.inputs, rr.Sensitive)
+	if rr.Status == StatusApplied && len(r.Lifecycle.IgnoreChanges) == 0 && unchanged(after, rr.Inputs) {
+		// Fast path: the properties encode exactly as recorded.
+		rp.Action = NoOp
+		return rp
+	}
+	rp.Before = markAttrs(rr.inputs(), rr.Sensitive)
 	ignored := map[string]bool{}
 	for _, n := range r.Lifecycle.IgnoreChanges {
 		ignored[n] = true
@@ -683,8 +699,8 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 		}
 		nv := after.GetAttr(name)
 		ov := cty.NullVal(schema.Properties[name].Type)
-		if rr.inputs.Type().HasAttribute(name) {
-			ov = rr.inputs.GetAttr(name)
+		if rr.inputs().Type().HasAttribute(name) {
+			ov = rr.inputs().GetAttr(name)
 			if conv, err := convert.Convert(ov, schema.Properties[name].Type); err == nil {
 				ov = conv
 			}
@@ -723,8 +739,8 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 		// ignored properties keep their recorded values
 		m := after.AsValueMap()
 		for n := range m {
-			if r.Lifecycle.isIgnored(n) && rr.inputs.Type().HasAttribute(n) {
-				m[n] = rr.inputs.GetAttr(n)
+			if r.Lifecycle.isIgnored(n) && rr.inputs().Type().HasAttribute(n) {
+				m[n] = rr.inputs().GetAttr(n)
 			}
 		}
 		rp.After = cty.ObjectVal(m)
@@ -740,6 +756,17 @@ func (l Lifecycle) isIgnored(name string) bool {
 		}
 	}
 	return false
+}
+
+// unchanged reports whether the evaluated properties encode exactly as the
+// recorded ones (the common case of a no-op plan, without decoding).
+func unchanged(after cty.Value, recorded []byte) bool {
+	if !after.IsWhollyKnown() {
+		return false
+	}
+	clean, _ := after.UnmarkDeep()
+	b, err := EncodeValue(clean)
+	return err == nil && bytes.Equal(b, recorded)
 }
 
 // valuesEqual compares a planned value with a recorded one: unknown values

@@ -30,6 +30,8 @@ type Template struct {
 	order []string
 	// refs lists, per node, the locals and resources its expressions reference.
 	refs map[string][]nodeRef
+	// referenced holds the resources ("TYPE.NAME") some node refers to.
+	referenced map[string]bool
 }
 
 // nodeRef is one referenced local (root "local") or resource (root = type).
@@ -408,6 +410,7 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 	g := newGraph()
 	ranges := map[string]hcl.Range{}
 	t.refs = map[string][]nodeRef{}
+	t.referenced = map[string]bool{}
 	check := func(node string, expr hcl.Expression, allowCount, allowEach bool) []string {
 		var ents []string
 		if expr == nil {
@@ -425,6 +428,7 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 			if dep != "" {
 				root, name, _ := strings.Cut(dep, ".")
 				t.refs[node] = append(t.refs[node], nodeRef{root, name})
+				t.referenced[dep] = true
 			}
 			if dep != "" && dep != node {
 				g.connect(node, dep)

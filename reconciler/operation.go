@@ -330,6 +330,11 @@ func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
 		o.log.Warn().Msg("operation interrupted; it resumes on restart")
 		return op, nil
 	}
+	// Make everything the operation journaled survive a machine crash
+	// before its outcome is recorded.
+	if err := st.Sync(); err != nil {
+		return op, err
+	}
 	op.Ended = o.r.opts.Now()
 	op.Status = state.OperationSucceeded
 	if cancelled > 0 || failed > 0 && o.exceeded(failed) {
