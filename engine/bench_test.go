@@ -47,7 +47,7 @@ func benchDefs(regions, accounts, n int, counted bool) fstest.MapFS {
 		}
 	}
 	return fstest.MapFS{
-		"fleet.hcl":      {Data: []byte(defs)},
+		"fleet.hcl":     {Data: []byte(defs)},
 		"tmpl/main.hcl": {Data: []byte(tmpl.String())},
 	}
 }
