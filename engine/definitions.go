@@ -31,6 +31,8 @@ type Definitions struct {
 	StackSets []*StackSet // sorted by name
 	// Files holds every parsed file, for printing diagnostics with snippets.
 	Files map[string]*hcl.File
+	// Organization is the target inventory, when one is defined.
+	Organization *Organization
 }
 
 // StackSet lookup by name; nil when absent.
@@ -56,6 +58,21 @@ type StackSet struct {
 	Regions     []string
 	Accounts    []string
 	Suspend     bool
+	// CallIdentity is SELF or DELEGATED_ADMIN (SERVICE_MANAGED only).
+	CallIdentity string
+	// OrganizationalUnits and AccountFilterType are the SERVICE_MANAGED targets.
+	OrganizationalUnits []string
+	AccountFilterType   string
+	// AccountOU maps each target account to its OU (SERVICE_MANAGED).
+	AccountOU map[string]string
+	// SuspendedAccounts are target accounts the organization marks suspended:
+	// they are skipped (SKIPPED_SUSPENDED_ACCOUNT), never failed.
+	SuspendedAccounts map[string]bool
+	// Overrides are the instance_override blocks.
+	Overrides []*Override
+	// overrideOf maps a target to the override that applies to it.
+	overrideOf map[Target]*Override
+	org        *Organization
 	Preferences OperationPreferences
 	DeclRange   hcl.Range
 	// ConfigHash identifies template + vars; it changes when either changes.
@@ -87,7 +104,10 @@ func (s *StackSet) Targets() []Target {
 // vars, identity and target. Equal hashes mean nothing to do.
 func (s *StackSet) InstanceHash(id string, t Target) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s", s.ConfigHash, s.Name, id, t.Region, t.Account)
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\x00%s", s.ConfigHash, s.Name, id, t.Region, t.Account, s.AccountOU[t.Account])
+	if ov := s.overrideOf[t]; ov != nil {
+		fmt.Fprintf(h, "\x00override\x00%s", ov.hash)
+	}
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 
@@ -126,19 +146,25 @@ func (p OperationPreferences) Limits(n int) (tolerance, maxConcurrent int) {
 }
 
 var definitionsSchema = &hcl.BodySchema{
-	Blocks: []hcl.BlockHeaderSchema{{Type: "stack_set", LabelNames: []string{"name"}}},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "stack_set", LabelNames: []string{"name"}},
+		{Type: "organization"},
+	},
 }
 
 var stackSetSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "id"}, {Name: "description"}, {Name: "template", Required: true},
-		{Name: "permission_model"}, {Name: "vars"}, {Name: "vars_file"}, {Name: "suspend"},
+		{Name: "permission_model"}, {Name: "call_identity"}, {Name: "vars"}, {Name: "vars_file"}, {Name: "suspend"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "deployment_targets"}, {Type: "operation_preferences"}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "deployment_targets"}, {Type: "operation_preferences"}, {Type: "instance_override"}},
 }
 
 var targetsSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "regions", Required: true}, {Name: "accounts"}, {Name: "accounts_file"}},
+	Attributes: []hcl.AttributeSchema{
+		{Name: "regions", Required: true}, {Name: "accounts"}, {Name: "accounts_file"},
+		{Name: "organizational_units"}, {Name: "account_filter_type"},
+	},
 }
 
 var preferencesSchema = &hcl.BodySchema{
@@ -178,16 +204,35 @@ func Load(fsys fs.FS, dir string, reg provider.Registry) (*Definitions, hcl.Diag
 	}
 	templates := map[string]*Template{}
 	byName := map[string]*StackSet{}
+	var contents []*hcl.BodyContent
 	for _, f := range files {
 		content, cdiags := f.Body.Content(definitionsSchema)
 		diags = append(diags, cdiags...)
+		contents = append(contents, content)
 		for _, b := range content.Blocks {
+			if b.Type != "organization" {
+				continue
+			}
+			if defs.Organization != nil {
+				diags = diags.Append(duplicate("organization block", "organization", defs.Organization.DeclRange, b.DefRange))
+				continue
+			}
+			org, odiags := loadOrganization(b)
+			diags = append(diags, odiags...)
+			defs.Organization = org
+		}
+	}
+	for _, content := range contents {
+		for _, b := range content.Blocks {
+			if b.Type != "stack_set" {
+				continue
+			}
 			name := b.Labels[0]
 			if prev, ok := byName[name]; ok {
 				diags = diags.Append(duplicate("stack_set block", name, prev.DeclRange, b.DefRange))
 				continue
 			}
-			ss, sdiags := loadStackSet(parser, fsys, b, reg, templates)
+			ss, sdiags := loadStackSet(parser, fsys, b, reg, templates, defs.Organization)
 			diags = append(diags, sdiags...)
 			byName[name] = ss
 		}
@@ -217,7 +262,7 @@ func relPath(file, p string, rng hcl.Range, what string) (string, *hcl.Diagnosti
 	return full, nil
 }
 
-func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provider.Registry, templates map[string]*Template) (*StackSet, hcl.Diagnostics) {
+func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provider.Registry, templates map[string]*Template, org *Organization) (*StackSet, hcl.Diagnostics) {
 	name := b.Labels[0]
 	ss := &StackSet{Name: name, DeclRange: b.DefRange, PermissionModel: "SELF_MANAGED", Vars: map[string]cty.Value{}}
 	ss.Preferences = OperationPreferences{
@@ -241,13 +286,26 @@ func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provide
 	diags = append(diags, stringAttr(attrs["description"], &ss.Description)...)
 	diags = append(diags, boolAttr(attrs["suspend"], &ss.Suspend)...)
 	diags = append(diags, stringAttr(attrs["permission_model"], &ss.PermissionModel)...)
-	if ss.PermissionModel != "SELF_MANAGED" {
-		rng := b.DefRange
-		if a := attrs["permission_model"]; a != nil {
-			rng = a.Expr.Range()
+	if ss.PermissionModel != "SELF_MANAGED" && ss.PermissionModel != "SERVICE_MANAGED" {
+		diags = diags.Append(errorf(attrs["permission_model"].Expr.Range(), "Invalid permission_model",
+			"Stack set %q: permission_model is %q; it must be \"SELF_MANAGED\" or \"SERVICE_MANAGED\".", name, ss.PermissionModel))
+	}
+	if a := attrs["call_identity"]; a != nil {
+		diags = append(diags, stringAttr(a, &ss.CallIdentity)...)
+		switch {
+		case ss.PermissionModel != "SERVICE_MANAGED":
+			diags = diags.Append(errorf(a.NameRange, "call_identity needs SERVICE_MANAGED",
+				"Stack set %q: call_identity may only be set when permission_model = \"SERVICE_MANAGED\" (SELF_MANAGED stack sets always act as SELF).", name))
+		case ss.CallIdentity != "SELF" && ss.CallIdentity != "DELEGATED_ADMIN":
+			diags = diags.Append(errorf(a.Expr.Range(), "Invalid call_identity",
+				"Stack set %q: call_identity is %q; it must be \"SELF\" or \"DELEGATED_ADMIN\".", name, ss.CallIdentity))
+		case ss.CallIdentity == "DELEGATED_ADMIN" && (org == nil || len(org.DelegatedAdmins) == 0):
+			diags = diags.Append(errorf(a.Expr.Range(), "No delegated admin",
+				"Stack set %q: call_identity = \"DELEGATED_ADMIN\" requires the organization to register a delegated admin (organization { delegated_admins = [...] }).", name))
 		}
-		diags = diags.Append(errorf(rng, "Unsupported permission_model",
-			"Stack set %q: permission_model %q is not supported; use \"SELF_MANAGED\" with deployment_targets { regions, accounts }.", name, ss.PermissionModel))
+	}
+	if ss.CallIdentity == "" {
+		ss.CallIdentity = "SELF"
 	}
 
 	// Template.
@@ -300,10 +358,22 @@ func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provide
 		diags = diags.Append(errorf(b.DefRange, "Missing deployment_targets block",
 			"Stack set %q needs a deployment_targets block with regions and accounts.", name))
 	} else {
-		diags = append(diags, ss.loadTargets(fsys, targets)...)
+		diags = append(diags, ss.loadTargets(fsys, targets, org)...)
 	}
 	if prefs != nil {
 		diags = append(diags, ss.loadPreferences(prefs)...)
+	}
+	if !diags.HasErrors() {
+		diags = append(diags, ss.checkStrictPercentages(prefs)...)
+	}
+	if !diags.HasErrors() && ss.Template != nil {
+		var overrides []*hcl.Block
+		for _, blk := range content.Blocks {
+			if blk.Type == "instance_override" {
+				overrides = append(overrides, blk)
+			}
+		}
+		diags = append(diags, ss.loadOverrides(fsys, overrides, raw)...)
 	}
 	if !diags.HasErrors() {
 		ss.ConfigHash = ss.configHash()
@@ -446,16 +516,26 @@ func typeName(t cty.Type) string {
 	return "a " + t.FriendlyName()
 }
 
-func (ss *StackSet) loadTargets(fsys fs.FS, b *hcl.Block) hcl.Diagnostics {
+func (ss *StackSet) loadTargets(fsys fs.FS, b *hcl.Block, org *Organization) hcl.Diagnostics {
 	content, diags := b.Body.Content(targetsSchema)
 	a := content.Attributes
 	diags = append(diags, stringListAttr(a["regions"], &ss.Regions)...)
-	diags = append(diags, stringListAttr(a["accounts"], &ss.Accounts)...)
+	var listed []string
+	diags = append(diags, stringListAttr(a["accounts"], &listed)...)
+	service := ss.PermissionModel == "SERVICE_MANAGED"
+	if !service {
+		for _, n := range []string{"organizational_units", "account_filter_type"} {
+			if a[n] != nil {
+				diags = diags.Append(errorf(a[n].NameRange, n+" needs SERVICE_MANAGED",
+					"Stack set %q: %s is only allowed when permission_model = \"SERVICE_MANAGED\"; SELF_MANAGED stack sets list accounts directly.", ss.Name, n))
+			}
+		}
+	}
 	switch {
 	case a["accounts"] != nil && a["accounts_file"] != nil:
 		diags = diags.Append(errorf(a["accounts_file"].NameRange, "Conflicting account lists",
 			"Stack set %q sets both accounts and accounts_file; set exactly one of them.", ss.Name))
-	case a["accounts"] == nil && a["accounts_file"] == nil:
+	case a["accounts"] == nil && a["accounts_file"] == nil && !service:
 		diags = diags.Append(errorf(b.DefRange, "Missing accounts",
 			"Stack set %q: deployment_targets needs accounts = [...] or accounts_file = \"./accounts.csv\".", ss.Name))
 	case a["accounts_file"] != nil:
@@ -474,21 +554,45 @@ func (ss *StackSet) loadTargets(fsys fs.FS, b *hcl.Block) hcl.Diagnostics {
 		if err != nil {
 			return diags.Append(errorf(rng, "Invalid accounts_file", "Stack set %q: accounts_file %s: %s.", ss.Name, p, err))
 		}
-		ss.Accounts = accts
+		listed = accts
 	}
 	if diags.HasErrors() {
 		return diags
 	}
 	diags = append(diags, checkIDs(ss.Name, "regions", ss.Regions, a["regions"].Expr.Range())...)
-	rng := b.DefRange
+	rngAccounts := b.DefRange
 	if a["accounts"] != nil {
-		rng = a["accounts"].Expr.Range()
+		rngAccounts = a["accounts"].Expr.Range()
 	} else if a["accounts_file"] != nil {
-		rng = a["accounts_file"].Expr.Range()
+		rngAccounts = a["accounts_file"].Expr.Range()
 	}
-	diags = append(diags, checkIDs(ss.Name, "accounts", ss.Accounts, rng)...)
-	return diags
+	haveAccounts := a["accounts"] != nil || a["accounts_file"] != nil
+	if !service || haveAccounts {
+		diags = append(diags, checkIDs(ss.Name, "accounts", listed, rngAccounts)...)
+	}
+	if diags.HasErrors() || !service {
+		ss.Accounts = listed
+		return diags
+	}
+	ss.AccountFilterType = "NONE"
+	diags = append(diags, stringListAttr(a["organizational_units"], &ss.OrganizationalUnits)...)
+	diags = append(diags, stringAttr(a["account_filter_type"], &ss.AccountFilterType)...)
+	rngOUs, rngFilter := b.DefRange, b.DefRange
+	if x := a["organizational_units"]; x != nil {
+		rngOUs = x.Expr.Range()
+	}
+	if x := a["account_filter_type"]; x != nil {
+		rngFilter = x.Expr.Range()
+	}
+	if diags.HasErrors() {
+		return diags
+	}
+	return append(diags, ss.resolveServiceManaged(org, ss.OrganizationalUnits, ss.AccountFilterType, listed, rngOUs, rngAccounts, rngFilter, haveAccounts)...)
 }
+
+// OU returns the organizational unit of a target account ("" when the
+// stack set is SELF_MANAGED).
+func (ss *StackSet) OU(account string) string { return ss.AccountOU[account] }
 
 func checkIDs(ssName, what string, ids []string, rng hcl.Range) hcl.Diagnostics {
 	var diags hcl.Diagnostics
@@ -604,6 +708,28 @@ func (ss *StackSet) loadPreferences(b *hcl.Block) hcl.Diagnostics {
 			ss.Name, p.MaxConcurrentCount, p.FailureToleranceCount, p.FailureToleranceCount+1))
 	}
 	return diags
+}
+
+// checkStrictPercentages applies the STRICT bound (max concurrency at most
+// tolerance + 1) per region once the number of instances per region is
+// known, which percentages need.
+func (ss *StackSet) checkStrictPercentages(b *hcl.Block) hcl.Diagnostics {
+	p := ss.Preferences
+	if p.FailureToleranceMode != "STRICT_FAILURE_TOLERANCE" || p.MaxConcurrentPercentage < 0 && p.FailureTolerancePercentage < 0 {
+		return nil
+	}
+	n := len(ss.Accounts)
+	tol, maxc := p.Limits(n)
+	if maxc <= tol+1 {
+		return nil
+	}
+	rng := ss.DeclRange
+	if b != nil {
+		rng = b.DefRange
+	}
+	return hcl.Diagnostics{errorf(rng, "Max concurrency too large for STRICT_FAILURE_TOLERANCE",
+		"Stack set %q: with %d instances per region, max concurrency resolves to %d and failure tolerance to %d; in STRICT_FAILURE_TOLERANCE mode max concurrency may be at most failure tolerance + 1 (%d). Lower it or use SOFT_FAILURE_TOLERANCE.",
+		ss.Name, n, maxc, tol, tol+1)}
 }
 
 func sameSet(a, b []string) bool {

@@ -79,8 +79,8 @@ type Instance struct {
 	// stack_set.id is known only after apply.
 	StackSetID string
 	Target     Target
-	// Vars, when non-nil, replaces StackSet.Vars (stack-set vars merged with
-	// instance overrides).
+	// Vars, when non-nil, replaces the instance's variables (by default the
+	// stack set's, with its matching instance_override applied).
 	Vars map[string]cty.Value
 }
 
@@ -256,7 +256,7 @@ func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, h
 	t := ss.Template
 	vals := inst.Vars
 	if vals == nil {
-		vals = ss.Vars
+		vals = ss.VarsFor(inst.Target)
 	}
 	vars := map[string]cty.Value{}
 	for name, decl := range t.Variables {
@@ -281,7 +281,7 @@ func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, h
 		e: e, inst: inst, tmpl: t,
 		base: map[string]cty.Value{
 			"var":       cty.ObjectVal(vars),
-			"target":    cty.ObjectVal(map[string]cty.Value{"region": cty.StringVal(inst.Target.Region), "account": cty.StringVal(inst.Target.Account), "ou": cty.StringVal("")}),
+			"target":    cty.ObjectVal(map[string]cty.Value{"region": cty.StringVal(inst.Target.Region), "account": cty.StringVal(inst.Target.Account), "ou": cty.StringVal(ss.OU(inst.Target.Account))}),
 			"stack_set": cty.ObjectVal(map[string]cty.Value{"name": cty.StringVal(ss.Name), "id": id}),
 		},
 		locals:    map[string]cty.Value{},
