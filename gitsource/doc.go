@@ -1,0 +1,38 @@
+// Package gitsource is stackd's only door to Git.
+//
+// A [Source] opens the definitions repository, either a local repository on disk (bare or
+// with a work tree) or a remote URL (file://, git://, http(s)://, ssh) mirrored into a bare
+// cache clone. It lists branches, resolves a branch to its commit, hands out a read-only
+// [io/fs.FS] of any commit's tree, writes status commits to the status branch, and tells
+// its consumer when the repository may have changed ([Source.Watch]: fsnotify for a local
+// repository, a ticker for a remote, which the consumer answers with [Source.Fetch]).
+//
+// Invariants:
+//
+//   - All Git work goes through go-git; this package never runs the git binary itself.
+//     (go-git's own file:// transport execs git-upload-pack/git-receive-pack, so file://
+//     URLs, and only those, need git installed; local paths do not.)
+//   - A local repository's work tree, index and HEAD are never touched. Status commits are
+//     built directly from blob and tree objects and published by moving one branch ref
+//     with a compare-and-swap; the user's checkout stays exactly as it was. (If the status
+//     branch is the checked-out deploy branch, the ref moves under the work tree as a push
+//     from elsewhere would: `git status` then shows the status files as staged removals.)
+//   - A status commit contains the tip's tree plus the requested edits, never anything else:
+//     files other writers put on the status branch are kept. Writes are serialized inside a
+//     Source and retried on a lost race (a moved local ref or a rejected push), rebuilt on
+//     the new tip each time.
+//   - A remote's branches are mirrored +refs/heads/*:refs/heads/* with prune and force, so
+//     force-pushes and deleted branches are followed; the remote is the truth.
+//   - Every network operation runs under its own deadline (Options.FetchTimeout) derived
+//     from the caller's context; every blocking method takes ctx first; Watch goroutines
+//     end when their context ends.
+//   - Credentials embedded in a URL never appear in an error message.
+//
+// go-git repository handles are not safe for concurrent use, so every access to the
+// repository (including each call on a Tree's fs.FS) takes one lock; a remote fetch or push
+// holds it for its duration.
+//
+// gitsource must not import engine, state, reconciler or any other package of stackd:
+// consumers define the small interfaces they need and a *Source satisfies them. It knows
+// nothing about HCL, stack sets or Badger.
+package gitsource

@@ -1,0 +1,464 @@
+package gitsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+)
+
+// Errors returned by this package, checked with errors.Is. They are always wrapped with
+// context (the repository, branch, commit or path concerned).
+var (
+	// ErrInvalidOptions: Options.Validate rejected the options.
+	ErrInvalidOptions = errors.New("invalid gitsource options")
+	// ErrRepositoryNotFound: a local path does not exist or holds no Git repository, or
+	// the cache directory exists but is not a bare repository.
+	ErrRepositoryNotFound = errors.New("repository not found")
+	// ErrBranchNotFound: the branch does not exist (for a URL: as of the last fetch).
+	ErrBranchNotFound = errors.New("branch not found")
+	// ErrCommitNotFound: the hash or revision does not name a commit in the repository.
+	ErrCommitNotFound = errors.New("commit not found")
+	// ErrInvalidPath: a StatusWrite path is not a clean, relative slash path, touches
+	// .git, or is written both as a file and as a directory.
+	ErrInvalidPath = errors.New("invalid status path")
+	// ErrPushRejected: a status write kept losing races (the local ref moved, or the
+	// remote rejected the push because someone else pushed) through all 5 attempts.
+	ErrPushRejected = errors.New("status push rejected")
+)
+
+const (
+	remoteName = "origin"
+	// mirrorRefSpec mirrors every remote branch onto the cache clone's own branches,
+	// forced, so force-pushes are followed.
+	mirrorRefSpec = config.RefSpec("+refs/heads/*:refs/heads/*")
+)
+
+// Source is a Git repository stackd reads definitions from and writes status to. It is
+// safe for concurrent use. Create it with [Open].
+type Source struct {
+	opts  Options
+	local bool
+	// dir is the local repository path, or the cache clone for a URL.
+	dir string
+	// gitDir holds HEAD; commonDir holds refs and objects (they differ for a linked
+	// work tree). Local repositories only.
+	gitDir, commonDir string
+
+	// sem guards repo: go-git handles are not safe for concurrent use. A channel so that
+	// waiting for it can honour a context.
+	sem  chan struct{}
+	repo *git.Repository
+
+	// writeMu serializes WriteStatus calls, retries included.
+	writeMu sync.Mutex
+}
+
+// CommitInfo describes one commit.
+type CommitInfo struct {
+	Hash    string    // full 40-hex hash
+	Short   string    // first 7 characters of Hash
+	Message string    // full message, trailing newlines removed
+	Author  string    // "Name <email>"
+	When    time.Time // author time
+}
+
+// Open opens the repository opts names. For a local path it opens the repository in place
+// (nothing is written until WriteStatus). For a URL it creates (or reuses) the bare clone
+// in opts.CacheDir and fetches every branch, so Head and Tree work at once.
+//
+// Errors: ErrInvalidOptions (from Validate); ErrRepositoryNotFound for a missing local
+// path, a directory that is not a repository, or a CacheDir holding something else; a
+// wrapped transport error (e.g. go-git's transport.ErrRepositoryNotFound,
+// context.DeadlineExceeded) when the first fetch of a URL fails, in which case a cache
+// directory created by this call is removed again.
+func Open(ctx context.Context, opts Options) (*Source, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Source{opts: opts, sem: make(chan struct{}, 1)}
+	var err error
+	if isURL(opts.Repo) {
+		err = s.openRemote(ctx)
+	} else {
+		err = s.openLocal()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// IsLocal reports whether the source is a repository on local disk (read and written in
+// place) rather than a URL mirrored into a cache clone.
+func (s *Source) IsLocal() bool { return s.local }
+
+func (s *Source) openLocal() error {
+	s.local = true
+	dir, err := filepath.Abs(s.opts.Repo)
+	if err != nil {
+		return fmt.Errorf("open repository %s: %w", s.opts.Repo, err)
+	}
+	s.dir = dir
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("open repository %s: %w: %w", dir, ErrRepositoryNotFound, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("open repository %s: not a directory: %w", dir, ErrRepositoryNotFound)
+	}
+	s.gitDir, s.commonDir, err = findGitDirs(dir)
+	if err != nil {
+		return fmt.Errorf("open repository %s: %w", dir, err)
+	}
+	return s.reopen()
+}
+
+// reopen replaces the repository handle with a fresh one, which sees packfiles and
+// object moves made by other processes. Callers hold s.sem (or own s exclusively).
+func (s *Source) reopen() error {
+	r, err := git.PlainOpenWithOptions(s.dir, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
+	if err != nil {
+		if errors.Is(err, git.ErrRepositoryNotExists) {
+			return fmt.Errorf("open repository %s: %w", s.dir, ErrRepositoryNotFound)
+		}
+		return fmt.Errorf("open repository %s: %w", s.dir, err)
+	}
+	s.repo = r
+	return nil
+}
+
+// findGitDirs locates the Git directory of the repository at dir: dir/.git (a directory,
+// or a "gitdir:" file for linked work trees and submodules), or dir itself if bare.
+// commonDir is where refs and objects live (the "commondir" file of a linked work tree).
+func findGitDirs(dir string) (gitDir, commonDir string, err error) {
+	dotGit := filepath.Join(dir, ".git")
+	fi, err := os.Stat(dotGit)
+	switch {
+	case err == nil && fi.IsDir():
+		gitDir = dotGit
+	case err == nil:
+		b, err := os.ReadFile(dotGit)
+		if err != nil {
+			return "", "", err
+		}
+		line, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
+		if !ok {
+			return "", "", fmt.Errorf("%s has no gitdir line: %w", dotGit, ErrRepositoryNotFound)
+		}
+		gitDir = strings.TrimSpace(line)
+		if !filepath.IsAbs(gitDir) {
+			gitDir = filepath.Join(dir, gitDir)
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		gitDir = dir // bare, or not a repository (PlainOpen will say)
+	default:
+		return "", "", err
+	}
+	commonDir = gitDir
+	if b, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil {
+		c := strings.TrimSpace(string(b))
+		if !filepath.IsAbs(c) {
+			c = filepath.Join(gitDir, c)
+		}
+		commonDir = filepath.Clean(c)
+	}
+	return gitDir, commonDir, nil
+}
+
+func (s *Source) openRemote(ctx context.Context) error {
+	dir, err := filepath.Abs(s.opts.CacheDir)
+	if err != nil {
+		return fmt.Errorf("cache directory %s: %w", s.opts.CacheDir, err)
+	}
+	s.dir = dir
+	_, statErr := os.Stat(dir)
+	existed := statErr == nil
+	created, err := s.initCache()
+	if err == nil {
+		err = s.fetchRemote(ctx)
+	}
+	if err != nil && created {
+		// Leave no half-made cache behind: the next Open starts clean.
+		if existed {
+			entries, _ := os.ReadDir(dir)
+			for _, e := range entries {
+				_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+			}
+		} else {
+			_ = os.RemoveAll(dir)
+		}
+	}
+	return err
+}
+
+// initCache opens the bare cache clone, creating it if the directory is missing or
+// empty, and points its origin at the configured URL.
+func (s *Source) initCache() (created bool, err error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("cache directory %s: %w", s.dir, err)
+	}
+	var r *git.Repository
+	if len(entries) == 0 {
+		created = true
+		r, err = git.PlainInitWithOptions(s.dir, &git.PlainInitOptions{
+			Bare:        true,
+			InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName(s.opts.Branch)},
+		})
+		if err != nil {
+			return created, fmt.Errorf("create cache clone in %s: %w", s.dir, err)
+		}
+	} else {
+		r, err = git.PlainOpen(s.dir)
+		if err != nil {
+			return false, fmt.Errorf("cache directory %s is not empty and holds no bare repository: %w: %w",
+				s.dir, ErrRepositoryNotFound, err)
+		}
+	}
+	cfg, err := r.Config()
+	if err != nil {
+		return created, fmt.Errorf("cache clone %s: read config: %w", s.dir, err)
+	}
+	if !cfg.Core.IsBare {
+		return created, fmt.Errorf("cache directory %s holds a non-bare repository: %w", s.dir, ErrRepositoryNotFound)
+	}
+	want := &config.RemoteConfig{Name: remoteName, URLs: []string{s.opts.Repo}, Fetch: []config.RefSpec{mirrorRefSpec}}
+	if rc, ok := cfg.Remotes[remoteName]; !ok || len(rc.URLs) != 1 || rc.URLs[0] != s.opts.Repo ||
+		len(rc.Fetch) != 1 || rc.Fetch[0] != mirrorRefSpec {
+		// A cache reused for another URL is re-pointed; the next fetch prunes stale branches.
+		cfg.Remotes[remoteName] = want
+		if err := r.Storer.SetConfig(cfg); err != nil {
+			return created, fmt.Errorf("cache clone %s: write config: %w", s.dir, err)
+		}
+	}
+	s.repo = r
+	return created, nil
+}
+
+// Fetch brings the source up to date.
+//
+// For a URL it fetches every branch of the remote into the cache clone, forced (so
+// force-pushes are followed) and pruned (so deleted branches disappear); an up-to-date
+// remote is success, an empty remote leaves no branches. The fetch runs under its own
+// FetchTimeout deadline. Errors wrap the transport error (with the URL, credentials
+// redacted) or ctx.Err().
+//
+// For a local repository it re-opens the repository handle so that packfiles written by
+// other processes (git gc, git fetch) are seen. Errors: ErrRepositoryNotFound if the
+// repository has gone.
+func (s *Source) Fetch(ctx context.Context) error {
+	if err := s.acquire(ctx); err != nil {
+		return err
+	}
+	defer s.release()
+	if s.local {
+		return s.reopen()
+	}
+	return s.fetchRemote(ctx)
+}
+
+// fetchRemote fetches the mirror refspec. Callers hold s.sem.
+func (s *Source) fetchRemote(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.FetchTimeout)
+	defer cancel()
+	err := s.repo.FetchContext(ctx, &git.FetchOptions{
+		RemoteName: remoteName,
+		RefSpecs:   []config.RefSpec{mirrorRefSpec},
+		Tags:       git.NoTags,
+		Force:      true,
+		Prune:      true,
+	})
+	switch {
+	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
+		return nil
+	case errors.Is(err, transport.ErrEmptyRemoteRepository):
+		return s.removeAllBranches()
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		err = fmt.Errorf("%w (%w)", ctxErr, err)
+	}
+	return fmt.Errorf("fetch %s: %w", redactURL(s.opts.Repo), err)
+}
+
+// removeAllBranches empties the cache's refs/heads (the remote has no branches left).
+func (s *Source) removeAllBranches() error {
+	iter, err := s.repo.Storer.IterReferences()
+	if err != nil {
+		return fmt.Errorf("cache clone %s: %w", s.dir, err)
+	}
+	defer iter.Close()
+	var names []plumbing.ReferenceName
+	_ = iter.ForEach(func(r *plumbing.Reference) error {
+		if r.Name().IsBranch() {
+			names = append(names, r.Name())
+		}
+		return nil
+	})
+	for _, n := range names {
+		if err := s.repo.Storer.RemoveReference(n); err != nil {
+			return fmt.Errorf("cache clone %s: prune %s: %w", s.dir, n, err)
+		}
+	}
+	return nil
+}
+
+// acquire takes the repository lock, giving up when ctx ends.
+func (s *Source) acquire(ctx context.Context) error {
+	select {
+	case s.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Source) release() { <-s.sem }
+
+// read runs fn with the repository handle under the lock. For a local repository, an
+// error that suggests the handle went stale (another process repacked or pruned) gets
+// one retry on a fresh handle.
+func (s *Source) read(ctx context.Context, fn func(r *git.Repository) error) error {
+	if err := s.acquire(ctx); err != nil {
+		return err
+	}
+	defer s.release()
+	err := fn(s.repo)
+	if err != nil && s.local && staleHandle(err) {
+		if s.reopen() == nil {
+			err = fn(s.repo)
+		}
+	}
+	return err
+}
+
+// staleHandle reports errors a repository handle opened before a repack can produce.
+func staleHandle(err error) bool {
+	return errors.Is(err, plumbing.ErrObjectNotFound) || errors.Is(err, fs.ErrNotExist)
+}
+
+// Head returns the commit hash at the tip of branch (a short name such as "main" or
+// "feature/x"). For a URL this is the tip as of the last Fetch.
+//
+// Errors: ErrBranchNotFound (also for a name Git would not accept), or ctx.Err().
+func (s *Source) Head(ctx context.Context, branch string) (string, error) {
+	if !validBranchName(branch) {
+		return "", fmt.Errorf("head of branch %q in %s: %w", branch, s.name(), ErrBranchNotFound)
+	}
+	var hash string
+	err := s.read(ctx, func(r *git.Repository) error {
+		ref, err := r.Reference(plumbing.NewBranchReferenceName(branch), true)
+		if err != nil {
+			return err
+		}
+		hash = ref.Hash().String()
+		return nil
+	})
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return "", fmt.Errorf("head of branch %q in %s: %w", branch, s.name(), ErrBranchNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("head of branch %q in %s: %w", branch, s.name(), err)
+	}
+	return hash, nil
+}
+
+// Branches returns every branch as short name -> commit hash: all local branches of a
+// local repository, all branches of a remote as of the last Fetch. The status branch is
+// included. Errors: ctx.Err() or a storage error.
+func (s *Source) Branches(ctx context.Context) (map[string]string, error) {
+	out := make(map[string]string)
+	err := s.read(ctx, func(r *git.Repository) error {
+		clear(out)
+		iter, err := r.Storer.IterReferences()
+		if err != nil {
+			return err
+		}
+		defer iter.Close()
+		return iter.ForEach(func(ref *plumbing.Reference) error {
+			if !ref.Name().IsBranch() {
+				return nil
+			}
+			if ref.Type() == plumbing.SymbolicReference {
+				resolved, err := storer.ResolveReference(r.Storer, ref.Name())
+				if err != nil {
+					return nil // dangling symbolic branch: not a branch with a commit
+				}
+				ref = resolved
+			}
+			out[ref.Name().Short()] = ref.Hash().String()
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list branches of %s: %w", s.name(), err)
+	}
+	return out, nil
+}
+
+// Commit describes the commit named by hash: a full hash, or any revision go-git resolves
+// (a branch name, an unambiguous short hash, "main~1").
+//
+// Errors: ErrCommitNotFound, or ctx.Err().
+func (s *Source) Commit(ctx context.Context, hash string) (CommitInfo, error) {
+	var info CommitInfo
+	err := s.read(ctx, func(r *git.Repository) error {
+		c, err := resolveCommit(r, hash)
+		if err != nil {
+			return err
+		}
+		h := c.Hash.String()
+		info = CommitInfo{
+			Hash:    h,
+			Short:   h[:7],
+			Message: strings.TrimRight(c.Message, "\n"),
+			Author:  fmt.Sprintf("%s <%s>", c.Author.Name, c.Author.Email),
+			When:    c.Author.When,
+		}
+		return nil
+	})
+	if err != nil {
+		return CommitInfo{}, fmt.Errorf("commit %q in %s: %w", hash, s.name(), err)
+	}
+	return info, nil
+}
+
+// resolveCommit finds the commit rev names. A missing or non-commit object gives
+// ErrCommitNotFound.
+func resolveCommit(r *git.Repository, rev string) (*object.Commit, error) {
+	var h plumbing.Hash
+	if len(rev) == 40 && plumbing.IsHash(rev) {
+		h = plumbing.NewHash(rev)
+	} else {
+		resolved, err := r.ResolveRevision(plumbing.Revision(rev))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCommitNotFound, err)
+		}
+		h = *resolved
+	}
+	c, err := object.GetCommit(r.Storer, h)
+	if errors.Is(err, plumbing.ErrObjectNotFound) || errors.Is(err, object.ErrUnsupportedObject) {
+		return nil, fmt.Errorf("%w: %w", ErrCommitNotFound, err)
+	}
+	return c, err
+}
+
+// name is how errors refer to the repository.
+func (s *Source) name() string {
+	if s.local {
+		return s.dir
+	}
+	return redactURL(s.opts.Repo)
+}
