@@ -37,7 +37,8 @@ type Options struct {
 
 // Provider runs shell commands as resources.
 type Provider struct {
-	opts Options
+	opts  Options
+	roots *file.Roots
 }
 
 // New returns a command provider; an empty Shell becomes DefaultShell.
@@ -45,7 +46,7 @@ func New(opts Options) *Provider {
 	if opts.Shell == "" {
 		opts.Shell = DefaultShell
 	}
-	return &Provider{opts: opts}
+	return &Provider{opts: opts, roots: file.NewRoots(opts.Root)}
 }
 
 // Schema declares the commands and their surroundings. Changing create

@@ -18,7 +18,6 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/stackd/stackd/engine/provider"
-	"github.com/stackd/stackd/engine/provider/file"
 )
 
 const (
@@ -166,7 +165,7 @@ func (p *Provider) run(ctx context.Context, req provider.Request, cfg config, ac
 // workDir creates (if missing) and returns the directory a command runs
 // in: the instance root, or the jailed working_dir below it.
 func (p *Provider) workDir(target provider.Target, workingDir string) (string, error) {
-	root, dir, err := file.OpenInstanceRoot(p.opts.Root, target)
+	root, dir, err := p.roots.Instance(target)
 	if err != nil {
 		return "", err
 	}

@@ -36,12 +36,13 @@ type Options struct {
 
 // Provider manages files under instance roots.
 type Provider struct {
-	opts Options
+	opts  Options
+	roots *Roots
 }
 
 // New returns a file provider writing under opts.Root.
 func New(opts Options) *Provider {
-	return &Provider{opts: opts}
+	return &Provider{opts: opts, roots: NewRoots(opts.Root)}
 }
 
 // Schema declares path (a change replaces the file), content and mode.
@@ -125,7 +126,7 @@ func (p *Provider) write(ctx context.Context, req provider.Request) (provider.Re
 	if req.PhysicalID != "" && path.Clean(req.PhysicalID) != path.Clean(cfg.path) {
 		return provider.Result{}, fmt.Errorf("path %q: cannot change to %q in place; the file must be replaced", req.PhysicalID, cfg.path)
 	}
-	root, _, err := OpenInstanceRoot(p.opts.Root, req.Target)
+	root, _, err := p.roots.Instance(req.Target)
 	if err != nil {
 		return provider.Result{}, err
 	}
@@ -146,7 +147,7 @@ func (p *Provider) Read(ctx context.Context, req provider.Request) (provider.Res
 	if err != nil {
 		return provider.Result{}, err
 	}
-	root, _, err := OpenInstanceRoot(p.opts.Root, req.Target)
+	root, _, err := p.roots.Instance(req.Target)
 	if err != nil {
 		return provider.Result{}, err
 	}
@@ -183,7 +184,7 @@ func (p *Provider) Delete(ctx context.Context, req provider.Request) error {
 	if err != nil {
 		return err
 	}
-	root, _, err := OpenInstanceRoot(p.opts.Root, req.Target)
+	root, _, err := p.roots.Instance(req.Target)
 	if err != nil {
 		return err
 	}

@@ -3,10 +3,12 @@ package file
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/stackd/stackd/engine/provider"
 )
@@ -68,36 +70,70 @@ func CheckFilePath(p string) error {
 // symbolic link out of the targets root is refused. The caller closes the
 // returned root; dir is the instance root's path on disk.
 func OpenInstanceRoot(targetsRoot string, target provider.Target) (root *os.Root, dir string, err error) {
-	if targetsRoot == "" {
-		return nil, "", errors.New("no targets root configured")
+	return NewRoots(targetsRoot).Instance(target)
+}
+
+// Roots opens instance roots under one targets root, keeping the targets
+// root open between calls (opening it per call costs several system calls
+// per resource).
+type Roots struct {
+	path string
+	mu   sync.Mutex
+	root *os.Root
+}
+
+// NewRoots returns the instance roots under targetsRoot; nothing is opened yet.
+func NewRoots(targetsRoot string) *Roots { return &Roots{path: targetsRoot} }
+
+// targets returns the open targets root, creating the directory on first use.
+func (r *Roots) targets() (*os.Root, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.root != nil {
+		return r.root, nil
 	}
+	if r.path == "" {
+		return nil, errors.New("no targets root configured")
+	}
+	if err := os.MkdirAll(r.path, 0o755); err != nil {
+		return nil, fmt.Errorf("create targets root: %w", err)
+	}
+	root, err := os.OpenRoot(r.path)
+	if err != nil {
+		return nil, fmt.Errorf("open targets root: %w", err)
+	}
+	r.root = root
+	return root, nil
+}
+
+// Instance opens (creating it if needed) the instance root
+// <targets root>/<account>/<region>; the caller closes it. A symlinked
+// account or region directory cannot lead out of the targets root.
+func (r *Roots) Instance(target provider.Target) (root *os.Root, dir string, err error) {
 	if err := checkElement("account", target.Account); err != nil {
 		return nil, "", err
 	}
 	if err := checkElement("region", target.Region); err != nil {
 		return nil, "", err
 	}
-	if err := os.MkdirAll(targetsRoot, 0o755); err != nil {
-		return nil, "", fmt.Errorf("create targets root: %w", err)
-	}
-	tr, err := os.OpenRoot(targetsRoot)
+	tr, err := r.targets()
 	if err != nil {
-		return nil, "", fmt.Errorf("open targets root: %w", err)
+		return nil, "", err
 	}
-	defer tr.Close()
 	rel := target.Account + "/" + target.Region
-	if err := tr.MkdirAll(rel, 0o755); err != nil {
-		return nil, "", fmt.Errorf("create instance root %s: %w", rel, err)
-	}
 	root, err = tr.OpenRoot(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := tr.MkdirAll(rel, 0o755); err != nil {
+			return nil, "", fmt.Errorf("create instance root %s: %w", rel, err)
+		}
+		root, err = tr.OpenRoot(rel)
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("open instance root %s: %w", rel, err)
 	}
-	return root, filepath.Join(targetsRoot, target.Account, target.Region), nil
+	return root, filepath.Join(r.path, target.Account, target.Region), nil
 }
 
-// checkElement checks that an account or region can be used as exactly one
-// directory name.
 func checkElement(what, v string) error {
 	if v == "" || v == "." || v == ".." || strings.ContainsAny(v, "/\\\x00") {
 		return fmt.Errorf("%s %q cannot be used as a directory name", what, v)
