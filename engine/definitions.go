@@ -54,10 +54,10 @@ type StackSet struct {
 	Template        *Template
 	// Vars are the stack set's variable values converted to the template's
 	// variable types (unmarked; sensitivity comes from the template).
-	Vars        map[string]cty.Value
-	Regions     []string
-	Accounts    []string
-	Suspend     bool
+	Vars     map[string]cty.Value
+	Regions  []string
+	Accounts []string
+	Suspend  bool
 	// CallIdentity is SELF or DELEGATED_ADMIN (SERVICE_MANAGED only).
 	CallIdentity string
 	// OrganizationalUnits and AccountFilterType are the SERVICE_MANAGED targets.
@@ -71,8 +71,8 @@ type StackSet struct {
 	// Overrides are the instance_override blocks.
 	Overrides []*Override
 	// overrideOf maps a target to the override that applies to it.
-	overrideOf map[Target]*Override
-	org        *Organization
+	overrideOf  map[Target]*Override
+	org         *Organization
 	Preferences OperationPreferences
 	DeclRange   hcl.Range
 	// ConfigHash identifies template + vars; it changes when either changes.

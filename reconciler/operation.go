@@ -27,6 +27,13 @@ func (r *Reconciler) runJob(ctx context.Context, rev string, j *job) (*state.Ope
 			return nil, fmt.Errorf("create stack set record: %w", err)
 		}
 		j.recorded = &ss
+		// The instance hashes were planned before the stack set had an id;
+		// record the ones the next commit will compare with.
+		for _, w := range j.works {
+			if w.action != engine.InstanceDelete {
+				w.hash = j.desired.InstanceHash(ss.ID, w.target)
+			}
+		}
 	}
 	op, created, err := st.ClaimOperation(state.Operation{
 		ID: state.NewOperationID(), StackSetID: j.recorded.ID, StackSet: j.name,

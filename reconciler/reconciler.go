@@ -237,7 +237,7 @@ func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...
 	if len(only) == 0 {
 		if rej, _ := r.opts.Store.Meta(metaRejectedRevision); len(rej) > 0 {
 			// The error reported for an earlier commit is over: clear it.
-			if err := r.writeIndex(ctx, rev, nil, fmt.Sprintf("stackd: %s valid", short(rev))); err != nil {
+			if err := r.writeIndex(ctx, rev, rev, nil, fmt.Sprintf("stackd: %s valid", short(rev))); err != nil {
 				return res, err
 			}
 			_ = r.opts.Store.SetMeta(metaRejectedRevision, nil)

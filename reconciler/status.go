@@ -148,12 +148,14 @@ func (r *Reconciler) writeRejection(ctx context.Context, rev string, diags []eng
 			n++
 		}
 	}
-	return r.writeIndex(ctx, rev, diags, fmt.Sprintf("stackd: rejected %s (%d errors)", short(rev), n))
+	deployed, _ := r.opts.Store.Meta(metaLastRevision)
+	return r.writeIndex(ctx, rev, string(deployed), diags, fmt.Sprintf("stackd: rejected %s (%d errors)", short(rev), n))
 }
 
-func (r *Reconciler) writeIndex(ctx context.Context, rev string, diags []engine.Diagnostic, msg string) error {
-	deployed, _ := r.opts.Store.Meta(metaLastRevision)
-	doc := IndexStatus{Revision: rev, Valid: len(diags) == 0, Deployed: string(deployed), Diagnostics: diags}
+// writeIndex writes status/stackd.json: rev validated (no diags) or not,
+// and deployed is the last revision reconciled.
+func (r *Reconciler) writeIndex(ctx context.Context, rev, deployed string, diags []engine.Diagnostic, msg string) error {
+	doc := IndexStatus{Revision: rev, Valid: len(diags) == 0, Deployed: deployed, Diagnostics: diags}
 	if _, err := r.opts.Source.WriteFiles(ctx, msg, map[string][]byte{statusIndex: marshal(doc)}, nil); err != nil {
 		return fmt.Errorf("write status commit: %w", err)
 	}

@@ -220,7 +220,17 @@ func newValidateCommand() *cobra.Command {
 				}
 			}
 			if diags.HasErrors() {
-				fmt.Fprintf(out, "%d errors: %s does not validate.\n", len(diags.Errs()), args[0])
+				fmt.Fprintf(out, "%d errors: %s does not validate:\n", len(diags.Errs()), args[0])
+				for _, d := range engine.DiagnosticsJSON(diags) {
+					if d.Severity != "error" {
+						continue
+					}
+					if d.File != "" {
+						fmt.Fprintf(out, "  %s:%d,%d: %s\n", d.File, d.Line, d.Column, d.Summary)
+					} else {
+						fmt.Fprintf(out, "  %s\n", d.Summary)
+					}
+				}
 				return exitError{1}
 			}
 			n := 0

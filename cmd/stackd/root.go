@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -31,7 +32,7 @@ writes what happened back to the repository as status commits.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newRunCommand(), newApplyCommand(), newPlanCommand(), newValidateCommand(),
-		newStatusCommand(), newDemoCommand(), newStateCommand())
+		newStatusCommand(), newDemoCommand(), newStateCommand(), newBenchCommand())
 	return root
 }
 
@@ -51,7 +52,7 @@ func (c *repoConfig) addFlags(cmd *cobra.Command) {
 	f.StringVar(&c.path, "path", ".", "definitions directory inside the repository")
 	f.StringVar(&c.stateDir, "state-dir", ".stackd/state", "Badger state directory")
 	f.StringVar(&c.targetsRoot, "targets-root", ".stackd/targets", "root directory of file resources: <root>/<account>/<region>/")
-	f.StringVar(&c.cacheDir, "cache-dir", "", "where a remote repository is cloned (default: next to --state-dir)")
+	f.StringVar(&c.cacheDir, "cache-dir", "", "where a remote repository is cloned (default: <parent of --state-dir>/git-cache)")
 	f.BoolVar(&c.allowCommand, "allow-command", true, "allow the command provider")
 	f.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&c.logFormat, "log-format", "auto", "log format: json, console, auto (console on a terminal)")
@@ -66,8 +67,13 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
+// setTimeFormat sets zerolog's global time format once: commands may run
+// concurrently in one process (tests), and the global must not be written
+// while loggers read it.
+var setTimeFormat sync.Once
+
 func (c *repoConfig) logger(w io.Writer) (zerolog.Logger, error) {
-	zerolog.TimeFieldFormat = time.RFC3339Nano
+	setTimeFormat.Do(func() { zerolog.TimeFieldFormat = time.RFC3339Nano })
 	lvl, err := zerolog.ParseLevel(c.logLevel)
 	if err != nil {
 		return zerolog.Logger{}, fmt.Errorf("--log-level: %w", err)
@@ -105,7 +111,7 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	}
 	cache := c.cacheDir
 	if cache == "" {
-		cache = filepath.Join(filepath.Dir(filepath.Clean(c.stateDir)), "repo")
+		cache = filepath.Join(filepath.Dir(filepath.Clean(c.stateDir)), "git-cache")
 	}
 	src, err := gitsource.Open(ctx, gitsource.Options{
 		Repo: c.repo, Branch: c.branch, StatusBranch: c.statusBranch, CacheDir: cache,

@@ -1,0 +1,419 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/spf13/cobra"
+)
+
+// benchScenarios are the end-to-end scenarios of `stackd bench`, in order.
+var benchScenarios = []string{"fleet-create", "fleet-update", "fleet-noop", "big-template", "push-latency", "scale"}
+
+type benchConfig struct {
+	scenario                     string
+	regions, accounts, resources int
+	dir                          string
+	cpuProfile                   string
+	targetsDir                   string
+}
+
+// benchResult is the JSON line printed per scenario.
+type benchResult struct {
+	Scenario           string  `json:"scenario"`
+	Regions            int     `json:"regions"`
+	Accounts           int     `json:"accounts"`
+	Instances          int     `json:"instances"`
+	ResourcesPerInst   int     `json:"resources_per_instance"`
+	WallSeconds        float64 `json:"wall_seconds"`
+	PlanSeconds        float64 `json:"plan_seconds,omitempty"`
+	ApplySeconds       float64 `json:"apply_seconds,omitempty"`
+	InstancesPerSecond float64 `json:"instances_per_second,omitempty"`
+	ResourcesPerSecond float64 `json:"resources_per_second,omitempty"`
+	MedianSeconds      float64 `json:"median_seconds,omitempty"`
+	PeakRSSMB          float64 `json:"peak_rss_mb"`
+}
+
+func newBenchCommand() *cobra.Command {
+	var c benchConfig
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure stackd end to end on a generated fleet (one JSON line per scenario)",
+		Long: `bench generates a definitions repository in a temporary directory and measures
+the scenarios fleet-create, fleet-update, fleet-noop, big-template, push-latency
+and scale. With --scenario all (the default) each scenario runs in its own
+process, so that peak RSS is the scenario's own.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if c.scenario == "all" {
+				return benchAll(cmd.Context(), cmd.OutOrStdout(), c)
+			}
+			if c.cpuProfile != "" {
+				f, err := os.Create(c.cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			res, err := runBench(cmd.Context(), c)
+			if err != nil {
+				return err
+			}
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&c.scenario, "scenario", "all", "scenario: all, "+strings.Join(benchScenarios, ", "))
+	f.IntVar(&c.regions, "regions", 10, "regions of the fleet (scale: default 100)")
+	f.IntVar(&c.accounts, "accounts", 100, "accounts of the fleet (scale: default 100)")
+	f.IntVar(&c.resources, "resources", 10, "file resources per instance (big-template: default 1000, in one instance)")
+	f.StringVar(&c.targetsDir, "targets-dir", "", "parent directory of the targets root (default: the working directory); e.g. /dev/shm to take the disk's file-creation cost out of the figures")
+	f.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the scenario to this file")
+	f.StringVar(&c.dir, "dir", "", "working directory (default: a new temporary directory, removed afterwards)")
+	return cmd
+}
+
+// benchAll runs every scenario in a child process of this binary.
+func benchAll(ctx context.Context, w io.Writer, c benchConfig) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	for _, sc := range benchScenarios {
+		args := []string{"bench", "--scenario", sc}
+		for _, f := range []struct {
+			name string
+			v    int
+			def  int
+		}{{"regions", c.regions, 10}, {"accounts", c.accounts, 100}, {"resources", c.resources, 10}} {
+			if f.v != f.def {
+				args = append(args, fmt.Sprintf("--%s=%d", f.name, f.v))
+			}
+		}
+		if c.targetsDir != "" {
+			args = append(args, "--targets-dir", c.targetsDir)
+		}
+		cmd := exec.CommandContext(ctx, self, args...)
+		cmd.Stdout, cmd.Stderr = w, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("scenario %s: %w", sc, err)
+		}
+	}
+	return nil
+}
+
+// peakRSSMB is the process's peak resident set size.
+func peakRSSMB() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Maxrss) / 1024 // Linux reports KiB
+}
+
+// benchFleet is a generated repository with a stackd wired to it.
+type benchFleet struct {
+	dir  string
+	repo *git.Repository
+	cfg  repoConfig
+	app  *app
+	n    int // commits made
+}
+
+func fleetDefs(regions, accounts, resources int, counted bool, version string) map[string]string {
+	var rs, as []string
+	for i := 0; i < regions; i++ {
+		rs = append(rs, fmt.Sprintf("%q", fmt.Sprintf("region-%03d", i)))
+	}
+	for i := 0; i < accounts; i++ {
+		as = append(as, fmt.Sprintf("%q", fmt.Sprintf("%012d", i)))
+	}
+	defs := fmt.Sprintf(`stack_set "fleet" {
+  template = "./template"
+  vars = {
+    version = %q
+    owner   = "platform"
+  }
+  deployment_targets {
+    regions  = [%s]
+    accounts = [%s]
+  }
+  operation_preferences {
+    region_concurrency_type = "PARALLEL"
+    max_concurrent_count    = 100
+    failure_tolerance_mode  = "SOFT_FAILURE_TOLERANCE"
+  }
+}
+`, version, strings.Join(rs, ", "), strings.Join(as, ", "))
+	var t strings.Builder
+	t.WriteString("variable \"version\" { type = string }\nvariable \"owner\" { type = string }\n\n")
+	if counted {
+		fmt.Fprintf(&t, `resource "file" "f" {
+  count   = %d
+  path    = "fleet/${count.index}.conf"
+  content = "version=${var.version}\nowner=${var.owner}\nregion=${target.region}\naccount=${target.account}\nindex=${count.index}\n"
+}
+`, resources)
+	} else {
+		for i := 0; i < resources; i++ {
+			fmt.Fprintf(&t, `resource "file" "f%d" {
+  path    = "fleet/f%d.conf"
+  content = "version=${var.version}\nowner=${var.owner}\nregion=${target.region}\naccount=${target.account}\n"
+}
+`, i, i)
+		}
+	}
+	return map[string]string{"fleet.hcl": defs, "template/main.hcl": t.String()}
+}
+
+func newBenchFleet(ctx context.Context, dir, targetsDir string, files map[string]string) (*benchFleet, error) {
+	repoDir := filepath.Join(dir, "repo")
+	repo, err := git.PlainInitWithOptions(repoDir, &git.PlainInitOptions{
+		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")},
+	})
+	if err != nil {
+		return nil, err
+	}
+	f := &benchFleet{dir: dir, repo: repo, cfg: repoConfig{
+		repo: repoDir, branch: "main", statusBranch: "stackd/status", path: ".",
+		stateDir: filepath.Join(dir, "state"), targetsRoot: filepath.Join(targetsDir, "targets"),
+		allowCommand: true, logLevel: "warn", logFormat: "json",
+	}}
+	if err := f.commit(files); err != nil {
+		return nil, err
+	}
+	f.app, err = f.cfg.open(ctx, io.Discard)
+	return f, err
+}
+
+func (f *benchFleet) commit(files map[string]string) error {
+	root := filepath.Join(f.dir, "repo")
+	for name, content := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	f.n++
+	return commitAll(f.repo, fmt.Sprintf("bench commit %d", f.n))
+}
+
+func (f *benchFleet) reconcile(ctx context.Context) error {
+	res, err := f.app.rec.Reconcile(ctx)
+	if err != nil {
+		return err
+	}
+	if res.Rejected {
+		return fmt.Errorf("revision rejected: %v", res.Diagnostics)
+	}
+	if res.Failed() {
+		return fmt.Errorf("operation failed: %+v", res.Operations)
+	}
+	return nil
+}
+
+func runBench(ctx context.Context, c benchConfig) (*benchResult, error) {
+	dir := c.dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "stackd-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	res := &benchResult{Scenario: c.scenario, Regions: c.regions, Accounts: c.accounts, ResourcesPerInst: c.resources}
+	counted := false
+	switch c.scenario {
+	case "big-template":
+		res.Regions, res.Accounts, counted = 1, 1, true
+		if c.resources == 10 {
+			res.ResourcesPerInst = 1000
+		}
+	case "scale":
+		if c.regions == 10 && c.accounts == 100 {
+			res.Regions, res.Accounts = 100, 100
+		}
+	case "push-latency":
+		// Latency, not throughput: one instance with one file.
+		res.Regions, res.Accounts, res.ResourcesPerInst = 1, 1, 1
+	}
+	res.Instances = res.Regions * res.Accounts
+	resources := float64(res.Instances * res.ResourcesPerInst)
+	targetsDir := dir
+	if c.targetsDir != "" {
+		td, err := os.MkdirTemp(c.targetsDir, "stackd-bench-targets-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(td)
+		targetsDir = td
+	}
+	fl, err := newBenchFleet(ctx, dir, targetsDir, fleetDefs(res.Regions, res.Accounts, res.ResourcesPerInst, counted, "v1"))
+	if err != nil {
+		return nil, err
+	}
+	defer fl.app.Close()
+	timed := func(fn func() error) (float64, error) {
+		start := time.Now()
+		err := fn()
+		return time.Since(start).Seconds(), err
+	}
+	switch c.scenario {
+	case "fleet-create":
+		res.WallSeconds, err = timed(func() error { return fl.reconcile(ctx) })
+	case "fleet-update", "fleet-noop", "scale":
+		if err = fl.reconcile(ctx); err != nil {
+			return nil, err
+		}
+		if c.scenario == "fleet-update" {
+			err = fl.commit(fleetDefs(res.Regions, res.Accounts, res.ResourcesPerInst, false, "v2"))
+		} else {
+			err = fl.commit(map[string]string{"README.md": "unrelated change\n"})
+		}
+		if err != nil {
+			return nil, err
+		}
+		res.WallSeconds, err = timed(func() error {
+			if c.scenario == "fleet-update" {
+				var perr error
+				res.PlanSeconds, perr = timed(func() error {
+					_, err := fl.app.rec.Plan(ctx, "")
+					return err
+				})
+				if perr != nil {
+					return perr
+				}
+			}
+			return fl.reconcile(ctx)
+		})
+	case "big-template":
+		res.ApplySeconds, err = timed(func() error { return fl.reconcile(ctx) })
+		if err == nil {
+			res.PlanSeconds, err = timed(func() error {
+				_, err := fl.app.rec.Plan(ctx, "")
+				return err
+			})
+		}
+		res.WallSeconds = res.ApplySeconds
+	case "push-latency":
+		res.MedianSeconds, err = fl.pushLatency(ctx, 20)
+	default:
+		return nil, fmt.Errorf("unknown scenario %q (want all, %s)", c.scenario, strings.Join(benchScenarios, ", "))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if res.WallSeconds > 0 && (c.scenario == "fleet-create" || c.scenario == "fleet-update") {
+		res.InstancesPerSecond = float64(res.Instances) / res.WallSeconds
+		res.ResourcesPerSecond = resources / res.WallSeconds
+	}
+	res.PeakRSSMB = peakRSSMB()
+	return res, nil
+}
+
+// pushLatency runs the daemon loop on the fleet's repository and measures,
+// for n commits, the time from the commit being written to the operation
+// starting (the reconciler's "operation started" log line).
+func (f *benchFleet) pushLatency(ctx context.Context, n int) (float64, error) {
+	if err := f.reconcile(ctx); err != nil {
+		return 0, err
+	}
+	f.app.Close()
+	started := make(chan time.Time, 16)
+	cfg := f.cfg
+	cfg.logLevel = "info"
+	app, err := cfg.open(ctx, &lineWatcher{match: []byte(`"operation started"`), ch: started})
+	if err != nil {
+		return 0, err
+	}
+	f.app = app
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		app.rec.Run(runCtx, app.source.Watch(runCtx, time.Hour), time.Second)
+	}()
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	var lat []float64
+	for i := 0; i < n; i++ {
+		files := fleetDefs(1, 1, 1, false, fmt.Sprintf("push-%d", i))
+		t0 := time.Now()
+		if err := f.commit(files); err != nil {
+			return 0, err
+		}
+		select {
+		case t1 := <-started:
+			lat = append(lat, t1.Sub(t0).Seconds())
+		case <-time.After(30 * time.Second):
+			return 0, fmt.Errorf("commit %d: no operation started within 30s", i)
+		}
+		// Let the operation finish before the next commit.
+		if err := waitIdle(ctx, app); err != nil {
+			return 0, err
+		}
+	}
+	sort.Float64s(lat)
+	return lat[len(lat)/2], nil
+}
+
+// waitIdle waits until the reconciler has no running operation.
+func waitIdle(ctx context.Context, a *app) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		ops, err := a.store.OperationsByStatus("RUNNING", "QUEUED")
+		if err != nil {
+			return err
+		}
+		if len(ops) == 0 && a.rec.Health().Revision != "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("operations still running after 60s")
+}
+
+// lineWatcher is a log writer that reports when a line matches.
+type lineWatcher struct {
+	match []byte
+	ch    chan time.Time
+}
+
+func (l *lineWatcher) Write(p []byte) (int, error) {
+	if bytes.Contains(p, l.match) {
+		select {
+		case l.ch <- time.Now():
+		default:
+		}
+	}
+	return len(p), nil
+}
