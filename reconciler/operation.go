@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
 
+	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 	"github.com/zclconf/go-cty/cty"
 
@@ -16,22 +19,29 @@ import (
 	"github.com/stackd/stackd/state"
 )
 
-// runJob runs (or resumes) the operation of one stack set at rev and writes
-// its status commit.
-func (r *Reconciler) runJob(ctx context.Context, rev string, j *job) (*state.Operation, error) {
+// runJob runs (or resumes) the operation of one stack set at its revision
+// and writes its status commit.
+func (r *Reconciler) runJob(ctx context.Context, j *job) (*state.Operation, error) {
 	st := r.opts.Store
 	now := r.opts.Now()
+	rev := j.rev
 	if j.recorded == nil {
-		ss, err := st.CreateStackSet(j.name, now)
+		id := j.newID
+		if id == "" {
+			id = uuid.NewString()
+		}
+		ss, err := st.CreateStackSetWithID(j.name, id, now)
 		if err != nil {
 			return nil, fmt.Errorf("create stack set record: %w", err)
 		}
 		j.recorded = &ss
-		// The instance hashes were planned before the stack set had an id;
-		// record the ones the next commit will compare with.
-		for _, w := range j.works {
-			if w.action != engine.InstanceDelete {
-				w.hash = j.desired.InstanceHash(ss.ID, w.target)
+		if id != j.newID {
+			// Planned without this id: the instances re-plan before applying.
+			for _, w := range j.works {
+				w.plan = nil
+				if w.action != engine.InstanceDelete {
+					w.hash = j.desired.InstanceHash(ss.ID, w.target)
+				}
 			}
 		}
 	}
@@ -48,12 +58,22 @@ func (r *Reconciler) runJob(ctx context.Context, rev string, j *job) (*state.Ope
 		return nil, nil
 	}
 	if !created {
-		log.Info().Msg("resuming operation")
-		op.Status = state.OperationRunning
+		if op.Status == state.OperationQueued {
+			log.Info().Int("instances", len(j.works)).Msg("operation started (was queued)")
+		} else {
+			log.Info().Msg("resuming operation")
+		}
+		op.Status, op.Started, op.Kind = state.OperationRunning, now, j.kind
+		if err := st.PutOperation(op); err != nil {
+			return nil, err
+		}
 	} else {
 		log.Info().Int("instances", len(j.works)).Msg("operation started")
 	}
-	run := &opRun{r: r, j: j, op: &op, log: log, redact: redactor(j.desired)}
+	if err := r.stopOthers(j, &op); err != nil {
+		return nil, err
+	}
+	run := &opRun{r: r, j: j, op: &op, log: log, redact: redactor(j.desired), resumed: !created}
 	run.event("", "", "", op.Status, fmt.Sprintf("%s of %d instances at %s", op.Kind, len(j.works), short(rev)))
 	if err := run.markWaiting(); err != nil {
 		return nil, err
@@ -62,13 +82,39 @@ func (r *Reconciler) runJob(ctx context.Context, rev string, j *job) (*state.Ope
 	return run.finish(ctx)
 }
 
+// stopOthers ends operations of the stack set left RUNNING or QUEUED for
+// other revisions (by a crash or a stop): this operation takes their
+// instances over.
+func (r *Reconciler) stopOthers(j *job, cur *state.Operation) error {
+	ops, err := r.opts.Store.Operations(j.recorded.ID)
+	if err != nil {
+		return err
+	}
+	for _, op := range ops {
+		if op.ID == cur.ID || op.Status != state.OperationRunning && op.Status != state.OperationQueued {
+			continue
+		}
+		op.Status = state.OperationStopped
+		op.Reason = "superseded by revision " + short(cur.Revision)
+		op.Ended = r.opts.Now()
+		if err := r.opts.Store.PutOperation(op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // opRun is one running operation.
 type opRun struct {
-	r      *Reconciler
-	j      *job
-	op     *state.Operation
-	log    zerolog.Logger
-	redact func(string) string
+	// resumed is set when the operation was interrupted before: plans made
+	// by the pass may predate what the interrupted run did, so instances
+	// re-plan against the state.
+	resumed bool
+	r       *Reconciler
+	j       *job
+	op      *state.Operation
+	log     zerolog.Logger
+	redact  func(string) string
 
 	mu      sync.Mutex
 	results map[engine.Target]state.InstanceResult
@@ -123,6 +169,15 @@ func (o *opRun) schedule(ctx context.Context) {
 			regions = append(regions, w.target.Region)
 		}
 		byRegion[w.target.Region] = append(byRegion[w.target.Region], w)
+	}
+	if prefs.RegionConcurrency != "PARALLEL" && len(prefs.RegionOrder) == 0 && len(regions) > 1 {
+		// The seed: without region_order, SEQUENTIAL regions go in random
+		// order. Seeded by the operation id, so a resumed operation keeps it.
+		h := fnv.New64a()
+		h.Write([]byte(o.op.ID))
+		rnd := rand.New(rand.NewPCG(h.Sum64(), 0))
+		rnd.Shuffle(len(regions), func(a, b int) { regions[a], regions[b] = regions[b], regions[a] })
+		o.log.Info().Strs("region_order", regions).Msg("regions in random order (no region_order set)")
 	}
 	if prefs.RegionConcurrency == "PARALLEL" {
 		var wg sync.WaitGroup
@@ -212,6 +267,10 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 	ssID := o.j.recorded.ID
 	t := w.target
 	log := o.log.With().Str("region", t.Region).Str("account", t.Account).Logger()
+	if w.action == actionSkip {
+		o.settle(w, state.InstanceSkippedSuspendedAccount, "the account is suspended in the organization", nil)
+		return true
+	}
 	in, err := st.Instance(ssID, t.Region, t.Account)
 	if err != nil {
 		in = state.Instance{StackSetID: ssID, Region: t.Region, Account: t.Account}
@@ -221,14 +280,21 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 		return o.fail(w, log, err)
 	}
 	o.event(t.Region, t.Account, "", state.InstanceOperationInProgress, w.action)
-	recorded, err := o.r.resources(ssID, t)
-	if err != nil {
-		return o.fail(w, log, err)
+	var recorded []engine.ResourceState
+	if w.plan == nil || o.resumed {
+		var err error
+		if recorded, err = o.r.resources(ssID, t); err != nil {
+			return o.fail(w, log, err)
+		}
 	}
-	var plan *engine.InstancePlan
-	if w.action == engine.InstanceDelete {
+	plan := w.plan
+	switch {
+	case plan != nil && !o.resumed:
+		// Planned when the pass validated the commit, against this same
+		// recorded state (one operation per stack set at a time).
+	case w.action == engine.InstanceDelete:
 		plan = engine.PlanDestroy(&engine.Instance{Name: o.j.name, StackSetID: ssID, Target: t}, recorded)
-	} else {
+	default:
 		if err := o.plan(t, recorded, &plan); err != nil {
 			return o.fail(w, log, err)
 		}
@@ -239,7 +305,7 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 		if ev.Err != nil {
 			msg += ": " + ev.Err.Error()
 		}
-		if ev.Phase != "start" {
+		if ev.Phase == "failed" {
 			o.event(t.Region, t.Account, ev.Address, ev.Phase, msg)
 		}
 		log.Debug().Str("resource", ev.Address).Str("action", ev.Action.String()).Str("phase", ev.Phase).Msg("resource")

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/rs/zerolog"
 
@@ -70,6 +72,12 @@ type Reconciler struct {
 	stopping <-chan struct{}
 	healthMu sync.Mutex
 	health   Health
+
+	// runMu guards runners: one per stack set name, running at most one
+	// operation at a time, with at most one job queued behind it.
+	runMu   sync.Mutex
+	runners map[string]*runner
+	wg      sync.WaitGroup
 }
 
 // New returns a Reconciler.
@@ -77,7 +85,7 @@ func New(opts Options) (*Reconciler, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	return &Reconciler{opts: opts, log: opts.Log}, nil
+	return &Reconciler{opts: opts, log: opts.Log, runners: map[string]*runner{}}, nil
 }
 
 // Result summarises one reconcile pass.
@@ -108,32 +116,45 @@ func (r *Result) Failed() bool {
 	return false
 }
 
-// Reconcile fetches the deploy branch and reconciles its head.
+// Reconcile fetches the deploy branch, reconciles its head and waits
+// until the operations it started (and any they queued behind) are done.
+// This is the one-shot form (stackd apply, tests); Run does not wait.
 func (r *Reconciler) Reconcile(ctx context.Context) (*Result, error) {
+	res, p, err := r.start(ctx)
+	if err != nil || p == nil {
+		return res, err
+	}
+	return res, p.wait(res, ctx)
+}
+
+// start does the synchronous part of a pass: fetch, validate and plan the
+// head, and dispatch its operations to the stack sets' runners. The
+// returned pass (nil when nothing was dispatched) completes when they end.
+func (r *Reconciler) start(ctx context.Context) (*Result, *pass, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.opts.Source.Fetch(ctx); err != nil {
-		return nil, fmt.Errorf("fetch: %w", err)
+		return nil, nil, fmt.Errorf("fetch: %w", err)
 	}
 	head, err := r.opts.Source.Head(ctx, r.opts.Branch)
 	if err != nil {
-		return nil, fmt.Errorf("resolve branch %s: %w", r.opts.Branch, err)
+		return nil, nil, fmt.Errorf("resolve branch %s: %w", r.opts.Branch, err)
 	}
-	unfinished, err := r.opts.Store.OperationsByStatus(state.OperationRunning, state.OperationQueued)
+	unfinished, err := r.unfinished()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(unfinished) == 0 {
 		if last, _ := r.opts.Store.Meta(metaLastRevision); string(last) == head {
-			return &Result{Revision: head, UpToDate: true}, nil
+			return &Result{Revision: head, UpToDate: true}, nil, nil
 		}
 		if rej, _ := r.opts.Store.Meta(metaRejectedRevision); string(rej) == head {
-			return &Result{Revision: head, UpToDate: true, Rejected: true}, nil
+			return &Result{Revision: head, UpToDate: true, Rejected: true}, nil, nil
 		}
 	}
-	res, err := r.reconcileRevision(ctx, head)
+	res, p, err := r.reconcileRevision(ctx, head)
 	if err != nil || !res.Rejected {
-		return res, err
+		return res, p, err
 	}
 	// The head is rejected: an operation a crash interrupted must still
 	// finish, at the revision it was started for.
@@ -142,40 +163,81 @@ func (r *Reconciler) Reconcile(ctx context.Context) (*Result, error) {
 			continue
 		}
 		r.log.Warn().Str("stack_set", op.StackSet).Str("operation", op.ID).Str("revision", short(op.Revision)).Msg("resuming interrupted operation at its own revision")
-		if _, err := r.reconcileRevision(ctx, op.Revision, op.StackSet); err != nil {
-			return res, err
+		_, rp, err := r.reconcileRevision(ctx, op.Revision, op.StackSet)
+		if err != nil {
+			return res, p, err
 		}
+		p = p.join(rp)
 	}
-	return res, nil
+	return res, p, nil
+}
+
+// unfinished lists RUNNING or QUEUED operations that no runner of this
+// process is carrying out: left by a crash or a stop.
+func (r *Reconciler) unfinished() ([]state.Operation, error) {
+	ops, err := r.opts.Store.OperationsByStatus(state.OperationRunning, state.OperationQueued)
+	if err != nil {
+		return nil, err
+	}
+	r.runMu.Lock()
+	defer r.runMu.Unlock()
+	out := ops[:0]
+	for _, op := range ops {
+		if ru := r.runners[op.StackSet]; ru != nil && ru.busy {
+			continue
+		}
+		out = append(out, op)
+	}
+	return out, nil
 }
 
 // job is the work of one stack set at one revision.
 type job struct {
 	name     string
+	rev      string
 	desired  *engine.StackSet // nil: the block was removed (DeleteStackSet)
 	recorded *state.StackSet  // nil: new stack set
-	kind     string
-	works    []*work
+	// newID is the id a new stack set will get (chosen before planning so
+	// plans and instance hashes use it).
+	newID string
+	kind  string
+	works []*work
 	// changeSet is filled while planning.
 	changeSet *engine.StackSetChangeSet
+	// pass is the reconcile pass that dispatched the job; queuedOp the
+	// QUEUED operation recorded while it waits behind a running one.
+	pass     *pass
+	queuedOp string
+}
+
+// id is the stack set's id: recorded, or chosen for a new stack set.
+func (j *job) id() string {
+	if j.recorded != nil {
+		return j.recorded.ID
+	}
+	return j.newID
 }
 
 // work is one instance of an operation.
 type work struct {
 	target engine.Target
-	action string // engine.InstanceCreate | InstanceUpdate | InstanceDelete
+	action string // engine.InstanceCreate | InstanceUpdate | InstanceDelete | actionSkip
 	hash   string
 	plan   *engine.InstancePlan
 }
 
-// reconcileRevision validates and plans the revision, then runs its
+// actionSkip marks an instance of a suspended account: it is recorded as
+// SKIPPED_SUSPENDED_ACCOUNT and never fails or blocks the operation.
+const actionSkip = "Skip"
+
+// reconcileRevision validates and plans the revision, then dispatches its
 // operations. With only set, just those stack sets are reconciled.
-func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...string) (*Result, error) {
+func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...string) (*Result, *pass, error) {
 	log := r.log.With().Str("revision", short(rev)).Logger()
 	res := &Result{Revision: rev}
-	jobs, diags, err := r.prepare(ctx, rev, true)
+	jobs, diags, err := r.prepare(ctx, rev, modeApply)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if diags.HasErrors() {
 		res.Rejected = true
@@ -185,103 +247,43 @@ func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...
 			log.Error().Str("diagnostic", d.String()).Msg("validation error")
 		}
 		if err := r.writeRejection(ctx, rev, res.Diagnostics); err != nil {
-			return res, err
+			return res, nil, err
 		}
-		return res, r.opts.Store.SetMeta(metaRejectedRevision, []byte(rev))
+		return res, nil, r.opts.Store.SetMeta(metaRejectedRevision, []byte(rev))
 	}
-	if len(only) > 0 {
-		var keep []*job
-		for _, j := range jobs {
-			for _, n := range only {
-				if j.name == n {
-					keep = append(keep, j)
-				}
-			}
-		}
-		jobs = keep
-	}
-	if err := r.supersede(rev, jobs); err != nil {
-		return nil, err
-	}
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
+	p := &pass{}
+	dispatched := 0
 	for _, j := range jobs {
-		if j.kind == "" {
+		if j.kind == "" || len(only) > 0 && !slices.Contains(only, j.name) {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			op, err := r.runJob(ctx, rev, j)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("stack set %s: %w", j.name, err))
-			}
-			if op != nil {
-				res.Operations = append(res.Operations, *op)
-			}
-		}()
-	}
-	wg.Wait()
-	sort.Slice(res.Operations, func(a, b int) bool { return res.Operations[a].StackSet < res.Operations[b].StackSet })
-	if err := errors.Join(errs...); err != nil {
-		return res, err
-	}
-	if err := ctx.Err(); err != nil {
-		return res, err
+		r.dispatch(ctx, j, p)
+		dispatched++
 	}
 	if len(only) == 0 {
 		if rej, _ := r.opts.Store.Meta(metaRejectedRevision); len(rej) > 0 {
 			// The error reported for an earlier commit is over: clear it.
 			if err := r.writeIndex(ctx, rev, rev, nil, fmt.Sprintf("stackd: %s valid", short(rev))); err != nil {
-				return res, err
+				return res, p, err
 			}
 			_ = r.opts.Store.SetMeta(metaRejectedRevision, nil)
 		}
 		if err := r.opts.Store.SetMeta(metaLastRevision, []byte(rev)); err != nil {
-			return res, err
+			return res, p, err
 		}
 	}
-	if len(res.Operations) == 0 {
+	if dispatched == 0 {
 		log.Info().Msg("no changes")
+		return res, nil, nil
 	}
-	return res, nil
-}
-
-// supersede stops operations still RUNNING for other revisions of the
-// stack sets about to run: their instances are taken over by the new one.
-func (r *Reconciler) supersede(rev string, jobs []*job) error {
-	running, err := r.opts.Store.OperationsByStatus(state.OperationRunning, state.OperationQueued)
-	if err != nil {
-		return err
-	}
-	names := map[string]bool{}
-	for _, j := range jobs {
-		names[j.name] = true
-	}
-	for _, op := range running {
-		if op.Revision == rev || !names[op.StackSet] {
-			continue
-		}
-		op.Status = state.OperationStopped
-		op.Reason = "superseded by revision " + short(rev)
-		op.Ended = r.opts.Now()
-		if err := r.opts.Store.PutOperation(op); err != nil {
-			return err
-		}
-	}
-	return nil
+	return res, p, nil
 }
 
 // prepare loads the revision's definitions and builds one job per stack set
-// that exists in the definitions or in the state. With plan set, every
-// instance that must change is planned (so evaluation errors reject the
-// commit before anything is applied).
-func (r *Reconciler) prepare(ctx context.Context, rev string, plan bool) ([]*job, hcl.Diagnostics, error) {
+// that exists in the definitions or in the state. Except in modeWorks,
+// every instance that must change is planned (so evaluation errors reject
+// the commit before anything is applied).
+func (r *Reconciler) prepare(ctx context.Context, rev string, mode planMode) ([]*job, hcl.Diagnostics, error) {
 	fsys, err := r.opts.Source.Tree(ctx, rev)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read tree %s: %w", short(rev), err)
@@ -300,8 +302,8 @@ func (r *Reconciler) prepare(ctx context.Context, rev string, plan bool) ([]*job
 	}
 	var jobs []*job
 	for _, ss := range defs.StackSets {
-		j := &job{name: ss.Name, desired: ss, recorded: byName[ss.Name]}
-		jdiags, err := r.planJob(ctx, rev, j, plan)
+		j := &job{name: ss.Name, rev: rev, desired: ss, recorded: byName[ss.Name]}
+		jdiags, err := r.planJob(ctx, j, mode)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -310,8 +312,8 @@ func (r *Reconciler) prepare(ctx context.Context, rev string, plan bool) ([]*job
 		delete(byName, ss.Name)
 	}
 	for _, name := range sortedNames(byName) {
-		j := &job{name: name, recorded: byName[name]}
-		if _, err := r.planJob(ctx, rev, j, plan); err != nil {
+		j := &job{name: name, rev: rev, recorded: byName[name]}
+		if _, err := r.planJob(ctx, j, mode); err != nil {
 			return nil, nil, err
 		}
 		jobs = append(jobs, j)
@@ -328,14 +330,32 @@ func sortedNames(m map[string]*state.StackSet) []string {
 	return out
 }
 
+// planMode says how much planJob does.
+type planMode int
+
+const (
+	// modeApply plans every instance with the stack set's id (a new stack
+	// set gets its id chosen now), for a pass that will run operations.
+	modeApply planMode = iota
+	// modePlan plans every instance for a change set only: a new stack
+	// set's id is left unknown.
+	modePlan
+	// modeWorks only decides the instances of the operation (a queued job
+	// about to start); each instance is planned right before it is applied.
+	modeWorks
+)
+
 // planJob decides the instances to create, update and delete, and the
 // operation kind.
-func (r *Reconciler) planJob(ctx context.Context, rev string, j *job, plan bool) (hcl.Diagnostics, error) {
+func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Diagnostics, error) {
 	var diags hcl.Diagnostics
-	id := ""
-	if j.recorded != nil {
-		id = j.recorded.ID
+	rev := j.rev
+	plan := mode != modeWorks
+	j.works, j.kind = nil, ""
+	if j.recorded == nil && j.desired != nil && mode != modePlan && j.newID == "" {
+		j.newID = uuid.NewString()
 	}
+	id := j.id()
 	j.changeSet = &engine.StackSetChangeSet{StackSetName: j.name, StackSetId: id, Revision: rev}
 	ss := j.desired
 	if ss != nil {
@@ -356,7 +376,7 @@ func (r *Reconciler) planJob(ctx context.Context, rev string, j *job, plan bool)
 		}
 	}
 	var existing []state.Instance
-	if id != "" {
+	if j.recorded != nil {
 		var err error
 		if existing, err = r.opts.Store.Instances(id); err != nil {
 			return nil, err
@@ -377,6 +397,12 @@ func (r *Reconciler) planJob(ctx context.Context, rev string, j *job, plan bool)
 				continue
 			}
 			w := &work{target: t, action: engine.InstanceUpdate, hash: hash}
+			if ss.SuspendedAccounts[t.Account] {
+				w.action = actionSkip
+				j.works = append(j.works, w)
+				j.changeSet.Add(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceNoChange})
+				continue
+			}
 			if in == nil {
 				w.action = engine.InstanceCreate
 				creates++
@@ -385,7 +411,7 @@ func (r *Reconciler) planJob(ctx context.Context, rev string, j *job, plan bool)
 			}
 			if plan {
 				var recorded []engine.ResourceState
-				if id != "" {
+				if j.recorded != nil {
 					var err error
 					if recorded, err = r.resources(id, t); err != nil {
 						return nil, err
@@ -434,8 +460,9 @@ func (r *Reconciler) planJob(ctx context.Context, rev string, j *job, plan bool)
 	case j.recorded == nil:
 		j.kind = KindCreateStackInstances
 		j.changeSet.Action = engine.InstanceCreate
-	case len(j.works) == 0:
+	case creates+updates+deletes == 0:
 		j.changeSet.Action = engine.InstanceNoChange
+		j.works = nil
 	case j.recorded.ConfigHash != ss.ConfigHash || creates > 0 && deletes > 0:
 		j.kind = KindDeployStackSet
 		j.changeSet.Action = engine.InstanceUpdate

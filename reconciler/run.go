@@ -130,7 +130,7 @@ func (r *Reconciler) Plan(ctx context.Context, ref string) (*PlanResult, error) 
 			return nil, fmt.Errorf("resolve %s: %w", ref, err)
 		}
 	}
-	jobs, diags, err := r.prepare(ctx, rev, true)
+	jobs, diags, err := r.prepare(ctx, rev, modePlan)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,9 @@ const (
 	InstanceOperationComplete   = "OPERATION_COMPLETE"
 	InstanceOperationFailed     = "OPERATION_FAILED"
 	InstanceCancelComplete      = "CANCEL_COMPLETE"
+	// InstanceSkippedSuspendedAccount: the account is suspended in the
+	// organization; the instance is skipped, never failed.
+	InstanceSkippedSuspendedAccount = "SKIPPED_SUSPENDED_ACCOUNT"
 )
 
 // Operation statuses.

@@ -17,11 +17,22 @@ import (
 // Errors: ErrExists if a stack set of that name exists, ErrInvalidKey for an
 // empty name or one containing NUL, ErrConflict, ErrClosed.
 func (s *Store) CreateStackSet(name string, now time.Time) (StackSet, error) {
+	return s.CreateStackSetWithID(name, uuid.NewString(), now)
+}
+
+// CreateStackSetWithID is CreateStackSet with an id chosen by the caller
+// (a fresh uuid, chosen before planning so plans can use stack_set.id). It
+// returns ErrExists if the name or the id is taken, ErrInvalid for an id
+// that is not a uuid.
+func (s *Store) CreateStackSetWithID(name, id string, now time.Time) (StackSet, error) {
 	if err := checkLast("stack set name", name); err != nil {
 		return StackSet{}, err
 	}
+	if _, err := uuid.Parse(id); err != nil {
+		return StackSet{}, fmt.Errorf("stack set id %q: %w", id, ErrInvalid)
+	}
 	ss := StackSet{
-		ID:      uuid.NewString(),
+		ID:      id,
 		Name:    name,
 		Created: now.Round(0), // strip the monotonic reading: stored as written
 		Status:  StackSetActive,
@@ -33,6 +44,11 @@ func (s *Store) CreateStackSet(name string, now time.Time) (StackSet, error) {
 		}
 		if taken {
 			return fmt.Errorf("stack set %q: %w", name, ErrExists)
+		}
+		if used, err := exists(txn, stackSetKey(ss.ID)); err != nil {
+			return err
+		} else if used {
+			return fmt.Errorf("stack set id %s: %w", ss.ID, ErrExists)
 		}
 		if err := putRecord(txn, stackSetKey(ss.ID), ss); err != nil {
 			return err

@@ -512,7 +512,7 @@ func TestInstanceFailure(t *testing.T) {
 	f := &fixture{repo: filepath.Join(dir, "repo"), state: filepath.Join(dir, "state"), targets: filepath.Join(dir, "targets")}
 	copyQuickstart(t, f.repo)
 	replaceIn(t, f.repo, "web.hcl", "max_concurrent_count    = 2", "max_concurrent_count    = 1")
-	replaceIn(t, f.repo, "web.hcl", "failure_tolerance_count = 1", "failure_tolerance_count = 0")
+	replaceIn(t, f.repo, "web.hcl", "failure_tolerance_count = 1", "failure_tolerance_count = 0\n    region_order            = [\"eu-west-1\", \"us-east-1\", \"ap-south-1\"]")
 	tmpl := filepath.Join(f.repo, "templates", "web", "main.hcl")
 	src := readFile(t, tmpl) + `
 # Fails in account 222222222222.

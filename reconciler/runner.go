@@ -1,0 +1,193 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/stackd/stackd/state"
+)
+
+// runner carries out the operations of one stack set, one at a time. A job
+// dispatched while one runs waits in queued; a newer job replaces a queued
+// one (coalescing: only the latest commit matters).
+type runner struct {
+	busy   bool
+	queued *job
+}
+
+// pass collects what the operations a reconcile pass dispatched did.
+type pass struct {
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	ops  []state.Operation
+	errs []error
+}
+
+func (p *pass) record(name string, op *state.Operation, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		p.errs = append(p.errs, fmt.Errorf("stack set %s: %w", name, err))
+	}
+	if op != nil {
+		p.ops = append(p.ops, *op)
+	}
+}
+
+// join merges two passes into one to wait on (either may be nil).
+func (p *pass) join(q *pass) *pass {
+	if p == nil {
+		return q
+	}
+	if q == nil {
+		return p
+	}
+	both := &pass{}
+	both.wg.Add(1)
+	go func() {
+		defer both.wg.Done()
+		p.wg.Wait()
+		q.wg.Wait()
+		both.ops = append(append(both.ops, p.ops...), q.ops...)
+		both.errs = append(append(both.errs, p.errs...), q.errs...)
+	}()
+	return both
+}
+
+// wait blocks until the pass's operations end and adds them to res.
+func (p *pass) wait(res *Result, ctx context.Context) error {
+	p.wg.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	res.Operations = append(res.Operations, p.ops...)
+	sort.Slice(res.Operations, func(a, b int) bool { return res.Operations[a].StackSet < res.Operations[b].StackSet })
+	if err := errors.Join(p.errs...); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// dispatch hands a job to its stack set's runner: it starts at once if the
+// runner is idle, else it is queued (replacing an older queued job).
+func (r *Reconciler) dispatch(ctx context.Context, j *job, p *pass) {
+	j.pass = p
+	p.wg.Add(1)
+	r.runMu.Lock()
+	ru := r.runners[j.name]
+	if ru == nil {
+		ru = &runner{}
+		r.runners[j.name] = ru
+	}
+	if ru.busy {
+		old := ru.queued
+		ru.queued = j
+		r.runMu.Unlock()
+		if old != nil {
+			r.coalesce(old, j)
+		}
+		r.recordQueued(j)
+		r.log.Info().Str("stack_set", j.name).Str("revision", short(j.rev)).Msg("operation queued behind the running one")
+		return
+	}
+	ru.busy = true
+	r.runMu.Unlock()
+	r.wg.Add(1)
+	go r.runLoop(ctx, ru, j)
+}
+
+// runLoop runs a job, then whatever was queued behind it.
+func (r *Reconciler) runLoop(ctx context.Context, ru *runner, j *job) {
+	defer r.wg.Done()
+	for {
+		op, err := r.runJob(ctx, j)
+		if err != nil {
+			r.log.Error().Err(err).Str("stack_set", j.name).Msg("operation error")
+		}
+		j.pass.record(j.name, op, err)
+		j.pass.wg.Done()
+
+		r.runMu.Lock()
+		next := ru.queued
+		ru.queued = nil
+		if next == nil || ctx.Err() != nil || r.isStopping() {
+			ru.busy = false
+			r.runMu.Unlock()
+			if next != nil {
+				// Stopping: the QUEUED operation stays recorded and runs
+				// after the restart.
+				next.pass.wg.Done()
+			}
+			return
+		}
+		r.runMu.Unlock()
+		// The state changed while the job waited: decide its instances again.
+		if err := r.refresh(ctx, next); err != nil {
+			next.pass.record(next.name, nil, err)
+			next.pass.wg.Done()
+			r.runMu.Lock()
+			ru.busy = false
+			r.runMu.Unlock()
+			return
+		}
+		j = next
+	}
+}
+
+// refresh re-reads the stack set record and re-decides a queued job's
+// instances against the state its predecessor left.
+func (r *Reconciler) refresh(ctx context.Context, j *job) error {
+	rec, err := r.opts.Store.StackSetByName(j.name)
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		j.recorded = nil // deleted meanwhile: re-created with a new id
+	case err != nil:
+		return err
+	default:
+		j.recorded = &rec
+	}
+	_, err = r.planJob(ctx, j, modeWorks)
+	return err
+}
+
+// recordQueued records a QUEUED operation for a job waiting behind a
+// running one, so that status and a restart know about it.
+func (r *Reconciler) recordQueued(j *job) {
+	if j.recorded == nil {
+		return
+	}
+	now := r.opts.Now()
+	op, _, err := r.opts.Store.ClaimOperation(state.Operation{
+		ID: state.NewOperationID(), StackSetID: j.recorded.ID, StackSet: j.name,
+		Kind: j.kind, Revision: j.rev, Status: state.OperationQueued, Created: now,
+	})
+	if err != nil {
+		r.log.Warn().Err(err).Str("stack_set", j.name).Msg("cannot record queued operation")
+		return
+	}
+	j.queuedOp = op.ID
+}
+
+// coalesce drops a queued job in favour of a newer one for the same stack set.
+func (r *Reconciler) coalesce(old, newer *job) {
+	old.pass.wg.Done()
+	if old.queuedOp == "" {
+		return
+	}
+	op, err := r.opts.Store.Operation(old.queuedOp)
+	if err != nil || op.Status != state.OperationQueued {
+		return
+	}
+	op.Status = state.OperationCancelled
+	op.Reason = "coalesced into revision " + short(newer.rev)
+	op.Ended = r.opts.Now()
+	if err := r.opts.Store.PutOperation(op); err != nil {
+		r.log.Warn().Err(err).Str("stack_set", old.name).Msg("cannot record coalesced operation")
+	}
+	r.log.Info().Str("stack_set", old.name).Str("revision", short(old.rev)).Str("by", short(newer.rev)).Msg("queued operation coalesced")
+}
+
+// Wait blocks until every runner is idle (used on shutdown and by tests).
+func (r *Reconciler) Wait() { r.wg.Wait() }
