@@ -9,24 +9,51 @@ import (
 )
 
 // journal records one instance's resources in the state store for the
-// engine (engine.Journal).
+// engine (engine.Journal). A pending record (written before a provider
+// call) is written at once, together with the records settled since the
+// last write; settled records are otherwise held until Flush. A crash
+// before Flush leaves those resources pending, and the resumed operation
+// repeats their calls with the same RequestIDs (create-or-verify), so
+// nothing is created twice while each resource costs one transaction
+// instead of two.
 type journal struct {
 	store                 *state.Store
 	ssID, region, account string
 	now                   func() time.Time
+	buf                   []state.ResourceWrite
 }
 
 var _ engine.Journal = (*journal)(nil)
 
+func pending(status string) bool {
+	return status == engine.StatusPendingCreate || status == engine.StatusPendingUpdate || status == engine.StatusPendingDelete
+}
+
 func (j *journal) Save(_ context.Context, r engine.ResourceState) error {
-	return j.store.PutResource(j.ssID, j.region, j.account, state.Resource{
+	rec := state.Resource{
 		Address: r.Address, Type: r.Type, PhysicalID: r.PhysicalID,
 		Inputs: r.Inputs, Attributes: r.Attributes, Sensitive: r.Sensitive,
 		DependsOn: r.DependsOn, Status: r.Status, RequestID: r.RequestID,
 		DeletionPolicy: r.DeletionPolicy, Updated: j.now(),
-	})
+	}
+	j.buf = append(j.buf, state.ResourceWrite{Resource: &rec})
+	if pending(r.Status) {
+		return j.Flush()
+	}
+	return nil
 }
 
 func (j *journal) Remove(_ context.Context, address string) error {
-	return j.store.DeleteResource(j.ssID, j.region, j.account, address)
+	j.buf = append(j.buf, state.ResourceWrite{Delete: address})
+	return nil
+}
+
+// Flush writes what is held.
+func (j *journal) Flush() error {
+	if len(j.buf) == 0 {
+		return nil
+	}
+	err := j.store.WriteResources(j.ssID, j.region, j.account, j.buf)
+	j.buf = j.buf[:0]
+	return err
 }

@@ -310,6 +310,9 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 		}
 		log.Debug().Str("resource", ev.Address).Str("action", ev.Action.String()).Str("phase", ev.Phase).Msg("resource")
 	})
+	if ferr := j.Flush(); err == nil && ferr != nil {
+		err = ferr
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			// Stopping: leave the instance to the resumed operation.

@@ -221,3 +221,52 @@ func (s *Store) DeleteResource(ssID, region, account, address string) error {
 	}
 	return nil
 }
+
+// ResourceWrite is one change of WriteResources: Put the Resource when it
+// is set, else Delete the resource at Address (a missing one is fine).
+type ResourceWrite struct {
+	Resource *Resource
+	Delete   string
+}
+
+// WriteResources applies writes to one instance's resources in order, in
+// one transaction (the journal of one instance writes this way: a pending
+// record together with the settled records before it). It returns
+// ErrNotFound if the instance does not exist, ErrInvalidKey for a bad
+// address, ErrTxnTooBig-wrapped errors when the batch does not fit.
+func (s *Store) WriteResources(ssID, region, account string, writes []ResourceWrite) error {
+	for _, w := range writes {
+		addr := w.Delete
+		if w.Resource != nil {
+			addr = w.Resource.Address
+		}
+		if err := checkResourceKey(ssID, region, account, addr); err != nil {
+			return err
+		}
+	}
+	err := s.update(func(txn *badger.Txn) error {
+		ok, err := exists(txn, instanceKey(ssID, region, account))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("instance: %w", ErrNotFound)
+		}
+		for _, w := range writes {
+			if w.Resource != nil {
+				if err := putRecord(txn, resourceKey(ssID, region, account, w.Resource.Address), *w.Resource); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := txn.Delete(resourceKey(ssID, region, account, w.Delete)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("write %d resources of %s/%s of stack set %s: %w", len(writes), region, account, ssID, err)
+	}
+	return nil
+}
