@@ -44,11 +44,14 @@ type ResourceTargetDefinition struct {
 	RequiresRecreation string `json:"RequiresRecreation"` // Never | Conditionally | Always
 }
 
-// ResourcePropertyChange holds a property's values before and after.
+// ResourcePropertyChange holds a property's values before and after. The
+// values have the property's own JSON type (string, number, bool, list,
+// object; null when unset), or are the strings "<sensitive>" and
+// "<known_after_apply>".
 type ResourcePropertyChange struct {
 	Name        string `json:"Name"`
-	BeforeValue string `json:"BeforeValue"`
-	AfterValue  string `json:"AfterValue"`
+	BeforeValue any    `json:"BeforeValue"`
+	AfterValue  any    `json:"AfterValue"`
 }
 
 // ModuleInfo places a resource inside nested modules.
@@ -81,11 +84,11 @@ func (w *walker) addChange(r *Resource, rp *ResourcePlan, schema provider.Schema
 		if nv.IsNull() && !nv.IsMarked() {
 			continue
 		}
-		before := ""
+		var before any
 		if rp.Before != cty.NilVal && rp.Before.Type().HasAttribute(name) {
-			before = displayValue(rp.Before.GetAttr(name))
+			before = jsonValue(rp.Before.GetAttr(name))
 		}
-		rc.PropertyChanges = append(rc.PropertyChanges, ResourcePropertyChange{Name: name, BeforeValue: before, AfterValue: displayValue(nv)})
+		rc.PropertyChanges = append(rc.PropertyChanges, ResourcePropertyChange{Name: name, BeforeValue: before, AfterValue: jsonValue(nv)})
 	}
 	return Change{Type: "Resource", ResourceChange: rc}
 }
@@ -101,7 +104,7 @@ func (w *walker) modifyChange(r *Resource, rp *ResourcePlan, schema provider.Sch
 	for _, name := range changed {
 		nv := rp.After.GetAttr(name)
 		ov := rp.Before.GetAttr(name)
-		rc.PropertyChanges = append(rc.PropertyChanges, ResourcePropertyChange{Name: name, BeforeValue: displayValue(ov), AfterValue: displayValue(nv)})
+		rc.PropertyChanges = append(rc.PropertyChanges, ResourcePropertyChange{Name: name, BeforeValue: jsonValue(ov), AfterValue: jsonValue(nv)})
 		d := ResourceChangeDetail{
 			Evaluation: "Static",
 			Target:     ResourceTargetDefinition{Attribute: "Properties", Name: name, RequiresRecreation: schema.Properties[name].Recreation.String()},

@@ -225,10 +225,10 @@ func TestPlanApplyLifecycle(t *testing.T) {
 	for _, c := range p.Changes() {
 		for _, pc := range c.ResourceChange.PropertyChanges {
 			if pc.Name == "secret" && pc.AfterValue != SensitivePlaceholder {
-				t.Errorf("secret shown as %q", pc.AfterValue)
+				t.Errorf("secret shown as %v", pc.AfterValue)
 			}
 			if c.ResourceChange.LogicalResourceId == "rec.worker[0]" && pc.Name == "content" && pc.AfterValue != KnownAfterApplyPlaceholder {
-				t.Errorf("worker content: got %q, want known after apply", pc.AfterValue)
+				t.Errorf("worker content: got %v, want known after apply", pc.AfterValue)
 			}
 		}
 	}

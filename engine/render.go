@@ -187,9 +187,16 @@ func instanceVerb(a string) string {
 	}
 }
 
-func quoteValue(v string) string {
+func quoteValue(val any) string {
+	if val == nil {
+		return "null"
+	}
+	v, isString := val.(string)
 	if v == SensitivePlaceholder || v == KnownAfterApplyPlaceholder {
 		return "(" + strings.Trim(v, "<>") + ")"
+	}
+	if !isString {
+		return ValueString(val)
 	}
 	const limit = 200
 	q := strconv.Quote(v)

@@ -172,3 +172,51 @@ func displayValue(v cty.Value) string {
 func plainJSON(v cty.Value) (json.RawMessage, error) {
 	return ctyjson.Marshal(v, v.Type())
 }
+
+// jsonValue is a value for a change set: its plain JSON form as Go data
+// (strings, json.Number, bools, []any, map[string]any, nil), or the
+// placeholder strings for sensitive and unknown values.
+func jsonValue(v cty.Value) any {
+	if v == cty.NilVal {
+		return nil
+	}
+	if isSensitive(v) {
+		return SensitivePlaceholder
+	}
+	if !v.IsWhollyKnown() {
+		return KnownAfterApplyPlaceholder
+	}
+	if v.IsNull() {
+		return nil
+	}
+	if v.Type() == cty.String {
+		return v.AsString()
+	}
+	b, err := plainJSON(v)
+	if err != nil {
+		return displayValue(v)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var out any
+	if err := dec.Decode(&out); err != nil {
+		return displayValue(v)
+	}
+	return out
+}
+
+// ValueString renders a change-set value for text: strings as they are,
+// everything else as compact JSON.
+func ValueString(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return x
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}

@@ -130,7 +130,7 @@ func TestApplyLocalRepository(t *testing.T) {
 			}
 			for _, pc := range c.ResourceChange.PropertyChanges {
 				if pc.Name == "content" && pc.AfterValue != engine.SensitivePlaceholder {
-					t.Errorf("%s/%s file.credentials content planned as %q, want %s", ic.Region, ic.Account, pc.AfterValue, engine.SensitivePlaceholder)
+					t.Errorf("%s/%s file.credentials content planned as %v, want %s", ic.Region, ic.Account, pc.AfterValue, engine.SensitivePlaceholder)
 				}
 			}
 		}
@@ -251,15 +251,15 @@ func TestVariableChange(t *testing.T) {
 			switch {
 			case rc.LogicalResourceId == "file.config":
 				if pc.BeforeValue != wantConf(ic.Region, ic.Account, "nginx:1.25") || pc.AfterValue != wantConf(ic.Region, ic.Account, "nginx:1.26") {
-					t.Errorf("%s file.config content: %q -> %q, want the image to change 1.25 -> 1.26", where, pc.BeforeValue, pc.AfterValue)
+					t.Errorf("%s file.config content: %v -> %v, want the image to change 1.25 -> 1.26", where, pc.BeforeValue, pc.AfterValue)
 				}
 				if d.ChangeSource != engine.SourceParameterReference || d.CausingEntity == nil || *d.CausingEntity != "var.image" {
 					t.Errorf("%s file.config detail %+v, want ParameterReference var.image", where, d)
 				}
 			case strings.HasPrefix(rc.LogicalResourceId, "file.replica["):
-				plannedReplica[where+"/"+rc.LogicalResourceId] = pc.AfterValue
-				if !strings.Contains(pc.BeforeValue, "config_sha256=") || pc.BeforeValue == pc.AfterValue {
-					t.Errorf("%s %s content: %q -> %q, want a new config digest", where, rc.LogicalResourceId, pc.BeforeValue, pc.AfterValue)
+				plannedReplica[where+"/"+rc.LogicalResourceId] = engine.ValueString(pc.AfterValue)
+				if !strings.Contains(engine.ValueString(pc.BeforeValue), "config_sha256=") || pc.BeforeValue == pc.AfterValue {
+					t.Errorf("%s %s content: %v -> %v, want a new config digest", where, rc.LogicalResourceId, pc.BeforeValue, pc.AfterValue)
 				}
 				if d.ChangeSource != engine.SourceResourceAttribute || d.CausingEntity == nil || *d.CausingEntity != "file.config.sha256" {
 					t.Errorf("%s %s detail %+v, want ResourceAttribute file.config.sha256", where, rc.LogicalResourceId, d)

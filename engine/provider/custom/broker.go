@@ -1,0 +1,286 @@
+package custom
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Broker errors.
+var (
+	// ErrAlreadyWaiting is returned by Expect when a waiter for the same
+	// request id is registered and not closed.
+	ErrAlreadyWaiting = errors.New("a response is already awaited for this request id")
+	// ErrWaiterClosed is returned by Await on a closed waiter.
+	ErrWaiterClosed = errors.New("waiter is closed")
+)
+
+// ResponsesPath is the path below BrokerOptions.ExternalURL that response
+// URLs live under; the HTTP API routes PUT and POST on ResponsesPath+"{token}"
+// to Broker.Deliver.
+const ResponsesPath = "/v1/responses/"
+
+// MinKeyLen is the shortest HMAC key BrokerOptions accepts.
+const MinKeyLen = 16
+
+// sweepInterval bounds how often expired tombstones are dropped.
+const sweepInterval = time.Minute
+
+// BrokerOptions configure a Broker.
+type BrokerOptions struct {
+	// Key signs response URLs (HMAC-SHA256). Empty: 32 random bytes, so URLs
+	// issued before a restart no longer verify (401); the daemon should keep
+	// a key in its state so a resumed call can accept a response to the URL
+	// it sent before the restart. At least MinKeyLen bytes.
+	Key []byte
+	// ExternalURL is how custom resource providers reach stackd, e.g.
+	// "https://stackd.example:7070" (a path prefix is allowed). Required.
+	ExternalURL string
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Validate checks the options and fills in defaults.
+func (o *BrokerOptions) Validate() error {
+	switch {
+	case len(o.Key) == 0:
+		o.Key = make([]byte, 32)
+		_, _ = rand.Read(o.Key) // never fails (crypto/rand, Go 1.24+)
+	case len(o.Key) < MinKeyLen:
+		return fmt.Errorf("response URL key: must be at least %d bytes", MinKeyLen)
+	}
+	u, err := url.Parse(o.ExternalURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return errors.New("external URL: must be an absolute http:// or https:// URL without user, query or fragment")
+	}
+	o.ExternalURL = strings.TrimRight(o.ExternalURL, "/")
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}
+
+// Broker issues pre-signed response URLs and hands each response that
+// arrives on one to the provider call waiting for it. It is safe for
+// concurrent use.
+type Broker struct {
+	key  []byte
+	base string // ExternalURL + ResponsesPath
+	now  func() time.Time
+
+	mu        sync.Mutex
+	waiters   map[string]*Waiter   // by request id
+	done      map[string]tombstone // closed waiters, by request id, until their URL expires
+	lastSweep time.Time
+}
+
+// tombstone remembers how a closed waiter ended, so that a late or repeated
+// response gets a precise refusal until its URL expires.
+type tombstone struct {
+	answered bool
+	until    time.Time
+}
+
+// NewBroker returns a broker; see BrokerOptions.Validate for the errors.
+func NewBroker(opts BrokerOptions) (*Broker, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	return &Broker{
+		key:     append([]byte(nil), opts.Key...),
+		base:    opts.ExternalURL + ResponsesPath,
+		now:     opts.Now,
+		waiters: map[string]*Waiter{},
+		done:    map[string]tombstone{},
+	}, nil
+}
+
+// Expect registers a waiter for the request id, before the request is sent,
+// and signs a response URL for it that is valid until expires (rounded up to
+// a whole second). The caller must Await or Close the waiter.
+//
+// Errors: ErrAlreadyWaiting; an error for an empty request id or identity
+// fields over 512 bytes.
+func (b *Broker) Expect(id Identity, expires time.Time) (*Waiter, error) {
+	exp := expires.Truncate(time.Second)
+	if exp.Before(expires) {
+		exp = exp.Add(time.Second)
+	}
+	token, err := signToken(b.key, tokenClaims{Identity: id, Expires: exp})
+	if err != nil {
+		return nil, err
+	}
+	w := &Waiter{b: b, id: id, url: b.base + token, expires: exp, ready: make(chan struct{})}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sweepLocked()
+	if _, busy := b.waiters[id.RequestID]; busy {
+		return nil, ErrAlreadyWaiting
+	}
+	delete(b.done, id.RequestID)
+	b.waiters[id.RequestID] = w
+	return w, nil
+}
+
+// Waiting is the number of registered waiters (for metrics and tests).
+func (b *Broker) Waiting() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.waiters)
+}
+
+// Deliver accepts a response that arrived on the response URL with this
+// token. contentType is accepted and ignored: AWS's cfn-response helpers
+// send an empty one. The error, when not nil, is always a *DeliveryError
+// whose Status the HTTP handler answers with; a refused delivery changes
+// nothing. The checks, in order:
+//
+//	token not of the issued shape                         404 unknown_token
+//	signature does not verify                             401 invalid_signature
+//	token expired                                         410 expired
+//	body over MaxResponseBytes                            413 too_large
+//	body not a JSON object, or members of the wrong type  400 malformed_response
+//	Status not SUCCESS or FAILED                          400 invalid_status
+//	RequestId, StackId or LogicalResourceId absent or
+//	  different from the token's                          400 mismatched_request
+//	request already answered (also synchronously)         409 already_answered
+//	the waiting call gave up (timeout, cancelled)         410 no_longer_awaited
+//	nobody in this process awaits the request             404 not_awaited
+//	the waiter for this request id is another resource's  409 identity_conflict
+func (b *Broker) Deliver(token string, body []byte, contentType string) error {
+	_ = contentType
+	claims, err := verifyToken(b.key, token, b.now())
+	switch {
+	case errors.Is(err, errTokenSignature):
+		return refuse(http.StatusUnauthorized, CodeInvalidSignature, "The response URL's signature does not verify.")
+	case errors.Is(err, errTokenExpired):
+		return refuse(http.StatusGone, CodeExpired, "The response URL expired at %s.", claims.Expires.UTC().Format(time.RFC3339))
+	case err != nil:
+		return refuse(http.StatusNotFound, CodeUnknownToken, "The response URL is not one stackd issued.")
+	}
+	resp, derr := parseResponse(body)
+	if derr != nil {
+		return derr
+	}
+	if derr := resp.checkIdentity(claims.Identity, true); derr != nil {
+		return derr
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sweepLocked()
+	w := b.waiters[claims.RequestID]
+	if w == nil {
+		if t, ok := b.done[claims.RequestID]; ok {
+			if t.answered {
+				return refuse(http.StatusConflict, CodeAlreadyAnswered, "The request was already answered.")
+			}
+			return refuse(http.StatusGone, CodeNoLongerAwaited, "The request is no longer awaited (it timed out or was cancelled).")
+		}
+		return refuse(http.StatusNotFound, CodeNotAwaited, "No request is awaiting this response.")
+	}
+	if w.id != claims.Identity {
+		return refuse(http.StatusConflict, CodeIdentityConflict, "The request id is awaited for another resource.")
+	}
+	if w.answered {
+		return refuse(http.StatusConflict, CodeAlreadyAnswered, "The request was already answered.")
+	}
+	w.answered, w.received, w.resp = true, true, resp
+	close(w.ready)
+	return nil
+}
+
+// sweepLocked drops expired tombstones, at most once per sweepInterval.
+func (b *Broker) sweepLocked() {
+	now := b.now()
+	if now.Sub(b.lastSweep) < sweepInterval {
+		return
+	}
+	b.lastSweep = now
+	for id, t := range b.done {
+		if !now.Before(t.until) {
+			delete(b.done, id)
+		}
+	}
+}
+
+// Waiter is one registered request waiting for its response.
+type Waiter struct {
+	b       *Broker
+	id      Identity
+	url     string
+	expires time.Time
+	ready   chan struct{} // closed when resp is set
+
+	// guarded by b.mu
+	answered bool // answered by a delivery or synchronously: refuse more
+	received bool // resp holds a delivered response
+	resp     Response
+	closed   bool
+}
+
+// URL is the pre-signed response URL to send as ResponseURL.
+func (w *Waiter) URL() string { return w.url }
+
+// Expires is when the response URL stops verifying.
+func (w *Waiter) Expires() time.Time { return w.expires }
+
+// Await waits for the response until ctx ends, then closes the waiter: a
+// later response is refused (409 when this one was answered, 410 when it
+// gave up). Errors: ctx's error, ErrWaiterClosed.
+func (w *Waiter) Await(ctx context.Context) (Response, error) {
+	defer w.Close()
+	w.b.mu.Lock()
+	closed := w.closed
+	w.b.mu.Unlock()
+	if closed {
+		return Response{}, ErrWaiterClosed
+	}
+	select {
+	case <-w.ready:
+		w.b.mu.Lock()
+		defer w.b.mu.Unlock()
+		return w.resp, nil
+	case <-ctx.Done():
+		return Response{}, ctx.Err()
+	}
+}
+
+// Poll returns the response if one has arrived, without waiting.
+func (w *Waiter) Poll() (Response, bool) {
+	w.b.mu.Lock()
+	defer w.b.mu.Unlock()
+	return w.resp, w.received
+}
+
+// MarkAnswered records that the request was answered another way (in the
+// body of the HTTP response to the request): later responses on the URL are
+// refused with 409.
+func (w *Waiter) MarkAnswered() {
+	w.b.mu.Lock()
+	defer w.b.mu.Unlock()
+	w.answered = true
+}
+
+// Close unregisters the waiter; it is idempotent. Until the URL expires a
+// response is then refused with 409 (answered) or 410 (abandoned).
+func (w *Waiter) Close() {
+	b := w.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if w.closed {
+		return
+	}
+	w.closed = true
+	if b.waiters[w.id.RequestID] == w {
+		delete(b.waiters, w.id.RequestID)
+	}
+	if b.now().Before(w.expires) {
+		b.done[w.id.RequestID] = tombstone{answered: w.answered, until: w.expires}
+	}
+}

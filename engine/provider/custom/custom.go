@@ -1,0 +1,418 @@
+package custom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/stackd/stackd/engine/provider"
+)
+
+var (
+	_ provider.Provider  = (*Provider)(nil)
+	_ provider.Validator = (*Provider)(nil)
+)
+
+// Timeout bounds and defaults.
+const (
+	MinTimeout            = time.Second
+	DefaultTimeout        = 5 * time.Minute
+	DefaultMaxTimeout     = 12 * time.Hour
+	DefaultRetryAttempts  = 5
+	DefaultRetryBase      = time.Second
+	DefaultRetryMax       = 30 * time.Second
+	maxTypeNameLen        = 255
+	responseHeaderTimeout = time.Minute
+)
+
+var typeNameRE = regexp.MustCompile(`^Custom::[A-Za-z][A-Za-z0-9_]*$`)
+
+// deleteOldNamespace derives the request id of the Delete that cleans up
+// after a replacing Update (uuid v5 of the Update's request id).
+var deleteOldNamespace = uuid.MustParse("5d7f3c2e-8a41-4c1e-9b7a-2f0e6d3c9a14")
+
+// DeleteOldRequestID is the RequestId of the Delete sent for the old
+// physical id after an Update returned a new one. It is derived from the
+// Update's RequestId, so a retried or resumed Update sends the same one and
+// the service can deduplicate it.
+func DeleteOldRequestID(updateRequestID string) string {
+	return uuid.NewSHA1(deleteOldNamespace, []byte("delete-old\x00"+updateRequestID)).String()
+}
+
+// RetryPolicy governs re-sending a request after a connection error or an
+// HTTP 5xx or 429 answer. Every attempt carries the same RequestId. The
+// n-th retry waits min(Max, Base·2^(n-1)), or longer up to Max when the
+// service sent Retry-After.
+type RetryPolicy struct {
+	Attempts int           // total attempts, default 5
+	Base     time.Duration // default 1s
+	Max      time.Duration // default 30s
+}
+
+func (r RetryPolicy) backoff(retry int) time.Duration {
+	d := r.Base
+	for i := 1; i < retry && d < r.Max; i++ {
+		d *= 2
+	}
+	return min(d, r.Max)
+}
+
+// Options configure the custom provider.
+type Options struct {
+	// Broker issues response URLs and receives the responses. Required.
+	Broker *Broker
+	// Client sends the requests. Default: redirects are not followed, dial
+	// and TLS handshake time out after 10s, response headers after 1m; the
+	// call as a whole is bounded by the resource's timeout.
+	Client *http.Client
+	// DefaultTimeout applies when a resource sets no timeout; default 5m.
+	DefaultTimeout time.Duration
+	// MaxTimeout is the longest timeout a resource may set; default 12h.
+	MaxTimeout time.Duration
+	Retry      RetryPolicy
+	// TypeToken looks a resource type up in the registry (types declared in
+	// Git or registered through the API): its default service token ("" if
+	// none) and whether it is registered. Nil: no type is registered.
+	TypeToken func(resourceType string) (serviceToken string, registered bool)
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// After starts the timer of a call's timeout; default time.After.
+	After func(d time.Duration) <-chan time.Time
+	// Sleep waits between retries, returning early with ctx's error;
+	// default a timer.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Log receives retry warnings (never property values or data); default
+	// no logging.
+	Log *zerolog.Logger
+}
+
+// Validate checks the options and fills in defaults.
+func (o *Options) Validate() error {
+	if o.Broker == nil {
+		return errors.New("custom provider: a response broker is required")
+	}
+	if o.Client == nil {
+		o.Client = defaultClient()
+	}
+	if o.MaxTimeout == 0 {
+		o.MaxTimeout = DefaultMaxTimeout
+	}
+	if o.DefaultTimeout == 0 {
+		o.DefaultTimeout = min(DefaultTimeout, o.MaxTimeout)
+	}
+	if o.MaxTimeout < MinTimeout || o.DefaultTimeout < MinTimeout || o.DefaultTimeout > o.MaxTimeout {
+		return fmt.Errorf("custom provider: need %s <= default timeout (%s) <= max timeout (%s)", MinTimeout, o.DefaultTimeout, o.MaxTimeout)
+	}
+	if o.Retry.Attempts <= 0 {
+		o.Retry.Attempts = DefaultRetryAttempts
+	}
+	if o.Retry.Base <= 0 {
+		o.Retry.Base = DefaultRetryBase
+	}
+	if o.Retry.Max <= 0 {
+		o.Retry.Max = DefaultRetryMax
+	}
+	o.Retry.Max = max(o.Retry.Max, o.Retry.Base)
+	if o.TypeToken == nil {
+		o.TypeToken = func(string) (string, bool) { return "", false }
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.After == nil {
+		o.After = time.After
+	}
+	if o.Sleep == nil {
+		o.Sleep = sleep
+	}
+	if o.Log == nil {
+		nop := zerolog.Nop()
+		o.Log = &nop
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func defaultClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.ResponseHeaderTimeout = responseHeaderTimeout
+	return &http.Client{
+		Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}
+
+// Provider sends custom resource requests to service tokens and waits for
+// their responses.
+type Provider struct {
+	opts Options
+}
+
+// New returns a custom provider; see Options.Validate for the errors.
+func New(opts Options) (*Provider, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	return &Provider{opts: opts}, nil
+}
+
+// Schema declares the custom resource. type and service_token replace the
+// resource; properties go to the service, which decides about replacement
+// by returning a new PhysicalResourceId; timeout and stringify_properties
+// only shape the calls.
+func (p *Provider) Schema() provider.Schema {
+	return provider.Schema{
+		Properties: map[string]provider.Property{
+			"type":                 {Type: cty.String, Required: true, Recreation: provider.Always},
+			"service_token":        {Type: cty.String, Recreation: provider.Always},
+			"properties":           {Type: cty.DynamicPseudoType, Recreation: provider.Conditionally},
+			"timeout":              {Type: cty.String, Recreation: provider.Never},
+			"stringify_properties": {Type: cty.Bool, Recreation: provider.Never},
+		},
+		Attributes: []string{"id", "data", "reason"},
+		// data's keys are the response's Data keys, unknown before apply.
+		OpenAttributes: true,
+	}
+}
+
+// ValidateProperties checks the known parts of properties: the type's name
+// and registration, the service token (own or the type's default) and the
+// timeout. Unknown values are skipped.
+func (p *Provider) ValidateProperties(_ provider.Target, properties cty.Value) error {
+	_, errs := p.check(properties, true, false)
+	return errors.Join(errs...)
+}
+
+// Create sends a Create request. The physical id is the response's
+// PhysicalResourceId or, when it has none, the RequestId.
+func (p *Provider) Create(ctx context.Context, req provider.Request) (provider.Result, error) {
+	cfg, err := p.decode(req.Properties, true)
+	if err != nil {
+		return provider.Result{}, err
+	}
+	resp, err := p.call(ctx, req, requestCreate, cfg, "", nil)
+	if err != nil {
+		return provider.Result{}, err
+	}
+	return result(orDefault(resp.PhysicalResourceID, req.RequestID), resp), nil
+}
+
+// Update sends an Update request with the last applied properties as
+// OldResourceProperties. A response without PhysicalResourceId keeps the
+// old one. A different PhysicalResourceId is a replacement: once the Update
+// succeeded, the old physical id gets a Delete (RequestId
+// DeleteOldRequestID(req.RequestID), the old properties); if that fails,
+// Update returns the new resource's Result together with a *CleanupError.
+func (p *Provider) Update(ctx context.Context, req provider.Request) (provider.Result, error) {
+	cfg, err := p.decode(req.Properties, true)
+	if err != nil {
+		return provider.Result{}, err
+	}
+	old, err := p.decode(req.OldProperties, false)
+	if err != nil {
+		old = cfg // the recorded properties no longer decode: send the new ones
+	}
+	oldPhys := orDefault(req.PhysicalID, req.RequestID)
+	resp, err := p.call(ctx, req, requestUpdate, cfg, oldPhys, &old)
+	if err != nil {
+		return provider.Result{}, err
+	}
+	newPhys := orDefault(resp.PhysicalResourceID, oldPhys)
+	res := result(newPhys, resp)
+	if newPhys == oldPhys || req.PhysicalID == "" {
+		return res, nil
+	}
+	del := provider.Request{
+		Target: req.Target, LogicalID: req.LogicalID, RequestID: DeleteOldRequestID(req.RequestID),
+		PhysicalID: req.PhysicalID, Properties: req.OldProperties,
+	}
+	if _, err := p.call(ctx, del, requestDelete, old, req.PhysicalID, nil); err != nil {
+		return res, &CleanupError{OldPhysicalID: req.PhysicalID, NewPhysicalID: newPhys, Err: err}
+	}
+	return res, nil
+}
+
+// Delete sends a Delete request with the last applied properties. A resource
+// without a physical id (its Create failed or never answered) is deleted too,
+// as CloudFormation does, with the RequestId as PhysicalResourceId — the
+// physical id Create falls back to, when the engine resumes a pending create
+// as a delete with the create's request id.
+func (p *Provider) Delete(ctx context.Context, req provider.Request) error {
+	cfg, err := p.decode(req.Properties, false)
+	if err != nil {
+		return err
+	}
+	_, err = p.call(ctx, req, requestDelete, cfg, orDefault(req.PhysicalID, req.RequestID), nil)
+	return err
+}
+
+// Read returns the recorded physical id: the protocol has no read request,
+// so there is no drift detection and no attribute refresh.
+func (p *Provider) Read(_ context.Context, req provider.Request) (provider.Result, error) {
+	return provider.Result{PhysicalID: req.PhysicalID}, nil
+}
+
+func result(physicalID string, r Response) provider.Result {
+	res := provider.Result{
+		PhysicalID: physicalID,
+		Attributes: map[string]cty.Value{
+			"id":     cty.StringVal(physicalID),
+			"data":   r.Data,
+			"reason": cty.StringVal(r.Reason),
+		},
+	}
+	if r.NoEcho {
+		res.SensitiveAttributes = []string{"data"}
+	}
+	return res
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// config is the decoded properties of one resource.
+type config struct {
+	typ        string
+	token      string    // own or the type's default
+	properties cty.Value // unmarked object or map, or a null
+	timeout    time.Duration
+	stringify  bool
+}
+
+// decode returns the complete configuration for a call; with registered
+// set, the type must be registered (Create, Update; Delete and the old side
+// of an Update only need a service token).
+func (p *Provider) decode(properties cty.Value, registered bool) (config, error) {
+	cfg, errs := p.check(properties, registered, true)
+	if len(errs) > 0 {
+		return config{}, errors.Join(errs...)
+	}
+	return cfg, nil
+}
+
+// check validates properties. With complete false (validation before
+// apply) unknown values are skipped; with complete true they are errors and
+// cfg is filled in. Errors never quote property values other than the type
+// name and the timeout, and quote no part of a service token URL.
+func (p *Provider) check(properties cty.Value, registered, complete bool) (cfg config, errs []error) {
+	props, _ := properties.UnmarkDeep()
+	if props.IsNull() || !props.IsKnown() || !props.Type().IsObjectType() {
+		if complete {
+			errs = append(errs, errors.New("properties must be a known object"))
+		}
+		return cfg, errs
+	}
+	get := func(name string, want cty.Type) (cty.Value, bool) {
+		if !props.Type().HasAttribute(name) {
+			return cty.NullVal(want), true
+		}
+		v := props.GetAttr(name)
+		if !v.IsWhollyKnown() {
+			if complete {
+				errs = append(errs, fmt.Errorf("%s: must be known before apply", name))
+			}
+			return v, false
+		}
+		if v.IsNull() || want == cty.DynamicPseudoType || v.Type() == want {
+			return v, true
+		}
+		errs = append(errs, fmt.Errorf("%s: must be a %s", name, want.FriendlyName()))
+		return v, false
+	}
+
+	typeKnown := false
+	if v, ok := get("type", cty.String); ok {
+		switch {
+		case v.IsNull():
+			errs = append(errs, errors.New("type: required"))
+		case len(v.AsString()) > maxTypeNameLen:
+			errs = append(errs, fmt.Errorf("type: must be at most %d characters", maxTypeNameLen))
+		case !typeNameRE.MatchString(v.AsString()):
+			errs = append(errs, fmt.Errorf("type: %q must match Custom::[A-Za-z][A-Za-z0-9_]*", v.AsString()))
+		default:
+			cfg.typ, typeKnown = v.AsString(), true
+		}
+	}
+	if v, ok := get("service_token", cty.String); ok {
+		switch {
+		case !v.IsNull():
+			if err := checkServiceToken(v.AsString()); err != nil {
+				errs = append(errs, fmt.Errorf("service_token: %w", err))
+			} else {
+				cfg.token = v.AsString()
+			}
+		case typeKnown:
+			def, _ := p.opts.TypeToken(cfg.typ)
+			if def == "" {
+				errs = append(errs, fmt.Errorf("service_token: required, because resource type %s has no default service token", cfg.typ))
+			} else if err := checkServiceToken(def); err != nil {
+				errs = append(errs, fmt.Errorf("default service token of %s: %w", cfg.typ, err))
+			} else {
+				cfg.token = def
+			}
+		}
+	}
+	if typeKnown && registered {
+		if _, ok := p.opts.TypeToken(cfg.typ); !ok {
+			errs = append(errs, fmt.Errorf("type: %s is not a registered resource type; declare it in a resource_type block or register it with PUT /v1/resource_types/%s", cfg.typ, cfg.typ))
+		}
+	}
+	cfg.timeout = p.opts.DefaultTimeout
+	if v, ok := get("timeout", cty.String); ok && !v.IsNull() {
+		d, err := time.ParseDuration(v.AsString())
+		switch {
+		case err != nil:
+			errs = append(errs, errors.New(`timeout: must be a duration such as "90s", "10m" or "2h"`))
+		case d < MinTimeout || d > p.opts.MaxTimeout:
+			errs = append(errs, fmt.Errorf("timeout: %s is outside %s to %s", d, MinTimeout, p.opts.MaxTimeout))
+		default:
+			cfg.timeout = d
+		}
+	}
+	if v, ok := get("stringify_properties", cty.Bool); ok && !v.IsNull() {
+		cfg.stringify = v.True()
+	}
+	cfg.properties = cty.NullVal(cty.DynamicPseudoType)
+	if v, ok := get("properties", cty.DynamicPseudoType); ok {
+		if !v.IsNull() && !v.Type().IsObjectType() && !v.Type().IsMapType() {
+			errs = append(errs, errors.New("properties: must be an object"))
+		} else {
+			cfg.properties = v
+		}
+	}
+	return cfg, errs
+}
+
+// checkServiceToken accepts absolute http:// and https:// URLs. Its errors
+// do not quote the URL, which may carry a secret.
+func checkServiceToken(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("must be an http:// or https:// URL")
+	}
+	return nil
+}
