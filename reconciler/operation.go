@@ -235,7 +235,12 @@ func (o *opRun) runRegion(ctx context.Context, prefs engine.OperationPreferences
 		}
 		running++
 		w := works[i]
-		go func() { done <- o.execute(ctx, w) }()
+		o.r.inflight <- struct{}{}
+		go func() {
+			ok := o.execute(ctx, w)
+			<-o.r.inflight // release before reporting, so no region waits on another
+			done <- ok
+		}()
 	}
 	for running > 0 {
 		wait()

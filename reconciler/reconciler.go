@@ -44,6 +44,11 @@ type Options struct {
 	Log  zerolog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// MaxInFlight bounds the instances applied at the same time across all
+	// operations and regions (default 256): operation preferences decide
+	// the order and the per-region concurrency, this keeps a fleet of
+	// 10,000 PARALLEL instances from running 10,000 at once in one process.
+	MaxInFlight int
 }
 
 // Validate checks the options and fills defaults.
@@ -59,6 +64,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 256
 	}
 	return nil
 }
@@ -78,6 +86,8 @@ type Reconciler struct {
 	runMu   sync.Mutex
 	runners map[string]*runner
 	wg      sync.WaitGroup
+	// inflight is the MaxInFlight semaphore.
+	inflight chan struct{}
 }
 
 // New returns a Reconciler.
@@ -85,7 +95,7 @@ func New(opts Options) (*Reconciler, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	return &Reconciler{opts: opts, log: opts.Log, runners: map[string]*runner{}}, nil
+	return &Reconciler{opts: opts, log: opts.Log, runners: map[string]*runner{}, inflight: make(chan struct{}, opts.MaxInFlight)}, nil
 }
 
 // Result summarises one reconcile pass.
@@ -208,6 +218,8 @@ type job struct {
 	// QUEUED operation recorded while it waits behind a running one.
 	pass     *pass
 	queuedOp string
+	// dropPlans: validate each instance's plan, then let it go.
+	dropPlans bool
 }
 
 // id is the stack set's id: recorded, or chosen for a new stack set.
@@ -302,24 +314,45 @@ func (r *Reconciler) prepare(ctx context.Context, rev string, mode planMode) ([]
 	}
 	var jobs []*job
 	for _, ss := range defs.StackSets {
-		j := &job{name: ss.Name, rev: rev, desired: ss, recorded: byName[ss.Name]}
+		jobs = append(jobs, &job{name: ss.Name, rev: rev, desired: ss, recorded: byName[ss.Name]})
+		delete(byName, ss.Name)
+	}
+	for _, name := range sortedNames(byName) {
+		jobs = append(jobs, &job{name: name, rev: rev, recorded: byName[name]})
+	}
+	// Decide the instances first (cheap: hashes), then plan them. A pass
+	// planning more instances than keepPlansLimit validates each plan and
+	// drops it (the instance re-plans right before it is applied), so that
+	// memory stays bounded for very large fleets.
+	dropPlans := false
+	if mode == modeApply {
+		n := 0
+		for _, j := range jobs {
+			if _, err := r.planJob(ctx, j, modeWorks); err != nil {
+				return nil, nil, err
+			}
+			n += len(j.works)
+		}
+		dropPlans = n > keepPlansLimit
+	}
+	for _, j := range jobs {
+		if mode == modeApply && len(j.works) == 0 && j.kind == "" {
+			continue // nothing to plan
+		}
+		j.dropPlans = dropPlans
 		jdiags, err := r.planJob(ctx, j, mode)
 		if err != nil {
 			return nil, nil, err
 		}
 		diags = append(diags, jdiags...)
-		jobs = append(jobs, j)
-		delete(byName, ss.Name)
-	}
-	for _, name := range sortedNames(byName) {
-		j := &job{name: name, rev: rev, recorded: byName[name]}
-		if _, err := r.planJob(ctx, j, mode); err != nil {
-			return nil, nil, err
-		}
-		jobs = append(jobs, j)
 	}
 	return jobs, diags, nil
 }
+
+// keepPlansLimit is the number of instance plans a pass keeps in memory
+// between validating a commit and applying it (~40 KB each for a
+// 10-resource template); beyond it, plans are made twice instead.
+const keepPlansLimit = 2000
 
 func sortedNames(m map[string]*state.StackSet) []string {
 	out := make([]string, 0, len(m))
@@ -351,6 +384,14 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 	var diags hcl.Diagnostics
 	rev := j.rev
 	plan := mode != modeWorks
+	// Change sets are kept for stackd plan only: an applying pass needs the
+	// plans, and 10,000 instances' change records are a lot of memory.
+	keep := mode == modePlan
+	addChange := func(ic engine.InstanceChangeSet) {
+		if keep {
+			j.changeSet.Add(ic)
+		}
+	}
 	j.works, j.kind = nil, ""
 	if j.recorded == nil && j.desired != nil && mode != modePlan && j.newID == "" {
 		j.newID = uuid.NewString()
@@ -393,14 +434,14 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 			in := have[t]
 			delete(have, t)
 			if in != nil && in.ConfigHash == hash && in.Status == state.InstanceOperationComplete && id != "" {
-				j.changeSet.Add(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceNoChange})
+				addChange(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceNoChange})
 				continue
 			}
 			w := &work{target: t, action: engine.InstanceUpdate, hash: hash}
 			if ss.SuspendedAccounts[t.Account] {
 				w.action = actionSkip
 				j.works = append(j.works, w)
-				j.changeSet.Add(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceNoChange})
+				addChange(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceNoChange})
 				continue
 			}
 			if in == nil {
@@ -425,12 +466,14 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 					// One instance's errors are enough to reject the commit.
 					return append(diags, pdiags...), nil
 				}
-				w.plan = p
+				if !j.dropPlans {
+					w.plan = p
+				}
 				ic := engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: w.action, Changes: p.Changes()}
 				if w.action == engine.InstanceUpdate && !p.HasChanges() {
 					ic.Action = engine.InstanceNoChange
 				}
-				j.changeSet.Add(ic)
+				addChange(ic)
 			}
 			j.works = append(j.works, w)
 		}
@@ -449,7 +492,7 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 				return nil, err
 			}
 			w.plan = engine.PlanDestroy(&engine.Instance{Name: j.name, StackSetID: id, Target: t}, recorded)
-			j.changeSet.Add(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceDelete, Changes: w.plan.Changes()})
+			addChange(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceDelete, Changes: w.plan.Changes()})
 		}
 		j.works = append(j.works, w)
 	}
