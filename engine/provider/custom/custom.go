@@ -69,9 +69,10 @@ func (r RetryPolicy) backoff(retry int) time.Duration {
 type Options struct {
 	// Broker issues response URLs and receives the responses. Required.
 	Broker *Broker
-	// Client sends the requests. Default: redirects are not followed, dial
-	// and TLS handshake time out after 10s, response headers after 1m; the
-	// call as a whole is bounded by the resource's timeout.
+	// Client sends the requests (a copy that never follows redirects is
+	// used). Default: http.DefaultTransport's dial and TLS handshake
+	// timeouts, response headers within 1m; the call as a whole is bounded
+	// by the resource's timeout.
 	Client *http.Client
 	// DefaultTimeout applies when a resource sets no timeout; default 5m.
 	DefaultTimeout time.Duration
@@ -101,6 +102,10 @@ func (o *Options) Validate() error {
 	}
 	if o.Client == nil {
 		o.Client = defaultClient()
+	} else {
+		c := *o.Client // a copy: the caller's client keeps its redirect policy
+		c.CheckRedirect = noRedirects
+		o.Client = &c
 	}
 	if o.MaxTimeout == 0 {
 		o.MaxTimeout = DefaultMaxTimeout
@@ -154,13 +159,12 @@ func sleep(ctx context.Context, d time.Duration) error {
 func defaultClient() *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.ResponseHeaderTimeout = responseHeaderTimeout
-	return &http.Client{
-		Transport: tr,
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		},
-	}
+	return &http.Client{Transport: tr, CheckRedirect: noRedirects}
 }
+
+// noRedirects makes a 3xx answer a failure: following it would turn the
+// POST into a GET without the request.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // Provider sends custom resource requests to service tokens and waits for
 // their responses.
@@ -357,6 +361,15 @@ func (p *Provider) check(properties cty.Value, registered, complete bool) (cfg c
 			cfg.typ, typeKnown = v.AsString(), true
 		}
 	}
+	var def string
+	if typeKnown {
+		var known bool
+		def, known = p.opts.TypeToken(cfg.typ)
+		if registered && !known {
+			errs = append(errs, fmt.Errorf("type: %s is not a registered resource type; declare it in a resource_type block or register it with PUT /v1/resource_types/%s", cfg.typ, cfg.typ))
+			typeKnown = false // no second error about its default token
+		}
+	}
 	if v, ok := get("service_token", cty.String); ok {
 		switch {
 		case !v.IsNull():
@@ -365,20 +378,14 @@ func (p *Provider) check(properties cty.Value, registered, complete bool) (cfg c
 			} else {
 				cfg.token = v.AsString()
 			}
+		case typeKnown && def == "":
+			errs = append(errs, fmt.Errorf("service_token: required, because resource type %s has no default service token", cfg.typ))
 		case typeKnown:
-			def, _ := p.opts.TypeToken(cfg.typ)
-			if def == "" {
-				errs = append(errs, fmt.Errorf("service_token: required, because resource type %s has no default service token", cfg.typ))
-			} else if err := checkServiceToken(def); err != nil {
+			if err := checkServiceToken(def); err != nil {
 				errs = append(errs, fmt.Errorf("default service token of %s: %w", cfg.typ, err))
 			} else {
 				cfg.token = def
 			}
-		}
-	}
-	if typeKnown && registered {
-		if _, ok := p.opts.TypeToken(cfg.typ); !ok {
-			errs = append(errs, fmt.Errorf("type: %s is not a registered resource type; declare it in a resource_type block or register it with PUT /v1/resource_types/%s", cfg.typ, cfg.typ))
 		}
 	}
 	cfg.timeout = p.opts.DefaultTimeout

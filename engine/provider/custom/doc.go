@@ -24,8 +24,10 @@
 //
 // The RequestId is the engine's RequestID, stable across retries and
 // restarts, so the service can deduplicate. Connection errors and HTTP 5xx
-// or 429 answers are retried with backoff (RetryPolicy) with the same
-// RequestId; other 4xx answers without a response object are failures.
+// or 429 answers (whatever their body) are retried with backoff
+// (RetryPolicy) with the same RequestId; a response that arrives on the
+// ResponseURL meanwhile ends the retrying. Other non-2xx answers without a
+// response object are failures; redirects are not followed.
 // A Create answered without PhysicalResourceId gets the RequestId as
 // physical id; a Delete of a resource without physical id (its Create
 // failed) is still sent, with the RequestId as PhysicalResourceId. An Update

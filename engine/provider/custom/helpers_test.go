@@ -111,6 +111,7 @@ type env struct {
 	broker   *custom.Broker
 	prov     *custom.Provider
 	respSrv  *httptest.Server
+	mu       sync.Mutex
 	registry map[string]string // registered type → default service token
 }
 
@@ -119,28 +120,43 @@ type envOption func(*custom.Options)
 // withClient makes the provider send with c.
 func withClient(c *http.Client) envOption { return func(o *custom.Options) { o.Client = c } }
 
-// newEnv starts the response endpoint (TLS when tlsResponses) and builds the
-// broker and provider on a fake clock. Custom::Thing is registered without a
-// default token, Custom::DNSRecord with the default token def (if not "").
+// newEnv starts the response endpoint and builds the broker and provider
+// on a fake clock. Custom::Thing is registered without a default token,
+// Custom::DNSRecord with the default token def (if not "").
 func newEnv(t *testing.T, def string, opts ...envOption) *env {
+	return newEnvWith(t, def, false, opts...)
+}
+
+// newEnvWith is newEnv with the response endpoint on TLS when tlsResponses.
+func newEnvWith(t *testing.T, def string, tlsResponses bool, opts ...envOption) *env {
 	t.Helper()
 	e := &env{t: t, clk: newClock(), registry: map[string]string{"Custom::Thing": "", "Custom::DNSRecord": def}}
-	var b *custom.Broker
-	e.respSrv = httptest.NewServer(responsesHandler(func() *custom.Broker { return b }))
-	t.Cleanup(e.respSrv.Close)
-	var err error
-	b, err = custom.NewBroker(custom.BrokerOptions{
+	e.respSrv = httptest.NewUnstartedServer(nil)
+	scheme := "http://"
+	if tlsResponses {
+		scheme = "https://"
+	}
+	b, err := custom.NewBroker(custom.BrokerOptions{
 		Key:         []byte("0123456789abcdef0123456789abcdef"),
-		ExternalURL: e.respSrv.URL,
+		ExternalURL: scheme + e.respSrv.Listener.Addr().String(),
 		Now:         e.clk.Now,
 	})
 	if err != nil {
 		t.Fatalf("NewBroker: %v", err)
 	}
 	e.broker = b
+	e.respSrv.Config.Handler = responsesHandler(b)
+	if tlsResponses {
+		e.respSrv.StartTLS()
+	} else {
+		e.respSrv.Start()
+	}
+	t.Cleanup(e.respSrv.Close)
 	o := custom.Options{
 		Broker: b,
 		TypeToken: func(typ string) (string, bool) {
+			e.mu.Lock()
+			defer e.mu.Unlock()
 			tok, ok := e.registry[typ]
 			return tok, ok
 		},
@@ -159,7 +175,7 @@ func newEnv(t *testing.T, def string, opts ...envOption) *env {
 
 // responsesHandler routes PUT|POST /v1/responses/{token} to Deliver the way
 // the HTTP API does.
-func responsesHandler(broker func() *custom.Broker) http.Handler {
+func responsesHandler(b *custom.Broker) http.Handler {
 	mux := http.NewServeMux()
 	h := func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, custom.MaxResponseBytes+1))
@@ -167,7 +183,7 @@ func responsesHandler(broker func() *custom.Broker) http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		err = broker().Deliver(r.PathValue("token"), body, r.Header.Get("Content-Type"))
+		err = b.Deliver(r.PathValue("token"), body, r.Header.Get("Content-Type"))
 		var de *custom.DeliveryError
 		switch {
 		case errors.As(err, &de):

@@ -26,7 +26,7 @@ import (
 const (
 	tokenVersion    = 1
 	tokenDomain     = "stackd/v1/responses\x00"
-	maxTokenLen     = 2048 // characters; longer tokens are malformed
+	maxTokenLen     = 2200 // characters; longer tokens are malformed (3 fields of 512 bytes fit)
 	maxTokenField   = 512  // bytes per identity field
 	tokenMACEncoded = 43   // base64url of 32 bytes without padding
 )
