@@ -75,11 +75,11 @@ func (e *Engine) Apply(ctx context.Context, p *InstancePlan, j Journal, obs Obse
 	if diags.HasErrors() {
 		return res, diagError(diags)
 	}
-	w.apply = func(rp *ResourcePlan, props cty.Value) (cty.Value, error) {
+	w.apply = func(r *Resource, rp *ResourcePlan, props cty.Value) (cty.Value, error) {
 		if err := ctx.Err(); err != nil {
 			return cty.NilVal, err
 		}
-		val, err := e.applyOne(ctx, w, target, rp, props, j, obs)
+		val, err := e.applyOne(ctx, w, r, target, rp, props, j, obs)
 		if err == nil {
 			switch rp.Action {
 			case Create:
@@ -161,7 +161,7 @@ func (e *Engine) deleteInWorld(ctx context.Context, target provider.Target, rr *
 	return err
 }
 
-func (e *Engine) applyOne(ctx context.Context, w *walker, target provider.Target, rp *ResourcePlan, props cty.Value, j Journal, obs Observer) (cty.Value, error) {
+func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target provider.Target, rp *ResourcePlan, props cty.Value, j Journal, obs Observer) (cty.Value, error) {
 	rr := w.plan.recorded[rp.Address]
 	if rp.Action == NoOp {
 		return objectWith(props, markAttrs(rr.attrs(), rr.Sensitive)), nil
@@ -182,10 +182,21 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, target provider.Target
 	if err != nil {
 		return fail(err)
 	}
-	tr := w.tmpl.Resources[rp.Base]
 	rec := ResourceState{
 		Address: rp.Address, Type: rp.Type, Inputs: inputs, Sensitive: sensitive,
-		DependsOn: tr.deps, DeletionPolicy: tr.DeletionPolicy,
+		DependsOn: rp.deps, DeletionPolicy: tr.DeletionPolicy, Metadata: rp.metadata,
+	}
+	if rp.metaOnly {
+		// Only metadata or the deletion policy changed: record them, no
+		// provider call.
+		upd := rr.ResourceState
+		upd.DeletionPolicy, upd.Metadata, upd.DependsOn = tr.DeletionPolicy, rp.metadata, rp.deps
+		if err := j.Save(ctx, upd); err != nil {
+			return fail(fmt.Errorf("journal: %w", err))
+		}
+		ev.Phase = "done"
+		obs(ev)
+		return objectWith(props, markAttrs(rr.attrs(), rr.Sensitive)), nil
 	}
 	var result provider.Result
 	switch rp.Action {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"strings"
 
 	"github.com/zclconf/go-cty/cty"
@@ -67,11 +68,26 @@ const (
 	SourceResourceReference  = "ResourceReference"
 	SourceResourceAttribute  = "ResourceAttribute"
 	SourceAutomatic          = "Automatic"
+	SourceSystem             = "System"
 )
+
+// MarshalJSON writes Name as null when the target is not a property (the
+// seed: Name is only set for Attribute Properties).
+func (t ResourceTargetDefinition) MarshalJSON() ([]byte, error) {
+	var name any
+	if t.Name != "" {
+		name = t.Name
+	}
+	return json.Marshal(struct {
+		Attribute          string `json:"Attribute"`
+		Name               any    `json:"Name"`
+		RequiresRecreation string `json:"RequiresRecreation"`
+	}{t.Attribute, name, t.RequiresRecreation})
+}
 
 func (w *walker) addChange(r *Resource, rp *ResourcePlan, schema provider.Schema) Change {
 	rc := ResourceChange{
-		Action: "Add", LogicalResourceId: rp.Address, ResourceType: rp.Type,
+		Action: "Add", LogicalResourceId: strings.TrimPrefix(rp.Address, w.prefix), ResourceType: rp.Type, ModuleInfo: rp.Module,
 	}
 	if rp.Action == Replace {
 		rc.Action = "Modify"
@@ -95,8 +111,8 @@ func (w *walker) addChange(r *Resource, rp *ResourcePlan, schema provider.Schema
 
 func (w *walker) modifyChange(r *Resource, rp *ResourcePlan, schema provider.Schema, changed []string) Change {
 	rc := ResourceChange{
-		Action: "Modify", LogicalResourceId: rp.Address, PhysicalResourceId: rp.PhysicalID,
-		ResourceType: rp.Type, Replacement: rp.Replacement,
+		Action: "Modify", LogicalResourceId: strings.TrimPrefix(rp.Address, w.prefix), PhysicalResourceId: rp.PhysicalID,
+		ResourceType: rp.Type, Replacement: rp.Replacement, ModuleInfo: rp.Module,
 	}
 	if len(changed) > 0 {
 		rc.Scope = []string{"Properties"}
@@ -128,6 +144,15 @@ func (w *walker) changeSource(refs []string, dynamic bool) (string, *string) {
 		if len(parts) < 2 || parts[0] == "var" || parts[0] == "local" || parts[0] == "target" || parts[0] == "stack_set" {
 			continue
 		}
+		if parts[0] == "module" {
+			// A module is ROS's nested stack: what changes inside it
+			// reaches this property Automatically.
+			if w.changing["module."+parts[1]] {
+				e := "module." + parts[1]
+				return SourceAutomatic, &e
+			}
+			continue
+		}
 		if !w.changing[parts[0]+"."+parts[1]] {
 			continue
 		}
@@ -143,14 +168,41 @@ func (w *walker) changeSource(refs []string, dynamic bool) (string, *string) {
 			return SourceParameterReference, &e
 		}
 	}
-	if dynamic {
-		return SourceAutomatic, nil
-	}
 	return SourceDirectModification, nil
 }
 
 func removeChange(rp *ResourcePlan) Change {
+	id, mi := splitModuleAddress(rp.Address)
 	return Change{Type: "Resource", ResourceChange: ResourceChange{
-		Action: "Remove", LogicalResourceId: rp.Address, PhysicalResourceId: rp.PhysicalID, ResourceType: rp.Type,
+		Action: "Remove", LogicalResourceId: id, PhysicalResourceId: rp.PhysicalID, ResourceType: rp.Type, ModuleInfo: mi,
 	}}
+}
+
+// splitModuleAddress splits "module.a.module.b.file.x" into the logical id
+// inside its module ("file.x") and the module hierarchy ("a/b"); the
+// module sources of a removed resource are not known.
+func splitModuleAddress(addr string) (string, *ModuleInfo) {
+	var mods []string
+	for strings.HasPrefix(addr, "module.") {
+		rest := strings.TrimPrefix(addr, "module.")
+		name, tail, ok := strings.Cut(rest, ".")
+		if !ok {
+			break
+		}
+		mods = append(mods, name)
+		addr = tail
+	}
+	if len(mods) == 0 {
+		return addr, nil
+	}
+	return addr, &ModuleInfo{LogicalIdHierarchy: strings.Join(mods, "/")}
+}
+
+// FullAddress is the resource's address in its instance: the logical id
+// prefixed by its modules ("module.a.module.b.file.x").
+func (rc ResourceChange) FullAddress() string {
+	if rc.ModuleInfo == nil || rc.ModuleInfo.LogicalIdHierarchy == "" {
+		return rc.LogicalResourceId
+	}
+	return "module." + strings.ReplaceAll(rc.ModuleInfo.LogicalIdHierarchy, "/", ".module.") + "." + rc.LogicalResourceId
 }

@@ -319,10 +319,10 @@ func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provide
 			} else if t, ok := templates[dir]; ok {
 				ss.Template = t
 			} else {
-				t, tdiags := loadTemplate(parser, fsys, dir, reg, a.Expr.Range().Ptr())
+				ld := &loader{parser: parser, fsys: fsys, reg: reg, cache: templates}
+				t, tdiags := ld.load(dir, a.Expr.Range().Ptr())
 				diags = append(diags, tdiags...)
 				if !tdiags.HasErrors() {
-					templates[dir] = t
 					ss.Template = t
 				}
 			}

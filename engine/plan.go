@@ -44,6 +44,8 @@ type ResourceState struct {
 	// DeletionPolicy is "Retain" when the resource must be kept in the world
 	// when it is removed from the template or the stack set is deleted.
 	DeletionPolicy string
+	// Metadata is the resource's metadata argument (JSON), if any.
+	Metadata json.RawMessage
 }
 
 // Action is what applying a plan does to one resource.
@@ -101,9 +103,16 @@ type ResourcePlan struct {
 	Replacement string
 	PhysicalID  string
 	RequestID   string // pending journal request id to resume, if any
-	Before      cty.Value
-	After       cty.Value // may hold unknowns and marks
-	Change      Change
+	// deps are the full addresses ("TYPE.NAME", with module prefix) the
+	// resource depends on; Module places it inside modules (nil at the top).
+	deps   []string
+	Module *ModuleInfo
+	// metaOnly: only metadata or deletion policy change; no provider call.
+	metaOnly bool
+	metadata json.RawMessage
+	Before   cty.Value
+	After    cty.Value // may hold unknowns and marks
+	Change   Change
 }
 
 // InstancePlan is the immutable plan of one stack instance.
@@ -247,7 +256,17 @@ type walker struct {
 	plan     *InstancePlan
 	// apply hook: when set, called for each resource instance plan in
 	// order; it returns the resource's real value.
-	apply func(rp *ResourcePlan, props cty.Value) (cty.Value, error)
+	apply func(r *Resource, rp *ResourcePlan, props cty.Value) (cty.Value, error)
+
+	// Modules: a module's walker evaluates the module's template with its
+	// own variables, locals and resources, sharing the plan.
+	prefix   string   // address prefix: "" or "module.a.module.b."
+	modPath  []string // module names from the outermost
+	modTypes []string // module sources from the outermost
+	modules  map[string]cty.Value
+	outputs  map[string]cty.Value // this walker's outputs
+	desired  map[string]bool      // shared: every planned address
+	planned  *[]*ResourcePlan     // shared: planned resources in order
 }
 
 func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, hcl.Diagnostics) {
@@ -287,8 +306,12 @@ func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, h
 		locals:    map[string]cty.Value{},
 		resources: map[string]cty.Value{},
 		changing:  map[string]bool{},
+		modules:   map[string]cty.Value{},
+		desired:   map[string]bool{},
+		planned:   new([]*ResourcePlan),
 		plan:      &InstancePlan{Instance: inst, Outputs: map[string]cty.Value{}, recorded: map[string]*recordedResource{}},
 	}
+	w.outputs = w.plan.Outputs
 	for _, r := range recorded {
 		rr := &recordedResource{ResourceState: r}
 		w.plan.recorded[r.Address] = rr
@@ -296,11 +319,10 @@ func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, h
 	return w, diags
 }
 
-// walk evaluates every node in dependency order, planning each resource.
-func (w *walker) walk() hcl.Diagnostics {
+// walkNodes evaluates this walker's template: locals, resources, modules
+// and outputs in dependency order.
+func (w *walker) walkNodes() hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	desired := map[string]bool{}
-	var planned []*ResourcePlan
 	for _, node := range w.tmpl.order {
 		switch {
 		case strings.HasPrefix(node, "local."):
@@ -321,7 +343,13 @@ func (w *walker) walk() hcl.Diagnostics {
 			if o.Sensitive {
 				v = v.Mark(markSensitive)
 			}
-			w.plan.Outputs[o.Name] = v
+			w.outputs[o.Name] = v
+		case strings.HasPrefix(node, "module."):
+			d := w.module(w.tmpl.Modules[strings.TrimPrefix(node, "module.")])
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				return diags
+			}
 		default:
 			r := w.tmpl.Resources[node]
 			rps, d := w.resource(r)
@@ -330,11 +358,82 @@ func (w *walker) walk() hcl.Diagnostics {
 				return diags
 			}
 			for _, rp := range rps {
-				desired[rp.Address] = true
+				w.desired[rp.Address] = true
 			}
-			planned = append(planned, rps...)
+			*w.planned = append(*w.planned, rps...)
 		}
 	}
+	return diags
+}
+
+// moduleInfo is the ROS ModuleInfo of this walker's resources (nil at the top).
+func (w *walker) moduleInfo() *ModuleInfo {
+	if len(w.modPath) == 0 {
+		return nil
+	}
+	return &ModuleInfo{LogicalIdHierarchy: strings.Join(w.modPath, "/"), TypeHierarchy: strings.Join(w.modTypes, "/")}
+}
+
+// module evaluates a module call: its inputs become the module template's
+// variables, its resources are planned under "module.NAME.", and its
+// outputs become module.NAME.OUTPUT.
+func (w *walker) module(mc *ModuleCall) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	ctx := w.ctx("module." + mc.Name)
+	vars := map[string]cty.Value{}
+	for name, decl := range mc.Template.Variables {
+		v := decl.Default
+		if a, ok := mc.Inputs[name]; ok {
+			val, d := a.Expr.Value(ctx)
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				return diags
+			}
+			conv, err := convert.Convert(val, decl.Type)
+			if err != nil {
+				return diags.Append(errorf(a.Expr.Range(), "Invalid value for module variable",
+					"Module %q: variable %q must be %s: %s.", mc.Name, name, typeName(decl.Type), err))
+			}
+			v = conv
+		}
+		if decl.Sensitive {
+			v = v.Mark(markSensitive)
+		}
+		vars[name] = v
+	}
+	child := &walker{
+		e: w.e, inst: w.inst, tmpl: mc.Template, apply: w.apply,
+		base: map[string]cty.Value{
+			"var": cty.ObjectVal(vars), "target": w.base["target"], "stack_set": w.base["stack_set"],
+		},
+		locals: map[string]cty.Value{}, resources: map[string]cty.Value{},
+		changing: map[string]bool{}, modules: map[string]cty.Value{}, outputs: map[string]cty.Value{},
+		plan: w.plan, desired: w.desired, planned: w.planned,
+		prefix:   w.prefix + "module." + mc.Name + ".",
+		modPath:  append(append([]string{}, w.modPath...), mc.Name),
+		modTypes: append(append([]string{}, w.modTypes...), mc.Source),
+	}
+	diags = append(diags, child.walkNodes()...)
+	if diags.HasErrors() {
+		return diags
+	}
+	for _, c := range child.changing {
+		if c {
+			w.changing["module."+mc.Name] = true
+		}
+	}
+	w.modules[mc.Name] = cty.ObjectVal(child.outputs)
+	return diags
+}
+
+// walk evaluates every node in dependency order, planning each resource,
+// then plans the removal of recorded resources no longer desired.
+func (w *walker) walk() hcl.Diagnostics {
+	diags := w.walkNodes()
+	if diags.HasErrors() {
+		return diags
+	}
+	desired, planned := w.desired, *w.planned
 	// Removals: recorded resources no longer desired, dependents first.
 	var removed []*recordedResource
 	for addr, rr := range w.plan.recorded {
@@ -404,7 +503,14 @@ func (w *walker) ctx(node string) *hcl.EvalContext {
 	}
 	locals := map[string]cty.Value{}
 	byType := map[string]map[string]cty.Value{}
+	modules := map[string]cty.Value{}
 	for _, ref := range w.tmpl.refs[node] {
+		if ref.root == "module" {
+			if v, ok := w.modules[ref.name]; ok {
+				modules[ref.name] = v
+			}
+			continue
+		}
 		if ref.root == "local" {
 			if v, ok := w.locals[ref.name]; ok {
 				locals[ref.name] = v
@@ -419,6 +525,7 @@ func (w *walker) ctx(node string) *hcl.EvalContext {
 		}
 	}
 	vars["local"] = cty.ObjectVal(locals)
+	vars["module"] = cty.ObjectVal(modules)
 	for typ, m := range byType {
 		vars[typ] = cty.ObjectVal(m)
 	}
@@ -579,7 +686,20 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 				return nil, diags.Append(errorf(r.DeclRange, "Invalid resource properties", "%s: %s.", ex.addr, strings.TrimSuffix(err.Error(), ".")))
 			}
 		}
-		rp := w.diff(r, ex.addr, schema, obj)
+		var meta json.RawMessage
+		if r.Metadata != nil {
+			mv, d := r.Metadata.Value(ctx)
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				return nil, diags
+			}
+			if !mv.IsWhollyKnown() {
+				return nil, diags.Append(errorf(r.Metadata.Range(), "Invalid metadata", "%s: metadata must be known at plan time; it cannot use values known only after apply.", ex.addr))
+			}
+			mv, _ = mv.UnmarkDeep()
+			meta, _ = EncodeValue(mv)
+		}
+		rp := w.diff(r, w.prefix+ex.addr, schema, obj, meta)
 		if rp.Action == Replace || rp.Action == Delete {
 			if r.Lifecycle.PreventDestroy {
 				return nil, diags.Append(errorf(r.DeclRange, "Instance cannot be destroyed",
@@ -591,7 +711,7 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 			val = w.value(p, schema, rp, obj)
 		}
 		if w.apply != nil {
-			applied, err := w.apply(rp, obj)
+			applied, err := w.apply(r, rp, obj)
 			if err != nil {
 				return nil, diags.Append(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Apply failed", Detail: fmt.Sprintf("%s: %s", ex.addr, err)})
 			}
@@ -662,8 +782,11 @@ func (w *walker) value(p provider.Provider, schema provider.Schema, rp *Resource
 }
 
 // diff compares the evaluated properties with the recorded resource.
-func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after cty.Value) *ResourcePlan {
-	rp := &ResourcePlan{Address: addr, Base: r.Addr(), Type: r.Type, After: after, Replacement: ReplacementFalse}
+func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after cty.Value, meta json.RawMessage) *ResourcePlan {
+	rp := &ResourcePlan{Address: addr, Base: r.Addr(), Type: r.Type, After: after, Replacement: ReplacementFalse, Module: w.moduleInfo(), metadata: meta}
+	for _, d := range r.deps {
+		rp.deps = append(rp.deps, w.prefix+d)
+	}
 	rr := w.plan.recorded[addr]
 	if rr == nil || rr.Status == StatusPendingCreate || rr.Status == StatusPendingDelete || rr.Type != r.Type {
 		rp.Action = Create
@@ -681,7 +804,9 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 		return rp
 	}
 	rp.PhysicalID = rr.PhysicalID
-	if rr.Status == StatusApplied && len(r.Lifecycle.IgnoreChanges) == 0 && unchanged(after, rr.Inputs) {
+	policyChanged := policy(rr.DeletionPolicy) != policy(r.DeletionPolicy)
+	metaChanged := !bytes.Equal(rr.Metadata, meta)
+	if rr.Status == StatusApplied && !policyChanged && !metaChanged && len(r.Lifecycle.IgnoreChanges) == 0 && unchanged(after, rr.Inputs) {
 		// Fast path: the properties encode exactly as recorded.
 		rp.Action = NoOp
 		return rp
@@ -727,6 +852,9 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 	case rr.Status == StatusPendingUpdate:
 		rp.Action = Update
 		rp.RequestID = rr.RequestID
+	case len(changed) == 0 && (policyChanged || metaChanged):
+		rp.Action = Update
+		rp.metaOnly = true
 	case len(changed) == 0:
 		rp.Action = NoOp
 	case strongest == ReplacementTrue:
@@ -746,6 +874,27 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 		rp.After = cty.ObjectVal(m)
 	}
 	rp.Change = w.modifyChange(r, rp, schema, changed)
+	rc := &rp.Change.ResourceChange
+	if rr.Status == StatusPendingUpdate && len(changed) == 0 {
+		// Nothing changed in the template, but an update a crash
+		// interrupted is repeated: the seed's System change source.
+		e := rp.Address
+		rc.Scope = append(rc.Scope, "Properties")
+		rc.Details = append(rc.Details, ResourceChangeDetail{ChangeSource: SourceSystem, CausingEntity: &e, Evaluation: "Static",
+			Target: ResourceTargetDefinition{Attribute: "Properties", RequiresRecreation: provider.Never.String()}})
+	}
+	if metaChanged {
+		src, ent := w.changeSource(r.refs[metadataRef], false)
+		rc.Scope = append(rc.Scope, "Metadata")
+		rc.Details = append(rc.Details, ResourceChangeDetail{ChangeSource: src, CausingEntity: ent, Evaluation: "Static",
+			Target: ResourceTargetDefinition{Attribute: "Metadata", RequiresRecreation: provider.Never.String()}})
+	}
+	if policyChanged {
+		rc.Scope = append(rc.Scope, "DeletionPolicy")
+		rc.Details = append(rc.Details, ResourceChangeDetail{ChangeSource: SourceDirectModification, Evaluation: "Static",
+			Target: ResourceTargetDefinition{Attribute: "DeletionPolicy", RequiresRecreation: provider.Never.String()}})
+		rc.PropertyChanges = append(rc.PropertyChanges, ResourcePropertyChange{Name: "DeletionPolicy", BeforeValue: policy(rr.DeletionPolicy), AfterValue: policy(r.DeletionPolicy)})
+	}
 	return rp
 }
 
@@ -756,6 +905,14 @@ func (l Lifecycle) isIgnored(name string) bool {
 		}
 	}
 	return false
+}
+
+// policy normalises a deletion policy ("" is the default, Delete).
+func policy(p string) string {
+	if p == "" {
+		return "Delete"
+	}
+	return p
 }
 
 // unchanged reports whether the evaluated properties encode exactly as the

@@ -26,6 +26,7 @@ type Template struct {
 	Locals    map[string]*Local
 	Resources map[string]*Resource // by "TYPE.NAME"
 	Outputs   map[string]*Output
+	Modules   map[string]*ModuleCall
 	// order is every node ("local.x", "TYPE.NAME", "output.x") in dependency order.
 	order []string
 	// refs lists, per node, the locals and resources its expressions reference.
@@ -62,6 +63,23 @@ type Output struct {
 	DeclRange hcl.Range
 }
 
+// ModuleCall is a module block: another template directory evaluated with
+// the block's arguments as its variables; its outputs are readable as
+// module.NAME.OUTPUT.
+type ModuleCall struct {
+	Name      string
+	Source    string // as written, relative to the calling template
+	Template  *Template
+	Inputs    map[string]*hcl.Attribute
+	DeclRange hcl.Range
+}
+
+// metadataRef keys a resource's metadata references in Resource.refs.
+const metadataRef = " metadata"
+
+// maxModuleDepth bounds module nesting.
+const maxModuleDepth = 8
+
 // Lifecycle holds a resource's lifecycle meta-arguments.
 type Lifecycle struct {
 	CreateBeforeDestroy bool
@@ -78,8 +96,11 @@ type Resource struct {
 	// DependsOn lists resource nodes ("TYPE.NAME") named in depends_on.
 	DependsOn      []string
 	DeletionPolicy string // Delete | Retain
-	Lifecycle      Lifecycle
-	DeclRange      hcl.Range
+	// Metadata is recorded with the resource, never sent to its provider;
+	// changing it is a Metadata-scope change.
+	Metadata  hcl.Expression
+	Lifecycle Lifecycle
+	DeclRange hcl.Range
 	// deps lists the resources ("TYPE.NAME") this one depends on.
 	deps []string
 	// refs lists, per property, the entities it references
@@ -96,6 +117,7 @@ var templateSchema = &hcl.BodySchema{
 		{Type: "locals"},
 		{Type: "resource", LabelNames: []string{"type", "name"}},
 		{Type: "output", LabelNames: []string{"name"}},
+		{Type: "module", LabelNames: []string{"name"}},
 	},
 }
 
@@ -118,7 +140,7 @@ var lifecycleSchema = &hcl.BodySchema{
 }
 
 // metaArguments are the resource arguments stackd itself interprets.
-var metaArguments = []string{"count", "for_each", "depends_on", "deletion_policy"}
+var metaArguments = []string{"count", "for_each", "depends_on", "deletion_policy", "metadata"}
 
 // maxTemplateFileSize bounds each template and definitions file.
 const maxTemplateFileSize = 4 << 20
@@ -175,13 +197,55 @@ func trimFSError(err error) string {
 	return err.Error()
 }
 
+// loader loads templates once per directory and follows module sources.
+type loader struct {
+	parser *hclparse.Parser
+	fsys   fs.FS
+	reg    provider.Registry
+	cache  map[string]*Template
+	// stack is the chain of template directories being loaded (cycles).
+	stack []string
+}
+
+// load returns the template in dir, loading and validating it on first use.
+func (ld *loader) load(dir string, rng *hcl.Range) (*Template, hcl.Diagnostics) {
+	if t, ok := ld.cache[dir]; ok {
+		return t, nil
+	}
+	for _, d := range ld.stack {
+		if d == dir {
+			return nil, hcl.Diagnostics{{
+				Severity: hcl.DiagError, Summary: "Module cycle",
+				Detail:  fmt.Sprintf("Template %s calls itself through modules: %s -> %s.", dir, strings.Join(ld.stack, " -> "), dir),
+				Subject: rng,
+			}}
+		}
+	}
+	if len(ld.stack) > maxModuleDepth {
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError, Summary: "Modules nested too deeply",
+			Detail:  fmt.Sprintf("Modules may be nested at most %d levels deep (%s).", maxModuleDepth, strings.Join(ld.stack, " -> ")),
+			Subject: rng,
+		}}
+	}
+	ld.stack = append(ld.stack, dir)
+	defer func() { ld.stack = ld.stack[:len(ld.stack)-1] }()
+	t, diags := loadTemplate(ld, dir, rng)
+	if !diags.HasErrors() {
+		ld.cache[dir] = t
+	}
+	return t, diags
+}
+
 // loadTemplate loads and statically validates the template in dir.
-func loadTemplate(parser *hclparse.Parser, fsys fs.FS, dir string, reg provider.Registry, rng *hcl.Range) (*Template, hcl.Diagnostics) {
-	files, hash, diags := readHCLFiles(parser, fsys, dir, rng)
+func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagnostics) {
+	reg := ld.reg
+	files, hash, diags := readHCLFiles(ld.parser, ld.fsys, dir, rng)
 	t := &Template{
 		Dir: dir, Hash: hash,
 		Variables: map[string]*Variable{}, Locals: map[string]*Local{},
 		Resources: map[string]*Resource{}, Outputs: map[string]*Output{},
+		Modules: map[string]*ModuleCall{},
 	}
 	if len(files) == 0 && !diags.HasErrors() {
 		diags = diags.Append(&hcl.Diagnostic{
@@ -191,6 +255,7 @@ func loadTemplate(parser *hclparse.Parser, fsys fs.FS, dir string, reg provider.
 			Subject:  rng,
 		})
 	}
+	var modules []*hcl.Block
 	for _, f := range files {
 		content, cdiags := f.Body.Content(templateSchema)
 		diags = append(diags, cdiags...)
@@ -204,14 +269,83 @@ func loadTemplate(parser *hclparse.Parser, fsys fs.FS, dir string, reg provider.
 				diags = append(diags, t.addResource(b, reg)...)
 			case "output":
 				diags = append(diags, t.addOutput(b)...)
+			case "module":
+				modules = append(modules, b)
 			}
 		}
+	}
+	for _, b := range modules {
+		diags = append(diags, t.addModule(ld, b)...)
 	}
 	if diags.HasErrors() {
 		return t, diags
 	}
+	// The template's hash covers the modules it calls.
+	if len(t.Modules) > 0 {
+		h := sha256.New()
+		h.Write([]byte(t.Hash))
+		for _, n := range sortedKeys(t.Modules) {
+			fmt.Fprintf(h, "\x00%s\x00%s", n, t.Modules[n].Template.Hash)
+		}
+		t.Hash = hex.EncodeToString(h.Sum(nil))
+	}
 	diags = append(diags, t.analyze(reg)...)
 	return t, diags
+}
+
+func (t *Template) addModule(ld *loader, b *hcl.Block) hcl.Diagnostics {
+	name := b.Labels[0]
+	var diags hcl.Diagnostics
+	if prev, ok := t.Modules[name]; ok {
+		return diags.Append(duplicate("module", name, prev.DeclRange, b.DefRange))
+	}
+	if !hclsyntaxValidIdentifier(name) {
+		diags = diags.Append(invalidName("module", name, b.LabelRanges[0]))
+	}
+	attrs, adiags := b.Body.JustAttributes()
+	diags = append(diags, adiags...)
+	src := attrs["source"]
+	if src == nil {
+		return diags.Append(errorf(b.DefRange, "Missing module source",
+			"Module %q needs source = \"./modules/NAME\", a directory relative to the template.", name))
+	}
+	mc := &ModuleCall{Name: name, Inputs: map[string]*hcl.Attribute{}, DeclRange: b.DefRange}
+	diags = append(diags, stringAttr(src, &mc.Source)...)
+	if diags.HasErrors() {
+		return diags
+	}
+	if mc.Source == "" || path.IsAbs(mc.Source) {
+		return diags.Append(errorf(src.Expr.Range(), "Invalid module source", "Module %q: source %q must be a directory relative to the template, like \"./modules/monitoring\".", name, mc.Source))
+	}
+	dir := path.Clean(path.Join(t.Dir, mc.Source))
+	if dir == ".." || strings.HasPrefix(dir, "../") {
+		return diags.Append(errorf(src.Expr.Range(), "Invalid module source", "Module %q: source %q leaves the repository.", name, mc.Source))
+	}
+	child, cdiags := ld.load(dir, src.Expr.Range().Ptr())
+	diags = append(diags, cdiags...)
+	if cdiags.HasErrors() {
+		return diags
+	}
+	mc.Template = child
+	for n, a := range attrs {
+		if n == "source" {
+			continue
+		}
+		if _, ok := child.Variables[n]; !ok {
+			diags = diags.Append(errorf(a.NameRange, "Unsupported module argument",
+				"Module %q (%s) has no variable %q. Its variables: %s.", name, dir, n, strings.Join(sortedKeys(child.Variables), ", ")))
+			continue
+		}
+		mc.Inputs[n] = a
+	}
+	for _, n := range sortedKeys(child.Variables) {
+		if _, ok := attrs[n]; !ok && child.Variables[n].Default == cty.NilVal {
+			diags = diags.Append(errorf(b.DefRange, "Missing module argument",
+				"Module %q (%s) requires variable %q (declared at %s without a default).", name, dir, n, child.Variables[n].DeclRange))
+		}
+	}
+	t.Modules[name] = mc
+	return diags
 }
 
 func duplicate(kind, name string, prev, cur hcl.Range) *hcl.Diagnostic {
@@ -336,6 +470,8 @@ func (t *Template) addResource(b *hcl.Block, reg provider.Registry) hcl.Diagnost
 			deps, ddiags := dependsOn(a.Expr, reg)
 			diags = append(diags, ddiags...)
 			r.DependsOn = deps
+		case "metadata":
+			r.Metadata = a.Expr
 		case "deletion_policy":
 			diags = append(diags, stringAttr(a, &r.DeletionPolicy)...)
 			if r.DeletionPolicy != "Delete" && r.DeletionPolicy != "Retain" {
@@ -465,6 +601,9 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 		for pname, a := range r.Properties {
 			r.refs[pname] = check(addr, a.Expr, r.Count != nil, r.ForEach != nil)
 		}
+		if r.Metadata != nil {
+			r.refs[metadataRef] = check(addr, r.Metadata, r.Count != nil, r.ForEach != nil)
+		}
 		for _, d := range r.DependsOn {
 			if _, ok := t.Resources[d]; !ok {
 				diags = diags.Append(&hcl.Diagnostic{
@@ -478,6 +617,14 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 				continue
 			}
 			g.connect(addr, d)
+		}
+	}
+	for name, mc := range t.Modules {
+		node := "module." + name
+		g.add(node)
+		ranges[node] = mc.DeclRange
+		for _, a := range mc.Inputs {
+			check(node, a.Expr, false, false)
 		}
 	}
 	for name, o := range t.Outputs {
@@ -580,6 +727,17 @@ func (t *Template) resolve(tr hcl.Traversal, reg provider.Registry, allowCount, 
 		}
 		return "", "", nil
 	}
+	if root == "module" {
+		n, out := attr(1), attr(2)
+		mc, ok := t.Modules[n]
+		if !ok {
+			return bad("Reference to undeclared module", fmt.Sprintf("A module %q has not been declared in this template.", n))
+		}
+		if _, ok := mc.Template.Outputs[out]; !ok {
+			return bad("Unsupported attribute", fmt.Sprintf("Module %q has no output %q. Its outputs: %s.", n, out, strings.Join(sortedKeys(mc.Template.Outputs), ", ")))
+		}
+		return "module." + n + "." + out, "module." + n, nil
+	}
 	if _, ok := reg[root]; ok {
 		n := attr(1)
 		if n == "" {
@@ -597,7 +755,7 @@ func (t *Template) resolve(tr hcl.Traversal, reg provider.Registry, allowCount, 
 		}
 		return ent, addr, nil
 	}
-	return bad("Unknown reference", fmt.Sprintf("%q is not something a template can refer to. Valid roots are var, local, target, stack_set, count, each and resource types (%s).", root, strings.Join(registryNames(reg), ", ")))
+	return bad("Unknown reference", fmt.Sprintf("%q is not something a template can refer to. Valid roots are var, local, target, stack_set, count, each, module and resource types (%s).", root, strings.Join(registryNames(reg), ", ")))
 }
 
 func registryNames(reg provider.Registry) []string { return sortedKeys(reg) }

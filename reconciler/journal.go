@@ -34,7 +34,7 @@ func (j *journal) Save(_ context.Context, r engine.ResourceState) error {
 		Address: r.Address, Type: r.Type, PhysicalID: r.PhysicalID,
 		Inputs: r.Inputs, Attributes: r.Attributes, Sensitive: r.Sensitive,
 		DependsOn: r.DependsOn, Status: r.Status, RequestID: r.RequestID,
-		DeletionPolicy: r.DeletionPolicy, Updated: j.now(),
+		DeletionPolicy: r.DeletionPolicy, Metadata: r.Metadata, Updated: j.now(),
 	}
 	j.buf = append(j.buf, state.ResourceWrite{Resource: &rec})
 	if pending(r.Status) {

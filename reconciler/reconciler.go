@@ -534,7 +534,7 @@ func (r *Reconciler) resources(ssID string, t engine.Target) ([]engine.ResourceS
 			Address: rec.Address, Type: rec.Type, PhysicalID: rec.PhysicalID,
 			Inputs: rec.Inputs, Attributes: rec.Attributes, Sensitive: rec.Sensitive,
 			DependsOn: rec.DependsOn, Status: rec.Status, RequestID: rec.RequestID,
-			DeletionPolicy: rec.DeletionPolicy,
+			DeletionPolicy: rec.DeletionPolicy, Metadata: rec.Metadata,
 		}
 	}
 	return out, nil

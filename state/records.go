@@ -82,6 +82,8 @@ type Resource struct {
 	// DeletionPolicy is "Retain" when removing the resource must leave it in
 	// the world; empty or "Delete" otherwise.
 	DeletionPolicy string `json:"deletion_policy,omitempty"`
+	// Metadata is the resource's metadata argument (JSON), if any.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
 	// Pending holds the properties of a pending create/update (JSON object).
 	Pending json.RawMessage `json:"pending,omitempty"`
 	Updated time.Time       `json:"updated"`
