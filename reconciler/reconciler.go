@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"sort"
 	"sync"
@@ -44,6 +45,14 @@ type Options struct {
 	Log  zerolog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// StatusBranch is where status is written (excluded from PRBranches).
+	StatusBranch string
+	// PRBranches is a path.Match pattern of the branches whose change sets
+	// PlanBranches writes (default "*": every branch but the deploy and
+	// status branches).
+	PRBranches string
+	// Notifier, if set, posts each branch's Markdown change sets to a forge.
+	Notifier Notifier
 	// MaxInFlight bounds the instances applied at the same time across all
 	// operations and regions (default 256): operation preferences decide
 	// the order and the per-region concurrency, this keeps a fleet of
@@ -64,6 +73,15 @@ func (o *Options) Validate() error {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.StatusBranch == "" {
+		o.StatusBranch = "stackd/status"
+	}
+	if o.PRBranches == "" {
+		o.PRBranches = "*"
+	}
+	if _, err := path.Match(o.PRBranches, ""); err != nil {
+		return fmt.Errorf("reconciler: PRBranches %q: %w", o.PRBranches, err)
 	}
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = 256

@@ -65,10 +65,18 @@ func (r *Reconciler) Run(ctx context.Context, trigger <-chan struct{}, grace tim
 		case <-work.Done():
 		}
 	}()
+	// On return, operations in flight finish (or are cancelled when the
+	// grace period ends) before Run returns.
+	defer r.Wait()
 	const minBackoff, maxBackoff = time.Second, 5 * time.Minute
 	backoff := minBackoff
 	for {
-		res, err := r.Reconcile(work)
+		res, _, err := r.start(work)
+		if err == nil {
+			if perr := r.PlanBranches(work); perr != nil {
+				r.log.Warn().Err(perr).Msg("planning pull-request branches failed")
+			}
+		}
 		r.setHealth(res, err)
 		var retry <-chan time.Time
 		if err != nil && ctx.Err() == nil {
@@ -130,6 +138,11 @@ func (r *Reconciler) Plan(ctx context.Context, ref string) (*PlanResult, error) 
 			return nil, fmt.Errorf("resolve %s: %w", ref, err)
 		}
 	}
+	return r.planRevision(ctx, rev)
+}
+
+// planRevision plans a commit (r.mu held).
+func (r *Reconciler) planRevision(ctx context.Context, rev string) (*PlanResult, error) {
 	jobs, diags, err := r.prepare(ctx, rev, modePlan)
 	if err != nil {
 		return nil, err

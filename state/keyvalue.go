@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -195,4 +196,30 @@ func (s *Store) DeleteResourceType(name string) error {
 		return fmt.Errorf("delete resource type %q: %w", name, err)
 	}
 	return nil
+}
+
+// MetaKeys lists the metadata keys that start with prefix, sorted.
+func (s *Store) MetaKeys(prefix string) ([]string, error) {
+	var keys []string
+	err := s.db.View(func(txn *badger.Txn) error {
+		p := metaKey(prefix)
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			keys = append(keys, strings.TrimPrefix(string(it.Item().Key()), prefixMeta))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list meta keys %q: %w", prefix, err)
+	}
+	return keys, nil
+}
+
+// DeleteMeta removes a metadata key; a missing key is not an error.
+func (s *Store) DeleteMeta(key string) error {
+	if err := checkLast("meta key", key); err != nil {
+		return err
+	}
+	return s.update(func(txn *badger.Txn) error { return txn.Delete(metaKey(key)) })
 }

@@ -95,6 +95,10 @@ func newApplyCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The same pass as the daemon's: pull-request branches too.
+			if err := a.rec.PlanBranches(ctx); err != nil {
+				return err
+			}
 			return reportResult(cmd.OutOrStdout(), res)
 		},
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/stackd/stackd/engine/provider/command"
 	"github.com/stackd/stackd/engine/provider/file"
 	"github.com/stackd/stackd/gitsource"
+	"github.com/stackd/stackd/gitsource/forge"
 	"github.com/stackd/stackd/reconciler"
 	"github.com/stackd/stackd/state"
 )
@@ -42,6 +44,8 @@ type repoConfig struct {
 	stateDir, targetsRoot, cacheDir  string
 	allowCommand                     bool
 	logLevel, logFormat              string
+	prBranches                       string
+	forgeURL, forgeRepo, forgeToken  string
 }
 
 func (c *repoConfig) addFlags(cmd *cobra.Command) {
@@ -56,6 +60,39 @@ func (c *repoConfig) addFlags(cmd *cobra.Command) {
 	f.BoolVar(&c.allowCommand, "allow-command", true, "allow the command provider")
 	f.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&c.logFormat, "log-format", "auto", "log format: json, console, auto (console on a terminal)")
+	f.StringVar(&c.prBranches, "pr-branches", "*", "pattern (path.Match) of the branches planned as pull requests; the deploy and status branches never are")
+	f.StringVar(&c.forgeURL, "forge-url", "", "GitHub-compatible REST API base URL for pull-request comments (e.g. https://api.github.com)")
+	f.StringVar(&c.forgeRepo, "forge-repo", "", "owner/name of the repository on the forge")
+	f.StringVar(&c.forgeToken, "forge-token-file", "", "file holding the forge API token")
+}
+
+// forgeNotifier posts change sets as pull-request comments.
+type forgeNotifier struct{ client *forge.Client }
+
+func (n forgeNotifier) Notify(ctx context.Context, branch, stackSet, markdown string) error {
+	pr, ok, err := n.client.PullRequestForBranch(ctx, branch)
+	if err != nil || !ok {
+		return err
+	}
+	return n.client.Upsert(ctx, pr, stackSet, markdown)
+}
+
+func (c *repoConfig) notifier() (reconciler.Notifier, error) {
+	if c.forgeURL == "" {
+		return nil, nil
+	}
+	if c.forgeRepo == "" || c.forgeToken == "" {
+		return nil, fmt.Errorf("--forge-url needs --forge-repo and --forge-token-file")
+	}
+	tok, err := os.ReadFile(c.forgeToken)
+	if err != nil {
+		return nil, fmt.Errorf("--forge-token-file: %w", err)
+	}
+	client, err := forge.New(forge.Options{BaseURL: c.forgeURL, Repo: c.forgeRepo, Token: strings.TrimSpace(string(tok))})
+	if err != nil {
+		return nil, err
+	}
+	return forgeNotifier{client}, nil
 }
 
 func isTerminal(w io.Writer) bool {
@@ -124,8 +161,14 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 		return nil, err
 	}
 	eng := engine.New(providers(c.targetsRoot, c.allowCommand))
+	notifier, err := c.notifier()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	rec, err := reconciler.New(reconciler.Options{
 		Source: src, Store: st, Engine: eng, Branch: c.branch, Path: c.path, Log: log,
+		StatusBranch: c.statusBranch, PRBranches: c.prBranches, Notifier: notifier,
 	})
 	if err != nil {
 		st.Close()

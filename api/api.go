@@ -1,0 +1,175 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/stackd/stackd/reconciler"
+	"github.com/stackd/stackd/state"
+)
+
+// Planner computes the change sets of a ref without applying anything.
+// *reconciler.Reconciler satisfies it.
+type Planner interface {
+	Plan(ctx context.Context, ref string) (*reconciler.PlanResult, error)
+}
+
+var _ Planner = (*reconciler.Reconciler)(nil)
+
+// Trigger asks the daemon to fetch the repository now. It must not block:
+// cmd wires it to a non-blocking send on a buffered channel, so duplicate
+// webhooks collapse into one fetch.
+type Trigger func()
+
+// Readiness reports whether the daemon is ready to serve: the state is open
+// and the first fetch is done. detail is a short human-readable reason.
+type Readiness func() (ready bool, detail string)
+
+// ResponseSink takes the body of a request to a pre-signed URL (a
+// custom-resource response or a wait-condition signal) and the token from
+// its path. contentType is the request's Content-Type as sent, possibly
+// empty (AWS's cfn-response helpers send none). A refusal should be a
+// StatusError so the client gets the right status code; any other error
+// becomes a 500.
+type ResponseSink interface {
+	Deliver(token string, body []byte, contentType string) error
+}
+
+// StatusError is the error a ResponseSink returns to choose the answer:
+// HTTPStatus is a 4xx or 5xx status code, ErrorCode the "code" of the JSON
+// error (for example "stackd.response_expired"), Error() its "detail".
+// Errors are found with errors.As, so they may be wrapped.
+type StatusError interface {
+	error
+	HTTPStatus() int
+	ErrorCode() string
+}
+
+// InUse reports whether any deployed template uses resource type name.
+type InUse func(name string) (bool, error)
+
+// GitTypes returns the resource types declared in Git (resource_type
+// blocks of the deployed revision): name → default service token (may be
+// empty). They count as registered and cannot be deleted through the API.
+type GitTypes func() map[string]string
+
+// Defaults of Options.
+const (
+	// DefaultMaxBodyBytes caps request bodies (webhook, responses, signals).
+	DefaultMaxBodyBytes = 1 << 20
+	// DefaultPlanTimeout bounds one GET /v1/changesets.
+	DefaultPlanTimeout = 2 * time.Minute
+)
+
+// Options configure a Server. Store is required; everything else is
+// optional, and a missing piece switches its feature off as documented on
+// the field.
+type Options struct {
+	// Store is the daemon's state (read endpoints and resource types).
+	Store *state.Store
+	// Token is the bearer token every endpoint but /, /openapi.json,
+	// /healthz, /readyz, the webhook, responses and signals requires.
+	// Surrounding white space is removed (cmd reads it from a file).
+	Token string
+	// AllowUnauthenticated must be set to serve without a Token. Without
+	// it, an empty Token is an error.
+	AllowUnauthenticated bool
+	// WebhookSecret is the secret of the push webhook's HMAC
+	// (X-Hub-Signature-256). Empty: POST /v1/hooks/git answers 404.
+	WebhookSecret string
+	// Trigger is called for each authenticated push webhook. Required
+	// when WebhookSecret is set.
+	Trigger Trigger
+	// Readiness backs /readyz. Nil: always ready.
+	Readiness Readiness
+	// Planner backs /v1/changesets. Nil: 503.
+	Planner Planner
+	// Responses receives custom-resource responses. Nil: 404.
+	Responses ResponseSink
+	// Signals receives wait-condition signals. Nil: 404.
+	Signals ResponseSink
+	// InUse backs the 409 of DELETE /v1/resource_types/{name}. Nil: no
+	// type is in use.
+	InUse InUse
+	// GitTypes lists the resource types declared in Git. Nil: none.
+	GitTypes GitTypes
+	// Metrics is served at /metrics and counts requests. Nil: New creates
+	// one (then reachable with Server.Metrics).
+	Metrics *Metrics
+	// MaxBodyBytes caps request bodies (default DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// PlanTimeout bounds one change-set request (default
+	// DefaultPlanTimeout).
+	PlanTimeout time.Duration
+	// Log receives one line per failed request (5xx at error level, the
+	// rest at debug). The zero Logger logs nothing.
+	Log zerolog.Logger
+	// Now is the clock for registry timestamps (default time.Now).
+	Now func() time.Time
+}
+
+// Validate checks the options and fills defaults.
+func (o *Options) Validate() error {
+	if o.Store == nil {
+		return errors.New("api: Store is required")
+	}
+	o.Token = strings.TrimSpace(o.Token)
+	if o.Token == "" && !o.AllowUnauthenticated {
+		return errors.New("api: a bearer Token is required (or set AllowUnauthenticated)")
+	}
+	if o.WebhookSecret != "" && o.Trigger == nil {
+		return errors.New("api: WebhookSecret is set but Trigger is nil")
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.PlanTimeout <= 0 {
+		o.PlanTimeout = DefaultPlanTimeout
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}
+
+// Server is the HTTP API of DESIGN §8. It is an http.Handler, safe for
+// concurrent use; it starts no goroutines.
+type Server struct {
+	opts      Options
+	log       zerolog.Logger
+	mux       *http.ServeMux
+	routes    []route
+	tokenHash [sha256.Size]byte
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// New returns the API server for opts.
+func New(opts Options) (*Server, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, log: opts.Log, mux: http.NewServeMux()}
+	if opts.Token != "" {
+		s.tokenHash = sha256.Sum256([]byte(opts.Token))
+	}
+	s.routes = s.routeTable()
+	for _, rt := range s.routes {
+		s.mux.Handle(rt.muxPattern(), s.dispatch(rt))
+	}
+	s.mux.Handle("/", http.HandlerFunc(s.noRoute))
+	return s, nil
+}
+
+// Metrics returns the server's metrics (Options.Metrics or the one New
+// created).
+func (s *Server) Metrics() *Metrics { return s.opts.Metrics }

@@ -1,0 +1,70 @@
+// Package api is stackd's HTTP API (DESIGN §8): health, readiness and
+// Prometheus metrics; read endpoints for stack sets, instances, operations,
+// events and change sets; the resource-type registry; the Git push webhook;
+// and the pre-signed URLs that take custom-resource responses and
+// wait-condition signals. openapi.json documents every route and is served
+// at /openapi.json.
+//
+// # Invariants
+//
+//   - Every response, errors included, carries Stackd-API-Version (the
+//     microversion served; 1.0 on a version error) and Vary:
+//     Stackd-API-Version. No header means 1.0, "latest" the newest; a
+//     malformed value is a 400, one out of range a 406 whose error has
+//     min_version and max_version (Placement's conventions).
+//   - Every error is JSON {"errors":[{"status","code","detail"}]} with
+//     Content-Type application/json; clients branch on the code (Code*
+//     constants). Unknown paths are 404 stackd.route_not_found, methods a
+//     path does not serve 405 with an Allow header.
+//   - PUT /v1/resource_types/{name} is the Placement seed's idempotent
+//     create-or-verify: no body (400 otherwise), 201 with Location when new,
+//     204 when it exists, decided by state.PutResourceType in one
+//     transaction, so of concurrent PUTs of one name exactly one gets 201.
+//     There is no rename path (PATCH and POST are 405). Types declared in
+//     Git count as registered: PUT answers 204, GET lists them with source
+//     "git", DELETE answers 409 stackd.resource_type_in_git (409 rather than
+//     405: the method is right, the type's current owner is not the API).
+//     DELETE of a type a deployed template uses is 409
+//     stackd.resource_type_in_use.
+//   - Authentication: the bearer token (Options.Token, compared in constant
+//     time; 401 with WWW-Authenticate: Bearer otherwise) guards everything
+//     except / and /openapi.json (discovery), /healthz and /readyz (probes),
+//     POST /v1/hooks/git (GitHub's X-Hub-Signature-256 HMAC of the body,
+//     checked here), and PUT|POST /v1/responses/{token} and POST
+//     /v1/signals/{token} (the signed token, checked by the ResponseSink).
+//     /metrics needs the token: it names stack sets.
+//   - The webhook triggers a fetch only after its signature checks out; a
+//     bad or missing signature is a 401 and nothing happens.
+//   - Bodies are capped (Options.MaxBodyBytes, 1 MiB by default; 413
+//     beyond). The server starts no goroutines and holds no global state:
+//     metrics live in their own registry (Metrics).
+//
+// # Microversions
+//
+//	1.0  the initial API.
+//	1.1  GET /v1/operations/{id}/events accepts ?since=N (only events with
+//	     seq > N) and answers "last_seq", the highest seq of the log, so a
+//	     client can poll without re-reading the log; at 1.0 since is a 400.
+//
+// # Serving
+//
+// New returns an http.Handler; cmd owns the listener, TLS and timeouts.
+// Recommended http.Server settings:
+//
+//	ReadHeaderTimeout: 10 * time.Second
+//	ReadTimeout:       30 * time.Second  // bodies are at most 1 MiB
+//	WriteTimeout:      DefaultPlanTimeout + 30*time.Second // GET /v1/changesets plans
+//	IdleTimeout:       2 * time.Minute
+//	MaxHeaderBytes:    64 << 10
+//
+// and Shutdown with a deadline on SIGTERM.
+//
+// # Imports
+//
+// api reads state, and uses reconciler and engine only for their types and
+// BuildStatus; it never writes through them. It must not import gitsource or
+// any provider package: what it needs from the rest of the daemon
+// (planning, fetch triggers, readiness, response delivery, resource-type
+// use) comes through the small interfaces and function types of Options,
+// which cmd wires.
+package api

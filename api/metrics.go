@@ -1,0 +1,232 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/stackd/stackd/reconciler"
+	"github.com/stackd/stackd/state"
+)
+
+// Metrics are stackd's Prometheus metrics, in a registry of their own (no
+// global state): the daemon's (reported by the reconciler through the
+// methods below), the API's requests, and the Go and process collectors.
+// All methods are safe for concurrent use and do nothing on a nil
+// *Metrics, so a component may hold an optional one.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	operations        *prometheus.CounterVec
+	instanceDuration  *prometheus.HistogramVec
+	reconcileDuration prometheus.Histogram
+	reconciles        *prometheus.CounterVec
+	reconcileSuccess  prometheus.Gauge
+	fetchDuration     prometheus.Histogram
+	fetches           *prometheus.CounterVec
+	fetchSuccess      prometheus.Gauge
+	queue             prometheus.Gauge
+	drift             *prometheus.GaugeVec
+	gitFaults         *prometheus.CounterVec
+	httpRequests      *prometheus.CounterVec
+	httpDuration      *prometheus.HistogramVec
+}
+
+// Result label values.
+const (
+	resultSuccess = "success"
+	resultError   = "error"
+)
+
+// durationBuckets cover provider calls and passes from 50 ms to ~2 h.
+var durationBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200}
+
+// NewMetrics returns the metrics in a fresh registry.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stackd_operations_total",
+			Help: "Stack-set operations finished, by kind (CreateStackInstances, DeployStackSet, ...) and final status (SUCCEEDED, FAILED, STOPPED, CANCELLED).",
+		}, []string{"kind", "status"}),
+		instanceDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "stackd_instance_operation_duration_seconds",
+			Help:    "Time to create, update or delete one stack instance, by operation kind.",
+			Buckets: durationBuckets,
+		}, []string{"kind"}),
+		reconcileDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "stackd_reconcile_duration_seconds",
+			Help:    "Time of one reconcile pass (fetch, validate, plan and run the operations).",
+			Buckets: durationBuckets,
+		}),
+		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stackd_reconciles_total",
+			Help: "Reconcile passes, by result (success or error).",
+		}, []string{"result"}),
+		reconcileSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "stackd_last_reconcile_success_timestamp_seconds",
+			Help: "Unix time of the last reconcile pass that ended without error (0: none yet).",
+		}),
+		fetchDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "stackd_git_fetch_duration_seconds",
+			Help:    "Time of one fetch of the definitions repository.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120},
+		}),
+		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stackd_git_fetches_total",
+			Help: "Fetches of the definitions repository, by result (success or error).",
+		}, []string{"result"}),
+		fetchSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "stackd_last_git_fetch_success_timestamp_seconds",
+			Help: "Unix time of the last successful fetch of the definitions repository (0: none yet).",
+		}),
+		queue: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "stackd_operation_queue_length",
+			Help: "Stack-set operations waiting to run.",
+		}),
+		drift: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "stackd_drifted_resources",
+			Help: "Resources whose real state differs from the recorded one, per stack set, as of the latest drift check.",
+		}, []string{"stack_set"}),
+		gitFaults: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stackd_git_faults_total",
+			Help: "Git problems the daemon worked around, by kind (for example fetch, push_conflict, force_push).",
+		}, []string{"kind"}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stackd_http_requests_total",
+			Help: "HTTP API requests, by route pattern, method and status code.",
+		}, []string{"route", "method", "code"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "stackd_http_request_duration_seconds",
+			Help:    "Time to answer an HTTP API request, by route pattern.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"route"}),
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.operations, m.instanceDuration, m.reconcileDuration, m.reconciles, m.reconcileSuccess,
+		m.fetchDuration, m.fetches, m.fetchSuccess, m.queue, m.drift, m.gitFaults,
+		m.httpRequests, m.httpDuration,
+	)
+	// Start the known series at zero, so rates and alerts work before the
+	// first event.
+	for _, kind := range []string{
+		reconciler.KindCreateStackInstances, reconciler.KindUpdateStackInstances, reconciler.KindDeployStackSet,
+		reconciler.KindDeleteStackInstances, reconciler.KindDeleteStackSet,
+	} {
+		for _, st := range []string{state.OperationSucceeded, state.OperationFailed, state.OperationStopped, state.OperationCancelled} {
+			m.operations.WithLabelValues(kind, st)
+		}
+	}
+	for _, res := range []string{resultSuccess, resultError} {
+		m.reconciles.WithLabelValues(res)
+		m.fetches.WithLabelValues(res)
+	}
+	return m
+}
+
+// Registry is the metrics' registry, for collectors of other components.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the metrics in the Prometheus exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// OperationFinished counts an operation that ended with status.
+func (m *Metrics) OperationFinished(kind, status string) {
+	if m == nil {
+		return
+	}
+	m.operations.WithLabelValues(kind, status).Inc()
+}
+
+// InstanceDuration observes how long one instance of an operation of kind
+// took.
+func (m *Metrics) InstanceDuration(kind string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.instanceDuration.WithLabelValues(kind).Observe(d.Seconds())
+}
+
+// ReconcileDone observes a reconcile pass that took d and ended with err.
+func (m *Metrics) ReconcileDone(d time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	m.reconcileDuration.Observe(d.Seconds())
+	if err != nil {
+		m.reconciles.WithLabelValues(resultError).Inc()
+		return
+	}
+	m.reconciles.WithLabelValues(resultSuccess).Inc()
+	m.reconcileSuccess.SetToCurrentTime()
+}
+
+// FetchDone observes a Git fetch that took d and ended with err.
+func (m *Metrics) FetchDone(d time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	m.fetchDuration.Observe(d.Seconds())
+	if err != nil {
+		m.fetches.WithLabelValues(resultError).Inc()
+		return
+	}
+	m.fetches.WithLabelValues(resultSuccess).Inc()
+	m.fetchSuccess.SetToCurrentTime()
+}
+
+// QueueLength sets the number of operations waiting to run.
+func (m *Metrics) QueueLength(n int) {
+	if m == nil {
+		return
+	}
+	m.queue.Set(float64(n))
+}
+
+// Drift sets the number of drifted resources found in stackSet.
+func (m *Metrics) Drift(stackSet string, n int) {
+	if m == nil {
+		return
+	}
+	m.drift.WithLabelValues(stackSet).Set(float64(n))
+}
+
+// ForgetStackSet drops the per-stack-set series of a deleted stack set.
+func (m *Metrics) ForgetStackSet(stackSet string) {
+	if m == nil {
+		return
+	}
+	m.drift.DeleteLabelValues(stackSet)
+}
+
+// GitFault counts a Git problem of kind (a small fixed set of names, for
+// example "fetch", "push_conflict", "force_push").
+func (m *Metrics) GitFault(kind string) {
+	if m == nil {
+		return
+	}
+	m.gitFaults.WithLabelValues(kind).Inc()
+}
+
+// httpRequest observes one API request.
+func (m *Metrics) httpRequest(route, method string, status int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions:
+	default:
+		method = "other" // bound the label's values
+	}
+	m.httpRequests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	m.httpDuration.WithLabelValues(route).Observe(d.Seconds())
+}

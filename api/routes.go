@@ -1,0 +1,188 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+)
+
+// authMode says how a route authenticates its callers.
+type authMode int
+
+const (
+	// authBearer: the Authorization: Bearer token of Options.Token.
+	authBearer authMode = iota
+	// authNone: open (discovery and health).
+	authNone
+	// authSelf: the handler checks a signature of its own (webhook HMAC,
+	// pre-signed tokens checked by the sink).
+	authSelf
+)
+
+// route is one path of the API and the methods it serves.
+type route struct {
+	path    string // OpenAPI form, e.g. /v1/resource_types/{name}
+	auth    authMode
+	methods map[string]http.HandlerFunc
+}
+
+// muxPattern is the ServeMux pattern of the route: methods are dispatched
+// by the route itself, so unknown methods get a JSON 405.
+func (rt route) muxPattern() string {
+	if rt.path == "/" {
+		return "/{$}"
+	}
+	return rt.path
+}
+
+// allow is the Allow header of the route.
+func (rt route) allow() string {
+	ms := make([]string, 0, len(rt.methods))
+	for m := range rt.methods {
+		ms = append(ms, m)
+	}
+	slices.Sort(ms)
+	return strings.Join(ms, ", ")
+}
+
+// routeTable lists every route the server serves; openapi.json documents
+// exactly these (TestOpenAPIMatchesRouter).
+func (s *Server) routeTable() []route {
+	get := func(h http.HandlerFunc) map[string]http.HandlerFunc {
+		return map[string]http.HandlerFunc{http.MethodGet: h}
+	}
+	return []route{
+		{path: "/", auth: authNone, methods: get(s.versions)},
+		{path: "/openapi.json", auth: authNone, methods: get(s.openAPI)},
+		{path: "/healthz", auth: authNone, methods: get(s.healthz)},
+		{path: "/readyz", auth: authNone, methods: get(s.readyz)},
+		{path: "/metrics", auth: authBearer, methods: get(s.metrics)},
+		{path: "/v1/stack_sets", auth: authBearer, methods: get(s.listStackSets)},
+		{path: "/v1/stack_sets/{name}", auth: authBearer, methods: get(s.getStackSet)},
+		{path: "/v1/stack_sets/{name}/instances", auth: authBearer, methods: get(s.listInstances)},
+		{path: "/v1/operations/{id}", auth: authBearer, methods: get(s.getOperation)},
+		{path: "/v1/operations/{id}/events", auth: authBearer, methods: get(s.listEvents)},
+		{path: "/v1/changesets", auth: authBearer, methods: get(s.changeSets)},
+		{path: "/v1/resource_types", auth: authBearer, methods: get(s.listResourceTypes)},
+		{path: "/v1/resource_types/{name}", auth: authBearer, methods: map[string]http.HandlerFunc{
+			http.MethodGet:    s.getResourceType,
+			http.MethodPut:    s.putResourceType,
+			http.MethodDelete: s.deleteResourceType,
+		}},
+		{path: "/v1/hooks/git", auth: authSelf, methods: map[string]http.HandlerFunc{
+			http.MethodPost: s.gitHook,
+		}},
+		{path: "/v1/responses/{token}", auth: authSelf, methods: map[string]http.HandlerFunc{
+			http.MethodPut:  s.response,
+			http.MethodPost: s.response,
+		}},
+		{path: "/v1/signals/{token}", auth: authSelf, methods: map[string]http.HandlerFunc{
+			http.MethodPost: s.signal,
+		}},
+	}
+}
+
+// dispatch serves one route: authentication, then the method's handler or
+// a 405.
+func (s *Server) dispatch(rt route) http.Handler {
+	allow := rt.allow()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rec, ok := w.(*recorder); ok {
+			rec.route = rt.path
+		}
+		if rt.auth == authBearer && !s.authorized(w, r) {
+			return
+		}
+		h, ok := rt.methods[r.Method]
+		if !ok {
+			w.Header().Set("Allow", allow)
+			writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+				fmt.Sprintf("%s is not allowed on %s; allowed: %s.", r.Method, rt.path, allow))
+			return
+		}
+		h(w, r)
+	})
+}
+
+// noRoute answers every path no route matches.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotFound, CodeRouteNotFound, fmt.Sprintf("No route for %s.", r.URL.Path))
+}
+
+// recorder captures the status and route of a response for metrics and
+// logs.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	route  string
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// ServeHTTP serves the API: microversion negotiation (whose headers every
+// response carries), routing, panic recovery, metrics and logging.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &recorder{ResponseWriter: w, route: "unmatched"}
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error().Str("method", r.Method).Str("path", r.URL.Path).
+				Str("panic", fmt.Sprint(v)).Bytes("stack", debug.Stack()).Msg("api handler panicked")
+			if rec.status == 0 {
+				writeError(rec, http.StatusInternalServerError, CodeInternal, "Internal error.")
+			}
+		}
+		status := rec.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		d := time.Since(start)
+		s.opts.Metrics.httpRequest(rec.route, r.Method, status, d)
+		ev := s.log.Debug()
+		if status >= 500 {
+			ev = s.log.Error()
+		}
+		if status >= 400 {
+			ev.Str("method", r.Method).Str("route", rec.route).Int("status", status).
+				Dur("duration", d).Msg("api request failed")
+		}
+	}()
+	h := rec.Header()
+	h.Set("Vary", VersionHeader)
+	h.Set(VersionHeader, minVersion.String())
+	v, status, detail := negotiate(r.Header.Values(VersionHeader))
+	if status != 0 {
+		code := CodeInvalidVersion
+		if status == http.StatusNotAcceptable {
+			code = CodeVersionNotAcceptable
+		}
+		writeErrors(rec, status, apiError{
+			Status: status, Code: code, Detail: detail,
+			MinVersion: minVersion.String(), MaxVersion: maxVersion.String(),
+		})
+		return
+	}
+	h.Set(VersionHeader, v.String())
+	s.mux.ServeHTTP(rec, r.WithContext(withVersion(r.Context(), v)))
+}
