@@ -33,6 +33,9 @@ type Definitions struct {
 	Files map[string]*hcl.File
 	// Organization is the target inventory, when one is defined.
 	Organization *Organization
+	// ResourceTypes are the resource_type blocks: name → default service
+	// token ("" when none). They count as registered types.
+	ResourceTypes map[string]string
 }
 
 // StackSet lookup by name; nil when absent.
@@ -70,6 +73,8 @@ type StackSet struct {
 	SuspendedAccounts map[string]bool
 	// Overrides are the instance_override blocks.
 	Overrides []*Override
+	// ResourceTypes are the definitions' resource_type blocks (shared).
+	ResourceTypes map[string]string
 	// overrideOf maps a target to the override that applies to it.
 	overrideOf  map[Target]*Override
 	org         *Organization
@@ -149,6 +154,7 @@ var definitionsSchema = &hcl.BodySchema{
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "stack_set", LabelNames: []string{"name"}},
 		{Type: "organization"},
+		{Type: "resource_type", LabelNames: []string{"name"}},
 	},
 }
 
@@ -205,11 +211,17 @@ func Load(fsys fs.FS, dir string, reg provider.Registry) (*Definitions, hcl.Diag
 	templates := map[string]*Template{}
 	byName := map[string]*StackSet{}
 	var contents []*hcl.BodyContent
+	defs.ResourceTypes = map[string]string{}
+	typeRanges := map[string]hcl.Range{}
 	for _, f := range files {
 		content, cdiags := f.Body.Content(definitionsSchema)
 		diags = append(diags, cdiags...)
 		contents = append(contents, content)
 		for _, b := range content.Blocks {
+			if b.Type == "resource_type" {
+				diags = append(diags, defs.addResourceType(b, typeRanges)...)
+				continue
+			}
 			if b.Type != "organization" {
 				continue
 			}
@@ -233,6 +245,7 @@ func Load(fsys fs.FS, dir string, reg provider.Registry) (*Definitions, hcl.Diag
 				continue
 			}
 			ss, sdiags := loadStackSet(parser, fsys, b, reg, templates, defs.Organization)
+			ss.ResourceTypes = defs.ResourceTypes
 			diags = append(diags, sdiags...)
 			byName[name] = ss
 		}
@@ -757,4 +770,35 @@ func (ss *StackSet) configHash() string {
 		fmt.Fprintf(h, "%s\x00%s\x00", k, b)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+var (
+	resourceTypeRe     = regexp.MustCompile(`^Custom::[A-Za-z][A-Za-z0-9_]*$`)
+	resourceTypeSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "service_token"}, {Name: "description"}}}
+)
+
+// addResourceType records a resource_type block: a custom resource type
+// registered from Git, with an optional default service token.
+func (d *Definitions) addResourceType(b *hcl.Block, ranges map[string]hcl.Range) hcl.Diagnostics {
+	name := b.Labels[0]
+	var diags hcl.Diagnostics
+	if prev, ok := ranges[name]; ok {
+		return diags.Append(duplicate("resource_type block", name, prev, b.DefRange))
+	}
+	if len(name) > 255 || !resourceTypeRe.MatchString(name) {
+		return diags.Append(errorf(b.LabelRanges[0], "Invalid resource type name",
+			"%q is not a valid resource type name: it must match Custom::[A-Za-z][A-Za-z0-9_]* and be at most 255 characters.", name))
+	}
+	content, cdiags := b.Body.Content(resourceTypeSchema)
+	diags = append(diags, cdiags...)
+	var token, desc string
+	diags = append(diags, stringAttr(content.Attributes["service_token"], &token)...)
+	diags = append(diags, stringAttr(content.Attributes["description"], &desc)...)
+	if token != "" && !strings.HasPrefix(token, "http://") && !strings.HasPrefix(token, "https://") {
+		diags = diags.Append(errorf(content.Attributes["service_token"].Expr.Range(), "Invalid service_token",
+			"resource_type %q: service_token must be an http:// or https:// URL.", name))
+	}
+	ranges[name] = b.DefRange
+	d.ResourceTypes[name] = token
+	return diags
 }

@@ -91,7 +91,11 @@ func (in *Instance) providerTarget() provider.Target {
 	if in.StackSet != nil {
 		name = in.StackSet.Name
 	}
-	return provider.Target{StackSetName: name, StackSetID: in.StackSetID, Region: in.Target.Region, Account: in.Target.Account}
+	var types map[string]string
+	if in.StackSet != nil {
+		types = in.StackSet.ResourceTypes
+	}
+	return provider.Target{DeclaredTypes: types, StackSetName: name, StackSetID: in.StackSetID, Region: in.Target.Region, Account: in.Target.Account}
 }
 
 // ResourcePlan is the planned action for one resource instance.
@@ -680,7 +684,8 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 			return nil, diags
 		}
 		obj := cty.ObjectVal(props)
-		if v, ok := p.(provider.Validator); ok && obj.IsWhollyKnown() {
+		if v, ok := p.(provider.Validator); ok {
+			// Validators check the known parts (unknown values are skipped).
 			clean, _ := obj.UnmarkDeep()
 			if err := v.ValidateProperties(w.inst.providerTarget(), clean); err != nil {
 				return nil, diags.Append(errorf(r.DeclRange, "Invalid resource properties", "%s: %s.", ex.addr, strings.TrimSuffix(err.Error(), ".")))

@@ -110,7 +110,11 @@ func symbol(rc ResourceChange) (string, string) {
 }
 
 // RenderText writes a change set like `terraform plan`; colour only when
-// color is true (the caller decides: a terminal, not a pipe).
+// color is true (the caller decides: a terminal, not a pipe). Multi-line
+// strings are shown as heredocs, and a change of one as a line diff with a
+// few lines of context; changes without values (Metadata, DeletionPolicy, a
+// nested stack or the system) as a comment line naming their source.
+// Control characters in values are escaped.
 func RenderText(w io.Writer, cs *StackSetChangeSet, color bool) error {
 	paint := func(c, s string) string {
 		if !color {

@@ -141,7 +141,9 @@ func fitSections(cs *StackSetChangeSet, fixed int, secs []mdSection, opts Markdo
 			leftOutInstances += last.instances
 			secs = secs[:len(secs)-1]
 		}
-		secs = append(secs, mdSection{head: leftOutLine(leftOut, leftOutInstances)})
+		if leftOut > 0 {
+			secs = append(secs, mdSection{head: leftOutLine(leftOut, leftOutInstances)})
+		}
 	}
 	return truncationNote(cs, opts, omittedDetails, leftOut, leftOutInstances), secs
 }

@@ -120,13 +120,16 @@ func (r *Reconciler) planBranch(ctx context.Context, branch, head string) error 
 		r.notify(ctx, branch, "stackd", md.String())
 	}
 	for _, cs := range res.ChangeSets {
-		js, err := json.MarshalIndent(cs, "", "  ")
-		if err != nil {
+		var js bytes.Buffer
+		enc := json.NewEncoder(&js)
+		enc.SetEscapeHTML(false) // "<sensitive>", not "\u003csensitive\u003e"
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(cs); err != nil {
 			return err
 		}
-		files[ChangeSetPath(branch, cs.StackSetName, "json")] = append(js, '\n')
+		files[ChangeSetPath(branch, cs.StackSetName, "json")] = js.Bytes()
 		var md bytes.Buffer
-		if err := engine.RenderMarkdown(&md, cs, engine.MarkdownOptions{Branch: branch}); err != nil {
+		if err := engine.RenderMarkdown(&md, cs, engine.MarkdownOptions{Branch: branch, StatusBranch: r.opts.StatusBranch}); err != nil {
 			return err
 		}
 		files[ChangeSetPath(branch, cs.StackSetName, "md")] = md.Bytes()

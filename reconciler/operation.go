@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
@@ -268,6 +269,8 @@ func (o *opRun) cancel(works []*work, reason string) {
 
 // execute applies one instance; it reports success.
 func (o *opRun) execute(ctx context.Context, w *work) bool {
+	began := time.Now()
+	defer func() { o.r.opts.Metrics.InstanceDuration(o.op.Kind, time.Since(began)) }()
 	st := o.r.opts.Store
 	ssID := o.j.recorded.ID
 	t := w.target
@@ -449,6 +452,7 @@ func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
 			return op, err
 		}
 	}
+	o.r.opts.Metrics.OperationFinished(op.Kind, op.Status)
 	o.event("", "", "", op.Status, op.Reason)
 	o.log.Info().Str("status", op.Status).Int("instances", len(o.j.works)).Int("failed", failed).Int("cancelled", cancelled).
 		Dur("duration", op.Ended.Sub(op.Started)).Msg("operation finished")

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -53,12 +54,31 @@ type Options struct {
 	PRBranches string
 	// Notifier, if set, posts each branch's Markdown change sets to a forge.
 	Notifier Notifier
+	// Metrics, if set, receives measurements (the api package's Metrics).
+	Metrics Metrics
 	// MaxInFlight bounds the instances applied at the same time across all
 	// operations and regions (default 256): operation preferences decide
 	// the order and the per-region concurrency, this keeps a fleet of
 	// 10,000 PARALLEL instances from running 10,000 at once in one process.
 	MaxInFlight int
 }
+
+// Metrics is what the reconciler reports to monitoring.
+type Metrics interface {
+	OperationFinished(kind, status string)
+	InstanceDuration(kind string, d time.Duration)
+	ReconcileDone(d time.Duration, err error)
+	FetchDone(d time.Duration, err error)
+	QueueLength(n int)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) OperationFinished(string, string)       {}
+func (noMetrics) InstanceDuration(string, time.Duration) {}
+func (noMetrics) ReconcileDone(time.Duration, error)     {}
+func (noMetrics) FetchDone(time.Duration, error)         {}
+func (noMetrics) QueueLength(int)                        {}
 
 // Validate checks the options and fills defaults.
 func (o *Options) Validate() error {
@@ -73,6 +93,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Metrics == nil {
+		o.Metrics = noMetrics{}
 	}
 	if o.StatusBranch == "" {
 		o.StatusBranch = "stackd/status"
@@ -106,6 +129,17 @@ type Reconciler struct {
 	wg      sync.WaitGroup
 	// inflight is the MaxInFlight semaphore.
 	inflight chan struct{}
+	// gitTypes are the resource types declared by the last applied revision.
+	gitTypes atomic.Pointer[map[string]string]
+}
+
+// GitTypes returns the resource types (name → default service token)
+// declared by the definitions of the revision last reconciled.
+func (r *Reconciler) GitTypes() map[string]string {
+	if p := r.gitTypes.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // New returns a Reconciler.
@@ -161,13 +195,17 @@ func (r *Reconciler) Reconcile(ctx context.Context) (*Result, error) {
 func (r *Reconciler) start(ctx context.Context) (*Result, *pass, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := r.opts.Source.Fetch(ctx); err != nil {
+	began := time.Now()
+	err := r.opts.Source.Fetch(ctx)
+	r.opts.Metrics.FetchDone(time.Since(began), err)
+	if err != nil {
 		return nil, nil, fmt.Errorf("fetch: %w", err)
 	}
 	head, err := r.opts.Source.Head(ctx, r.opts.Branch)
 	if err != nil {
 		return nil, nil, fmt.Errorf("resolve branch %s: %w", r.opts.Branch, err)
 	}
+	defer func() { r.opts.Metrics.ReconcileDone(time.Since(began), err) }()
 	unfinished, err := r.unfinished()
 	if err != nil {
 		return nil, nil, err
@@ -321,6 +359,9 @@ func (r *Reconciler) prepare(ctx context.Context, rev string, mode planMode) ([]
 	defs, diags := r.opts.Engine.Load(fsys, r.opts.Path)
 	if diags.HasErrors() {
 		return nil, diags, nil
+	}
+	if mode == modeApply {
+		r.gitTypes.Store(&defs.ResourceTypes)
 	}
 	recorded, err := r.opts.Store.ListStackSets()
 	if err != nil {

@@ -89,6 +89,7 @@ func (r *Reconciler) dispatch(ctx context.Context, j *job, p *pass) {
 			r.coalesce(old, j)
 		}
 		r.recordQueued(j)
+		r.opts.Metrics.QueueLength(r.queued())
 		r.log.Info().Str("stack_set", j.name).Str("revision", short(j.rev)).Msg("operation queued behind the running one")
 		return
 	}
@@ -191,3 +192,16 @@ func (r *Reconciler) coalesce(old, newer *job) {
 
 // Wait blocks until every runner is idle (used on shutdown and by tests).
 func (r *Reconciler) Wait() { r.wg.Wait() }
+
+// queued counts jobs waiting behind a running operation.
+func (r *Reconciler) queued() int {
+	r.runMu.Lock()
+	defer r.runMu.Unlock()
+	n := 0
+	for _, ru := range r.runners {
+		if ru.queued != nil {
+			n++
+		}
+	}
+	return n
+}

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -111,8 +112,12 @@ func BuildStatus(st *state.Store, ss *state.StackSet) (*StackSetStatus, error) {
 }
 
 func marshal(v any) []byte {
-	b, _ := json.MarshalIndent(v, "", "  ")
-	return append(b, '\n')
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+	return b.Bytes()
 }
 
 // writeOperationStatus writes the one status commit of an operation.

@@ -182,6 +182,7 @@ func newPlanCommand() *cobra.Command {
 func printPlan(w io.Writer, res *reconciler.PlanResult, output string) error {
 	if output == "json" {
 		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false) // "<sensitive>", as the seed writes it
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(res); err != nil {
 			return err

@@ -63,6 +63,9 @@ type Target struct {
 	StackSetID   string
 	Region       string
 	Account      string
+	// DeclaredTypes are the resource types the revision's definitions
+	// declare (resource_type blocks): name → default service token.
+	DeclaredTypes map[string]string
 }
 
 // Request is one provider call for one resource.

@@ -202,15 +202,15 @@ func (p *Provider) Schema() provider.Schema {
 // ValidateProperties checks the known parts of properties: the type's name
 // and registration, the service token (own or the type's default) and the
 // timeout. Unknown values are skipped.
-func (p *Provider) ValidateProperties(_ provider.Target, properties cty.Value) error {
-	_, errs := p.check(properties, true, false)
+func (p *Provider) ValidateProperties(target provider.Target, properties cty.Value) error {
+	_, errs := p.check(target, properties, true, false)
 	return errors.Join(errs...)
 }
 
 // Create sends a Create request. The physical id is the response's
 // PhysicalResourceId or, when it has none, the RequestId.
 func (p *Provider) Create(ctx context.Context, req provider.Request) (provider.Result, error) {
-	cfg, err := p.decode(req.Properties, true)
+	cfg, err := p.decode(req.Target, req.Properties, true)
 	if err != nil {
 		return provider.Result{}, err
 	}
@@ -228,11 +228,11 @@ func (p *Provider) Create(ctx context.Context, req provider.Request) (provider.R
 // DeleteOldRequestID(req.RequestID), the old properties); if that fails,
 // Update returns the new resource's Result together with a *CleanupError.
 func (p *Provider) Update(ctx context.Context, req provider.Request) (provider.Result, error) {
-	cfg, err := p.decode(req.Properties, true)
+	cfg, err := p.decode(req.Target, req.Properties, true)
 	if err != nil {
 		return provider.Result{}, err
 	}
-	old, err := p.decode(req.OldProperties, false)
+	old, err := p.decode(req.Target, req.OldProperties, false)
 	if err != nil {
 		old = cfg // the recorded properties no longer decode: send the new ones
 	}
@@ -262,7 +262,7 @@ func (p *Provider) Update(ctx context.Context, req provider.Request) (provider.R
 // physical id Create falls back to, when the engine resumes a pending create
 // as a delete with the create's request id.
 func (p *Provider) Delete(ctx context.Context, req provider.Request) error {
-	cfg, err := p.decode(req.Properties, false)
+	cfg, err := p.decode(req.Target, req.Properties, false)
 	if err != nil {
 		return err
 	}
@@ -307,11 +307,21 @@ type config struct {
 	stringify  bool
 }
 
+// typeToken looks a resource type up: types declared in the revision's
+// definitions (resource_type blocks, handed over in the target) first, then
+// the registry (Options.TypeToken).
+func (p *Provider) typeToken(target provider.Target, typ string) (string, bool) {
+	if tok, ok := target.DeclaredTypes[typ]; ok {
+		return tok, true
+	}
+	return p.opts.TypeToken(typ)
+}
+
 // decode returns the complete configuration for a call; with registered
 // set, the type must be registered (Create, Update; Delete and the old side
 // of an Update only need a service token).
-func (p *Provider) decode(properties cty.Value, registered bool) (config, error) {
-	cfg, errs := p.check(properties, registered, true)
+func (p *Provider) decode(target provider.Target, properties cty.Value, registered bool) (config, error) {
+	cfg, errs := p.check(target, properties, registered, true)
 	if len(errs) > 0 {
 		return config{}, errors.Join(errs...)
 	}
@@ -322,7 +332,7 @@ func (p *Provider) decode(properties cty.Value, registered bool) (config, error)
 // apply) unknown values are skipped; with complete true they are errors and
 // cfg is filled in. Errors never quote property values other than the type
 // name and the timeout, and quote no part of a service token URL.
-func (p *Provider) check(properties cty.Value, registered, complete bool) (cfg config, errs []error) {
+func (p *Provider) check(target provider.Target, properties cty.Value, registered, complete bool) (cfg config, errs []error) {
 	props, _ := properties.UnmarkDeep()
 	if props.IsNull() || !props.IsKnown() || !props.Type().IsObjectType() {
 		if complete {
@@ -364,7 +374,7 @@ func (p *Provider) check(properties cty.Value, registered, complete bool) (cfg c
 	var def string
 	if typeKnown {
 		var known bool
-		def, known = p.opts.TypeToken(cfg.typ)
+		def, known = p.typeToken(target, cfg.typ)
 		if registered && !known {
 			errs = append(errs, fmt.Errorf("type: %s is not a registered resource type; declare it in a resource_type block or register it with PUT /v1/resource_types/%s", cfg.typ, cfg.typ))
 			typeKnown = false // no second error about its default token

@@ -47,6 +47,12 @@ type DeliveryError struct {
 	Detail string
 }
 
+// HTTPStatus is the status the HTTP handler answers with.
+func (e *DeliveryError) HTTPStatus() int { return e.Status }
+
+// ErrorCode is the machine-readable code of the refusal.
+func (e *DeliveryError) ErrorCode() string { return "stackd." + e.Code }
+
 func (e *DeliveryError) Error() string {
 	return fmt.Sprintf("response refused (%d %s): %s", e.Status, e.Code, e.Detail)
 }
