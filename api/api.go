@@ -88,6 +88,9 @@ type Options struct {
 	Trigger Trigger
 	// Readiness backs /readyz. Nil: always ready.
 	Readiness Readiness
+	// ReconcileHealth, if set, adds the reconciler's latest pass (times,
+	// revision, error) to the /readyz document as "reconcile".
+	ReconcileHealth func() any
 	// Planner backs /v1/changesets. Nil: 503.
 	Planner Planner
 	// Responses receives custom-resource responses. Nil: 404.

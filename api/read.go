@@ -62,6 +62,8 @@ type readiness struct {
 	Ready  bool       `json:"ready"`
 	Detail string     `json:"detail"`
 	Errors []apiError `json:"errors,omitempty"`
+	// Reconcile is Options.ReconcileHealth's document, when set.
+	Reconcile any `json:"reconcile,omitempty"`
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
@@ -69,12 +71,16 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if s.opts.Readiness != nil {
 		ready, detail = s.opts.Readiness()
 	}
+	var rec any
+	if s.opts.ReconcileHealth != nil {
+		rec = s.opts.ReconcileHealth()
+	}
 	if ready {
-		writeJSON(w, http.StatusOK, readiness{Ready: true, Detail: detail})
+		writeJSON(w, http.StatusOK, readiness{Ready: true, Detail: detail, Reconcile: rec})
 		return
 	}
 	st := http.StatusServiceUnavailable
-	writeJSON(w, st, readiness{Detail: detail, Errors: []apiError{{Status: st, Code: CodeNotReady, Detail: detail}}})
+	writeJSON(w, st, readiness{Detail: detail, Errors: []apiError{{Status: st, Code: CodeNotReady, Detail: detail}}, Reconcile: rec})
 }
 
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {

@@ -195,7 +195,7 @@ func newBenchFleet(ctx context.Context, dir, targetsDir string, files map[string
 	f := &benchFleet{dir: dir, repo: repo, cfg: repoConfig{
 		repo: repoDir, branch: "main", statusBranch: "stackd/status", path: ".",
 		stateDir: filepath.Join(dir, "state"), targetsRoot: filepath.Join(targetsDir, "targets"),
-		allowCommand: true, logLevel: "warn", logFormat: "json",
+		allowCommand: true, logLevel: "warn", logFormat: "json", externalURL: "http://127.0.0.1:7070",
 	}}
 	if err := f.commit(files); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,11 +10,13 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/stackd/stackd/api"
 	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/reconciler"
 	"github.com/stackd/stackd/state"
@@ -21,10 +24,12 @@ import (
 
 func newRunCommand() *cobra.Command {
 	var (
-		c        repoConfig
-		interval time.Duration
-		listen   string
-		grace    time.Duration
+		c                        repoConfig
+		interval                 time.Duration
+		listen                   string
+		grace                    time.Duration
+		tlsCert, tlsKey          string
+		tokenFile, webhookSecret string
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -38,43 +43,152 @@ func newRunCommand() *cobra.Command {
 				return err
 			}
 			defer a.Close()
-			srv, err := serveHealth(listen, a.rec)
+			trigger := make(chan struct{}, 1)
+			kick := func() {
+				select {
+				case trigger <- struct{}{}:
+				default:
+				}
+			}
+			opts := api.Options{
+				Store: a.store, Planner: a.rec, Responses: a.broker, Metrics: a.metrics, Log: a.log,
+				GitTypes: a.rec.GitTypes, InUse: inUse(a.store), Trigger: kick,
+				ReconcileHealth: func() any { return a.rec.Health() },
+				Readiness: func() (bool, string) {
+					h := a.rec.Health()
+					switch {
+					case h.LastSuccess.IsZero() && h.Err == "":
+						return false, "first fetch not done yet"
+					case h.Err != "":
+						return false, h.Err
+					}
+					return true, "revision " + short(h.Revision)
+				},
+			}
+			if opts.Token, err = readSecret(tokenFile); err != nil {
+				return fmt.Errorf("--api-token-file: %w", err)
+			}
+			if opts.WebhookSecret, err = readSecret(webhookSecret); err != nil {
+				return fmt.Errorf("--webhook-secret-file: %w", err)
+			}
+			if opts.Token == "" {
+				if !loopback(listen) {
+					return fmt.Errorf("--api-token-file is required when --listen (%s) is not a loopback address", listen)
+				}
+				opts.AllowUnauthenticated = true
+			}
+			handler, err := api.New(opts)
+			if err != nil {
+				return err
+			}
+			srv, err := serve(listen, handler, tlsCert, tlsKey)
 			if err != nil {
 				return err
 			}
 			defer srv.Close()
-			a.log.Info().Str("repo", c.repo).Str("branch", c.branch).Str("listen", srv.Addr).Msg("stackd running")
-			err = a.rec.Run(ctx, a.source.Watch(ctx, interval), grace)
+			watch := a.source.Watch(ctx, interval)
+			go func() {
+				for range watch {
+					kick()
+				}
+			}()
+			a.log.Info().Str("repo", c.repo).Str("branch", c.branch).Str("listen", srv.Addr).Bool("tls", tlsCert != "").Msg("stackd running")
+			err = a.rec.Run(ctx, trigger, grace)
 			a.log.Info().Msg("stackd stopped")
 			return err
 		},
 	}
 	c.addFlags(cmd)
-	cmd.Flags().DurationVar(&interval, "interval", time.Minute, "poll interval (local repositories are also watched with fsnotify)")
-	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7070", "address of the health endpoints")
-	cmd.Flags().DurationVar(&grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long provider calls in flight may take to finish")
+	f := cmd.Flags()
+	f.DurationVar(&interval, "interval", time.Minute, "poll interval (local repositories are also watched with fsnotify)")
+	f.StringVar(&listen, "listen", "127.0.0.1:7070", "address of the HTTP API")
+	f.DurationVar(&grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long provider calls in flight may take to finish")
+	f.StringVar(&tlsCert, "tls-cert", "", "serve the API over TLS with this certificate (PEM)")
+	f.StringVar(&tlsKey, "tls-key", "", "private key of --tls-cert (PEM)")
+	f.StringVar(&tokenFile, "api-token-file", "", "file holding the bearer token the API requires (required unless --listen is a loopback address)")
+	f.StringVar(&webhookSecret, "webhook-secret-file", "", "file holding the secret of the push webhook's X-Hub-Signature-256")
 	return cmd
 }
 
-// serveHealth serves /healthz and /readyz.
-func serveHealth(addr string, rec *reconciler.Reconciler) (*http.Server, error) {
+func readSecret(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	return strings.TrimSpace(string(b)), err
+}
+
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// serve starts the HTTP API (TLS when cert and key are given).
+func serve(addr string, h http.Handler, cert, key string) (*http.Server, error) {
+	if (cert == "") != (key == "") {
+		return nil, fmt.Errorf("--tls-cert and --tls-key go together")
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		h := rec.Health()
-		w.Header().Set("Content-Type", "application/json")
-		if h.LastSuccess.IsZero() || h.Err != "" {
-			w.WriteHeader(http.StatusServiceUnavailable)
+	srv := &http.Server{
+		Addr: ln.Addr().String(), Handler: h,
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: api.DefaultPlanTimeout + 30*time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+	}
+	if cert != "" {
+		if _, err := tls.LoadX509KeyPair(cert, key); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
 		}
-		json.NewEncoder(w).Encode(h)
-	})
-	srv := &http.Server{Addr: ln.Addr().String(), Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
+		go srv.ServeTLS(ln, cert, key)
+	} else {
+		go srv.Serve(ln)
+	}
 	return srv, nil
+}
+
+// inUse reports whether a deployed template uses a custom resource type:
+// any recorded custom resource whose type property names it.
+func inUse(st *state.Store) api.InUse {
+	return func(name string) (bool, error) {
+		sets, err := st.ListStackSets()
+		if err != nil {
+			return false, err
+		}
+		for _, ss := range sets {
+			ins, err := st.Instances(ss.ID)
+			if err != nil {
+				return false, err
+			}
+			for _, in := range ins {
+				res, err := st.Resources(ss.ID, in.Region, in.Account)
+				if err != nil {
+					return false, err
+				}
+				for _, r := range res {
+					if r.Type != "custom" {
+						continue
+					}
+					var props struct {
+						Type string `json:"type"`
+					}
+					if json.Unmarshal(r.Inputs, &props) == nil && props.Type == name {
+						return true, nil
+					}
+				}
+			}
+		}
+		return false, nil
+	}
 }
 
 func newApplyCommand() *cobra.Command {
@@ -216,7 +330,11 @@ func newValidateCommand() *cobra.Command {
 		Short: "Validate the definitions in DIR and the templates they use",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			eng := engine.New(providers(os.TempDir(), allowCommand))
+			cp, _, err := newCustom(nil, "http://127.0.0.1:7070")
+			if err != nil {
+				return err
+			}
+			eng := engine.New(providers(os.TempDir(), allowCommand, cp))
 			defs, diags := eng.Load(os.DirFS(args[0]), ".")
 			out := cmd.OutOrStdout()
 			if len(diags) > 0 {

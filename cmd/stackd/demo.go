@@ -64,7 +64,7 @@ func runDemo(ctx context.Context, w io.Writer, dir string) error {
 	cfg := repoConfig{
 		repo: repoDir, branch: "main", statusBranch: "stackd/status", path: ".",
 		stateDir: filepath.Join(dir, "state"), targetsRoot: filepath.Join(dir, "targets"),
-		allowCommand: true, logLevel: "info", logFormat: "console",
+		allowCommand: true, logLevel: "info", logFormat: "console", externalURL: "http://127.0.0.1:7070",
 	}
 
 	d.title("A definitions repository from examples/quickstart")
@@ -84,7 +84,7 @@ func runDemo(ctx context.Context, w io.Writer, dir string) error {
 	})
 
 	d.title("stackd validate")
-	eng := engine.New(providers(cfg.targetsRoot, true))
+	eng := engine.New(providers(cfg.targetsRoot, true, nil))
 	defs, diags := eng.Load(os.DirFS(repoDir), ".")
 	if diags.HasErrors() {
 		engine.WriteDiagnostics(w, defs.Files, diags, d.color)

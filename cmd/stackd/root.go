@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"os"
@@ -13,9 +14,11 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/stackd/stackd/api"
 	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/engine/provider/command"
+	"github.com/stackd/stackd/engine/provider/custom"
 	"github.com/stackd/stackd/engine/provider/file"
 	"github.com/stackd/stackd/gitsource"
 	"github.com/stackd/stackd/gitsource/forge"
@@ -46,6 +49,7 @@ type repoConfig struct {
 	logLevel, logFormat              string
 	prBranches                       string
 	forgeURL, forgeRepo, forgeToken  string
+	externalURL                      string
 }
 
 func (c *repoConfig) addFlags(cmd *cobra.Command) {
@@ -60,6 +64,7 @@ func (c *repoConfig) addFlags(cmd *cobra.Command) {
 	f.BoolVar(&c.allowCommand, "allow-command", true, "allow the command provider")
 	f.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&c.logFormat, "log-format", "auto", "log format: json, console, auto (console on a terminal)")
+	f.StringVar(&c.externalURL, "external-url", "http://127.0.0.1:7070", "URL under which custom-resource providers reach this daemon's response URLs")
 	f.StringVar(&c.prBranches, "pr-branches", "*", "pattern (path.Match) of the branches planned as pull requests; the deploy and status branches never are")
 	f.StringVar(&c.forgeURL, "forge-url", "", "GitHub-compatible REST API base URL for pull-request comments (e.g. https://api.github.com)")
 	f.StringVar(&c.forgeRepo, "forge-repo", "", "owner/name of the repository on the forge")
@@ -122,21 +127,63 @@ func (c *repoConfig) logger(w io.Writer) (zerolog.Logger, error) {
 	return zerolog.New(out).Level(lvl).With().Timestamp().Logger(), nil
 }
 
-// providers builds the provider registry.
-func providers(targetsRoot string, allowCommand bool) provider.Registry {
-	return provider.Registry{
+// providers builds the provider registry; custom may be nil (no custom
+// resources: validate builds one with a throwaway broker).
+func providers(targetsRoot string, allowCommand bool, custom provider.Provider) provider.Registry {
+	reg := provider.Registry{
 		"file":    file.New(file.Options{Root: targetsRoot}),
 		"command": command.New(command.Options{Root: targetsRoot, Enabled: allowCommand}),
 	}
+	if custom != nil {
+		reg["custom"] = custom
+	}
+	return reg
+}
+
+// brokerKeyMeta is the state key of the response-URL signing key, kept so
+// that response URLs issued before a restart still verify after it.
+const brokerKeyMeta = "custom/broker_key"
+
+// newCustom builds the custom provider: its broker signs response URLs
+// with the key kept in the state, and types registered through the API
+// (or declared in Git) are the registered ones.
+func newCustom(st *state.Store, externalURL string) (*custom.Provider, *custom.Broker, error) {
+	var key []byte
+	if st != nil {
+		key, _ = st.Meta(brokerKeyMeta)
+		if len(key) == 0 {
+			key = make([]byte, 32)
+			if _, err := rand.Read(key); err != nil {
+				return nil, nil, err
+			}
+			if err := st.SetMeta(brokerKeyMeta, key); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	broker, err := custom.NewBroker(custom.BrokerOptions{Key: key, ExternalURL: externalURL})
+	if err != nil {
+		return nil, nil, fmt.Errorf("--external-url: %w", err)
+	}
+	p, err := custom.New(custom.Options{Broker: broker, TypeToken: func(name string) (string, bool) {
+		if st == nil {
+			return "", false
+		}
+		_, err := st.ResourceType(name)
+		return "", err == nil
+	}})
+	return p, broker, err
 }
 
 // app is everything a repository-bound command needs.
 type app struct {
-	store  *state.Store
-	source *gitsource.Source
-	engine *engine.Engine
-	rec    *reconciler.Reconciler
-	log    zerolog.Logger
+	store   *state.Store
+	source  *gitsource.Source
+	engine  *engine.Engine
+	rec     *reconciler.Reconciler
+	log     zerolog.Logger
+	broker  *custom.Broker
+	metrics *api.Metrics
 }
 
 func (a *app) Close() error { return a.store.Close() }
@@ -160,7 +207,13 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	eng := engine.New(providers(c.targetsRoot, c.allowCommand))
+	cp, broker, err := newCustom(st, c.externalURL)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	eng := engine.New(providers(c.targetsRoot, c.allowCommand, cp))
+	metrics := api.NewMetrics()
 	notifier, err := c.notifier()
 	if err != nil {
 		st.Close()
@@ -168,11 +221,11 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	}
 	rec, err := reconciler.New(reconciler.Options{
 		Source: src, Store: st, Engine: eng, Branch: c.branch, Path: c.path, Log: log,
-		StatusBranch: c.statusBranch, PRBranches: c.prBranches, Notifier: notifier,
+		StatusBranch: c.statusBranch, PRBranches: c.prBranches, Notifier: notifier, Metrics: metrics,
 	})
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	return &app{store: st, source: src, engine: eng, rec: rec, log: log}, nil
+	return &app{store: st, source: src, engine: eng, rec: rec, log: log, broker: broker, metrics: metrics}, nil
 }

@@ -170,14 +170,16 @@ var httpClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true
 // readyz asks the daemon's readiness endpoint; it returns the HTTP status
 // and the reconcile health it reports.
 func readyz(addr string) (int, reconciler.Health, error) {
-	var h reconciler.Health
+	var doc struct {
+		Reconcile reconciler.Health `json:"reconcile"`
+	}
 	resp, err := httpClient.Get("http://" + addr + "/readyz")
 	if err != nil {
-		return 0, h, err
+		return 0, doc.Reconcile, err
 	}
 	defer resp.Body.Close()
-	err = json.NewDecoder(resp.Body).Decode(&h)
-	return resp.StatusCode, h, err
+	err = json.NewDecoder(resp.Body).Decode(&doc)
+	return resp.StatusCode, doc.Reconcile, err
 }
 
 // logLines parses JSON log output; lines that are not JSON objects are
