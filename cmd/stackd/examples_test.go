@@ -1,0 +1,66 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stackd/stackd/state"
+)
+
+// Every example repository validates, and the organization example deploys
+// as documented.
+func TestExamples(t *testing.T) {
+	entries, err := os.ReadDir(filepath.Join("..", "..", "examples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		n++
+		dir := filepath.Join("..", "..", "examples", e.Name())
+		t.Run(e.Name(), func(t *testing.T) {
+			res := stackd(t, "validate", dir)
+			if res.code() != 0 || !strings.Contains(res.stdout, "is valid") {
+				t.Fatalf("validate %s: %s", dir, res)
+			}
+		})
+	}
+	if n < 3 {
+		t.Fatalf("found %d examples, want quickstart, organization and custom-resource at least", n)
+	}
+
+	t.Run("organization deploys", func(t *testing.T) {
+		tmp := t.TempDir()
+		f := &fixture{repo: filepath.Join(tmp, "repo"), state: filepath.Join(tmp, "state"), targets: filepath.Join(tmp, "targets")}
+		if err := os.CopyFS(f.repo, os.DirFS(filepath.Join("..", "..", "examples", "organization"))); err != nil {
+			t.Fatal(err)
+		}
+		runGit(t, f.repo, "init", "-q")
+		f.commit(t, "baseline")
+		f.mustApply(t)
+		doc := statusHead(t, f.repo).stackSetStatus(t, "baseline")
+		got := map[string]string{}
+		for _, in := range doc.Instances {
+			got[in.Region+"/"+in.Account] = in.Status
+		}
+		if len(got) != 10 || got["eu-west-1/555555555555"] != state.InstanceSkippedSuspendedAccount || got["us-east-1/111111111111"] != state.InstanceOperationComplete {
+			t.Errorf("instances: %v", got)
+		}
+		if _, ok := got["eu-west-1/000000000000"]; ok {
+			t.Error("the management account was targeted")
+		}
+		if _, ok := got["eu-west-1/666666666666"]; ok {
+			t.Error("the DIFFERENCE account was targeted")
+		}
+		prod := readFile(t, filepath.Join(f.instanceDir("eu-west-1", "222222222222"), "baseline", "logging.conf"))
+		dev := readFile(t, filepath.Join(f.instanceDir("eu-west-1", "444444444444"), "baseline", "logging.conf"))
+		if !strings.Contains(prod, "ou=ou-prod") || !strings.Contains(prod, "retention_days=365") || !strings.Contains(dev, "retention_days=30") {
+			t.Errorf("override not applied as documented:\nprod:\n%s\ndev:\n%s", prod, dev)
+		}
+	})
+}
