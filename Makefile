@@ -20,8 +20,12 @@ lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
+# BENCHFLAGS, e.g. "--targets-dir /dev/shm" or "--regions 100 --accounts 100"
+BENCHFLAGS ?=
+
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+	$(GO) run ./cmd/stackd bench $(BENCHFLAGS)
 
 verify: lint
 	$(GO) mod tidy
