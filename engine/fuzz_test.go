@@ -1,0 +1,124 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"testing/fstest"
+
+	"github.com/stackd/stackd/engine/provider"
+)
+
+// Fuzz targets of the parsers: whatever the input, no panic, and errors
+// are diagnostics. Seeds are here and in testdata/fuzz; CI runs the seeds.
+
+func FuzzLoadDefinitions(f *testing.F) {
+	f.Add([]byte(`stack_set "s" {
+  template = "./t"
+  vars = { a = "x" }
+  deployment_targets {
+    regions  = ["r"]
+    accounts = ["1"]
+  }
+}`), []byte(`variable "a" { type = string }
+resource "rec" "x" {
+  count   = 2
+  name    = "x-${count.index}-${var.a}"
+  content = upper(var.a)
+}
+output "o" { value = rec.x[0].id }`))
+	f.Add([]byte(`stack_set "s" { template = "./t" }`), []byte(`resource "rec" "a" { name = rec.a.id }`))
+	f.Add([]byte("stack_set \"s\" {\n  template = \"../..\"\n}"), []byte(""))
+	f.Add([]byte(`organization { management_account = "0" }`), []byte(`locals { a = local.a }`))
+	reg := provider.Registry{"rec": newRecorder()}
+	f.Fuzz(func(t *testing.T, defs, tmpl []byte) {
+		fsys := fstest.MapFS{"d.hcl": {Data: defs}, "t/main.hcl": {Data: tmpl}}
+		d, diags := Load(fsys, ".", reg)
+		if d == nil {
+			t.Fatal("Load returned nil definitions")
+		}
+		if diags.HasErrors() {
+			for _, dj := range DiagnosticsJSON(diags) {
+				if dj.Summary == "" {
+					t.Fatalf("diagnostic without a summary: %+v", dj)
+				}
+			}
+			return
+		}
+		// Valid definitions must evaluate without panicking.
+		e := New(reg)
+		for _, ss := range d.StackSets {
+			for _, tg := range ss.Targets() {
+				p, pdiags := e.Plan(&Instance{StackSet: ss, StackSetID: "id", Target: tg}, nil)
+				if !pdiags.HasErrors() && p == nil {
+					t.Fatal("nil plan without errors")
+				}
+				break
+			}
+		}
+	})
+}
+
+func FuzzParseTFVars(f *testing.F) {
+	f.Add([]byte("a = 1\nb = \"x\"\nc = [1, 2]\nd = { k = true }\n"))
+	f.Add([]byte("a = var.x\n"))
+	f.Add([]byte("a = \n"))
+	f.Add([]byte("a = upper(\"x\")\n"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		vals, ranges, diags := ParseTFVars(src, "f.tfvars")
+		if diags.HasErrors() {
+			return
+		}
+		for k := range vals {
+			if _, ok := ranges[k]; !ok {
+				t.Fatalf("value %q without a range", k)
+			}
+		}
+	})
+}
+
+func FuzzParseAccountsCSV(f *testing.F) {
+	f.Add([]byte("111,222\n333\r\n"))
+	f.Add([]byte("\ufeff111, 222 ,\n\n"))
+	f.Add([]byte("1;2"))
+	f.Add([]byte("\xff\xfe1"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		accts, err := ParseAccountsCSV(src)
+		if err != nil {
+			return
+		}
+		seen := map[string]bool{}
+		for _, a := range accts {
+			if !targetIDRe.MatchString(a) || seen[a] {
+				t.Fatalf("accepted bad or duplicate account %q", a)
+			}
+			seen[a] = true
+		}
+	})
+}
+
+func FuzzRenderChangeSet(f *testing.F) {
+	f.Add("file.config", "a\nb\n", "a\nc\n", "True", "eu", "1")
+	f.Add("x|y`<z>", "<sensitive>", "<known_after_apply>", "Conditional", "r", "2")
+	f.Add("", "", "", "", "", "")
+	f.Fuzz(func(t *testing.T, id, before, after, repl, region, account string) {
+		cs := &StackSetChangeSet{StackSetName: "s", Revision: "0123456789"}
+		for i := 0; i < 3; i++ {
+			cs.Add(InstanceChangeSet{Region: region, Account: account, Action: InstanceUpdate, Changes: []Change{{Type: "Resource", ResourceChange: ResourceChange{
+				Action: "Modify", LogicalResourceId: id, ResourceType: "file", Replacement: repl,
+				PropertyChanges: []ResourcePropertyChange{{Name: "content", BeforeValue: before, AfterValue: after}},
+			}}}})
+		}
+		var b bytes.Buffer
+		if err := RenderText(&b, cs, false); err != nil {
+			t.Fatal(err)
+		}
+		b.Reset()
+		if err := RenderMarkdown(&b, cs, MarkdownOptions{MaxBytes: 4000}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := json.Marshal(cs); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
