@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
+	"sync"
+
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	sdaemon "github.com/coreos/go-systemd/v22/daemon"
 	"io"
 	"net"
 	"net/http"
@@ -93,7 +97,9 @@ func newRunCommand() *cobra.Command {
 				}
 			}()
 			a.log.Info().Str("repo", c.repo).Str("branch", c.branch).Str("listen", srv.Addr).Bool("tls", tlsCert != "").Msg("stackd running")
+			stopNotify := notifySystemd(ctx, a)
 			err = a.rec.Run(ctx, trigger, grace)
+			stopNotify()
 			a.log.Info().Msg("stackd stopped")
 			return err
 		},
@@ -509,4 +515,40 @@ func newStateCommand() *cobra.Command {
 	}
 	cmd.AddCommand(check, backup, restore)
 	return cmd
+}
+
+// notifySystemd tells systemd (Type=notify) that the daemon is ready once
+// its state is open and the API serves, pings the watchdog at half its
+// interval, and says STOPPING on the way out. Without NOTIFY_SOCKET it does nothing.
+func notifySystemd(ctx context.Context, a *app) (stop func()) {
+	if ok, err := sdaemon.SdNotify(false, sdaemon.SdNotifyReady); err != nil {
+		a.log.Warn().Err(err).Msg("sd_notify READY failed")
+	} else if ok {
+		a.log.Info().Msg("told systemd we are ready")
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	if interval, err := sdaemon.SdWatchdogEnabled(false); err == nil && interval > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(interval / 2)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					sdaemon.SdNotify(false, sdaemon.SdNotifyWatchdog)
+				}
+			}
+		}()
+	}
+	return func() {
+		close(done)
+		wg.Wait()
+		sdaemon.SdNotify(false, sdaemon.SdNotifyStopping)
+	}
 }

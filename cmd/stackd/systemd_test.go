@@ -1,0 +1,48 @@
+package main
+
+import (
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// `stackd run` under systemd (Type=notify): READY=1 once serving, WATCHDOG=1
+// pings at half of WATCHDOG_USEC, STOPPING=1 on the way out; tested with a
+// fake notify socket. Not parallel: it sets process environment.
+func TestSystemdNotify(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	t.Setenv("NOTIFY_SOCKET", sock)
+	t.Setenv("WATCHDOG_USEC", "200000") // pings every 100 ms
+
+	f := newFixture(t)
+	d := startDaemon(t, f.flags("--listen", "127.0.0.1:0", "--interval", "1h")...)
+	got := map[string]bool{}
+	buf := make([]byte, 256)
+	deadline := time.Now().Add(15 * time.Second)
+	for !(got["READY=1"] && got["WATCHDOG=1"]) {
+		conn.SetReadDeadline(deadline)
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("notifications so far %v: %v; logs:\n%s", got, err, d.logs)
+		}
+		got[strings.TrimSpace(string(buf[:n]))] = true
+	}
+	if err := d.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	for !got["STOPPING=1"] {
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("no STOPPING=1 after stop (got %v): %v", got, err)
+		}
+		got[strings.TrimSpace(string(buf[:n]))] = true
+	}
+}
