@@ -8,6 +8,8 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/stackd/stackd/engine/provider"
 )
 
 // markSensitive is the cty mark carried by values derived from sensitive
@@ -45,41 +47,7 @@ func DecodeValue(b json.RawMessage) (cty.Value, error) {
 	if err := dec.Decode(&raw); err != nil {
 		return cty.NilVal, err
 	}
-	return fromJSON(raw)
-}
-
-func fromJSON(raw any) (cty.Value, error) {
-	switch x := raw.(type) {
-	case nil:
-		return cty.NullVal(cty.DynamicPseudoType), nil
-	case string:
-		return cty.StringVal(x), nil
-	case bool:
-		return cty.BoolVal(x), nil
-	case json.Number:
-		return cty.ParseNumberVal(string(x))
-	case []any:
-		vals := make([]cty.Value, len(x))
-		for i, e := range x {
-			v, err := fromJSON(e)
-			if err != nil {
-				return cty.NilVal, err
-			}
-			vals[i] = v
-		}
-		return cty.TupleVal(vals), nil
-	case map[string]any:
-		vals := make(map[string]cty.Value, len(x))
-		for k, e := range x {
-			v, err := fromJSON(e)
-			if err != nil {
-				return cty.NilVal, err
-			}
-			vals[k] = v
-		}
-		return cty.ObjectVal(vals), nil
-	}
-	return cty.NilVal, fmt.Errorf("unexpected JSON value %T", raw)
+	return provider.ValueFromJSON(raw)
 }
 
 // isSensitive reports whether v or anything inside it is marked sensitive.

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/stackd/stackd/engine/provider"
 )
 
 // MaxResponseBytes is the largest response body accepted, asynchronous or
@@ -191,46 +193,5 @@ func dataValue(raw json.RawMessage) (cty.Value, error) {
 	if _, ok := v.(map[string]any); !ok {
 		return cty.NilVal, fmt.Errorf("not an object")
 	}
-	return jsonToCty(v)
-}
-
-func jsonToCty(v any) (cty.Value, error) {
-	switch x := v.(type) {
-	case nil:
-		return cty.NullVal(cty.DynamicPseudoType), nil
-	case string:
-		return cty.StringVal(x), nil
-	case bool:
-		return cty.BoolVal(x), nil
-	case json.Number:
-		return cty.ParseNumberVal(string(x))
-	case []any:
-		if len(x) == 0 {
-			return cty.EmptyTupleVal, nil
-		}
-		vals := make([]cty.Value, len(x))
-		for i, e := range x {
-			cv, err := jsonToCty(e)
-			if err != nil {
-				return cty.NilVal, err
-			}
-			vals[i] = cv
-		}
-		return cty.TupleVal(vals), nil
-	case map[string]any:
-		if len(x) == 0 {
-			return cty.EmptyObjectVal, nil
-		}
-		attrs := make(map[string]cty.Value, len(x))
-		for k, e := range x {
-			cv, err := jsonToCty(e)
-			if err != nil {
-				return cty.NilVal, err
-			}
-			attrs[k] = cv
-		}
-		return cty.ObjectVal(attrs), nil
-	default:
-		return cty.NilVal, fmt.Errorf("unexpected JSON value %T", v)
-	}
+	return provider.ValueFromJSON(v)
 }
