@@ -38,9 +38,9 @@ func (p *dnsProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	props, _ := req["ResourceProperties"].(map[string]any)
 	resp := map[string]any{
 		"Status": "SUCCESS", "RequestId": req["RequestId"], "StackId": req["StackId"],
-		"LogicalResourceId": req["LogicalResourceId"],
+		"LogicalResourceId":  req["LogicalResourceId"],
 		"PhysicalResourceId": fmt.Sprintf("dns-%v-%v", props["name"], req["RequestType"]),
-		"Data": map[string]any{"fqdn": fmt.Sprintf("%v.example.", props["name"])},
+		"Data":               map[string]any{"fqdn": fmt.Sprintf("%v.example.", props["name"])},
 	}
 	switch req["RequestType"] {
 	case "Create":
