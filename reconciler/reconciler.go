@@ -384,18 +384,24 @@ func (r *Reconciler) prepare(ctx context.Context, rev string, mode planMode) ([]
 	// drops it (the instance re-plans right before it is applied), so that
 	// memory stays bounded for very large fleets.
 	dropPlans := false
+	rejected := map[*job]bool{}
 	if mode == modeApply {
 		n := 0
 		for _, j := range jobs {
-			if _, err := r.planJob(ctx, j, modeWorks); err != nil {
+			jdiags, err := r.planJob(ctx, j, modeWorks)
+			if err != nil {
 				return nil, nil, err
+			}
+			if jdiags.HasErrors() {
+				diags = append(diags, jdiags...)
+				rejected[j] = true
 			}
 			n += len(j.works)
 		}
 		dropPlans = n > keepPlansLimit
 	}
 	for _, j := range jobs {
-		if mode == modeApply && len(j.works) == 0 && j.kind == "" {
+		if rejected[j] || mode == modeApply && len(j.works) == 0 && j.kind == "" {
 			continue // nothing to plan
 		}
 		j.dropPlans = dropPlans
