@@ -336,7 +336,7 @@ func newValidateCommand() *cobra.Command {
 		Short: "Validate the definitions in DIR and the templates they use",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cp, _, err := newCustom(nil, "http://127.0.0.1:7070")
+			cp, _, err := newCustom(nil, "http://127.0.0.1:7070", "")
 			if err != nil {
 				return err
 			}

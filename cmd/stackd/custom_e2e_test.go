@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
@@ -20,10 +21,12 @@ import (
 // answered asynchronously by PUT to the ResponseURL (as cfn-response does,
 // with an empty Content-Type), Updates and Deletes synchronously.
 type dnsProvider struct {
-	mu       sync.Mutex
-	requests []map[string]any
-	creates  map[string][]string // logical id + stack id -> request ids
-	failures []string
+	// newIDOnUpdate answers Updates with a new physical id (a replacement).
+	newIDOnUpdate bool
+	mu            sync.Mutex
+	requests      []map[string]any
+	creates       map[string][]string // logical id + stack id -> request ids
+	failures      []string
 }
 
 func (p *dnsProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -68,6 +71,9 @@ func (p *dnsProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case "Update":
 		resp["PhysicalResourceId"] = req["PhysicalResourceId"]
+		if p.newIDOnUpdate {
+			resp["PhysicalResourceId"] = fmt.Sprintf("%v-v2", req["PhysicalResourceId"])
+		}
 	case "Delete":
 		resp["PhysicalResourceId"] = req["PhysicalResourceId"]
 		delete(resp, "Data")
@@ -92,6 +98,36 @@ func TestCustomResourceThroughTheDaemon(t *testing.T) {
 	prov := &dnsProvider{creates: map[string][]string{}}
 	srv := httptest.NewServer(prov)
 	t.Cleanup(srv.Close)
+	runCustomLifecycle(t, prov, srv.URL)
+}
+
+// Over HTTPS with a private CA (--custom-ca-file), and a provider whose
+// Update returns a new physical id: the old one gets a Delete.
+func TestCustomResourceHTTPSReplacement(t *testing.T) {
+	t.Parallel()
+	prov := &dnsProvider{creates: map[string][]string{}, newIDOnUpdate: true}
+	srv := httptest.NewTLSServer(prov)
+	t.Cleanup(srv.Close)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runCustomLifecycle(t, prov, srv.URL, "--custom-ca-file", ca)
+	prov.mu.Lock()
+	defer prov.mu.Unlock()
+	var deletedOld []string
+	for _, req := range prov.requests {
+		if req["RequestType"] == "Delete" && !strings.HasSuffix(fmt.Sprint(req["PhysicalResourceId"]), "-v2") {
+			deletedOld = append(deletedOld, fmt.Sprint(req["PhysicalResourceId"]))
+		}
+	}
+	if len(deletedOld) != 2 {
+		t.Errorf("old physical ids deleted after the replacing update: %v, want one per instance", deletedOld)
+	}
+}
+
+func runCustomLifecycle(t *testing.T, prov *dnsProvider, url string, extra ...string) {
+	t.Helper()
 
 	dir := t.TempDir()
 	f := &fixture{repo: filepath.Join(dir, "repo"), state: filepath.Join(dir, "state"), targets: filepath.Join(dir, "targets")}
@@ -106,7 +142,7 @@ func TestCustomResourceThroughTheDaemon(t *testing.T) {
 		}
 	}
 	write("dns.hcl", `resource_type "Custom::DNSRecord" {
-  service_token = "`+srv.URL+`/hook"
+  service_token = "`+url+`/hook"
 }
 
 stack_set "dns" {
@@ -133,7 +169,7 @@ output "fqdn" { value = custom.record.data.fqdn }
 	rev := f.commit(t, "dns records")
 
 	listen := freePort(t)
-	d := startDaemon(t, f.flags("--listen", listen, "--external-url", "http://"+listen, "--interval", "1h")...)
+	d := startDaemon(t, f.flags(append([]string{"--listen", listen, "--external-url", "http://" + listen, "--interval", "1h"}, extra...)...)...)
 	waitStatus := func(rev string) {
 		t.Helper()
 		eventually(t, 20*time.Second, func() bool {
@@ -187,8 +223,12 @@ output "fqdn" { value = custom.record.data.fqdn }
 			}
 		}
 	}
-	if counts["Create"] != 2 || counts["Update"] != 2 || counts["Delete"] != 2 {
-		t.Errorf("requests by type %v, want 2 each", counts)
+	wantDeletes := 2
+	if prov.newIDOnUpdate {
+		wantDeletes = 4 // the replaced ids, then the resources
+	}
+	if counts["Create"] != 2 || counts["Update"] != 2 || counts["Delete"] != wantDeletes {
+		t.Errorf("requests by type %v, want 2 creates, 2 updates, %d deletes", counts, wantDeletes)
 	}
 	for key, ids := range prov.creates {
 		if len(ids) != 1 {

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,6 +53,7 @@ type repoConfig struct {
 	prBranches                       string
 	forgeURL, forgeRepo, forgeToken  string
 	externalURL                      string
+	customCA                         string
 }
 
 func (c *repoConfig) addFlags(cmd *cobra.Command) {
@@ -65,6 +69,7 @@ func (c *repoConfig) addFlags(cmd *cobra.Command) {
 	f.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&c.logFormat, "log-format", "auto", "log format: json, console, auto (console on a terminal)")
 	f.StringVar(&c.externalURL, "external-url", "http://127.0.0.1:7070", "URL under which custom-resource providers reach this daemon's response URLs")
+	f.StringVar(&c.customCA, "custom-ca-file", "", "PEM CA certificates trusted (besides the system's) for custom-resource service tokens over https")
 	f.StringVar(&c.prBranches, "pr-branches", "*", "pattern (path.Match) of the branches planned as pull requests; the deploy and status branches never are")
 	f.StringVar(&c.forgeURL, "forge-url", "", "GitHub-compatible REST API base URL for pull-request comments (e.g. https://api.github.com)")
 	f.StringVar(&c.forgeRepo, "forge-repo", "", "owner/name of the repository on the forge")
@@ -147,7 +152,7 @@ const brokerKeyMeta = "custom/broker_key"
 // newCustom builds the custom provider: its broker signs response URLs
 // with the key kept in the state, and types registered through the API
 // (or declared in Git) are the registered ones.
-func newCustom(st *state.Store, externalURL string) (*custom.Provider, *custom.Broker, error) {
+func newCustom(st *state.Store, externalURL, caFile string) (*custom.Provider, *custom.Broker, error) {
 	var key []byte
 	if st != nil {
 		key, _ = st.Meta(brokerKeyMeta)
@@ -165,7 +170,25 @@ func newCustom(st *state.Store, externalURL string) (*custom.Provider, *custom.B
 	if err != nil {
 		return nil, nil, fmt.Errorf("--external-url: %w", err)
 	}
-	p, err := custom.New(custom.Options{Broker: broker, TypeToken: func(name string) (string, bool) {
+	var client *http.Client
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--custom-ca-file: %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, nil, fmt.Errorf("--custom-ca-file %s: no PEM certificate in it", caFile)
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		tr.ResponseHeaderTimeout = time.Minute
+		client = &http.Client{Transport: tr}
+	}
+	p, err := custom.New(custom.Options{Broker: broker, Client: client, TypeToken: func(name string) (string, bool) {
 		if st == nil {
 			return "", false
 		}
@@ -207,7 +230,7 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	cp, broker, err := newCustom(st, c.externalURL)
+	cp, broker, err := newCustom(st, c.externalURL, c.customCA)
 	if err != nil {
 		st.Close()
 		return nil, err
