@@ -166,6 +166,12 @@ func (o *opRun) schedule(ctx context.Context) {
 	var regions []string
 	byRegion := map[string][]*work{}
 	for _, w := range o.j.works {
+		if w.action == actionSkip {
+			// Suspended accounts are recorded, never scheduled: they do
+			// not count towards percentages or concurrency.
+			o.settle(w, state.InstanceSkippedSuspendedAccount, "the account is suspended in the organization", nil)
+			continue
+		}
 		if _, ok := byRegion[w.target.Region]; !ok {
 			regions = append(regions, w.target.Region)
 		}
@@ -226,11 +232,27 @@ func (o *opRun) runRegion(ctx context.Context, prefs engine.OperationPreferences
 		// tolerance by more than one.
 		return max(1, min(maxConc, tolerance+1-failures))
 	}
+	// drain takes every result already reported, so that a failure that
+	// has happened is counted before the next instance starts.
+	drain := func() {
+		for running > 0 {
+			select {
+			case ok := <-done:
+				if !ok {
+					failures++
+				}
+				running--
+			default:
+				return
+			}
+		}
+	}
 	i := 0
 	for ; i < len(works); i++ {
 		for running > 0 && running >= limit() {
 			wait()
 		}
+		drain()
 		if failures > tolerance || ctx.Err() != nil || o.r.isStopping() {
 			break
 		}

@@ -504,12 +504,19 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 			}
 			w := &work{target: t, action: engine.InstanceUpdate, hash: hash}
 			if ss.SuspendedAccounts[t.Account] {
+				if in != nil && in.Status == state.InstanceSkippedSuspendedAccount {
+					// Already recorded as skipped: nothing new to say.
+					addChange(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceNoChange})
+					continue
+				}
 				w.action = actionSkip
 				j.works = append(j.works, w)
 				addChange(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceNoChange})
 				continue
 			}
-			if in == nil {
+			if in == nil || in.Revision == "" && in.Status == state.InstanceSkippedSuspendedAccount {
+				// Never deployed (a reinstated account's skipped record
+				// included): a create.
 				w.action = engine.InstanceCreate
 				creates++
 			} else {
