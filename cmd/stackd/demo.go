@@ -141,6 +141,54 @@ func runDemo(ctx context.Context, w io.Writer, dir string) error {
 		return err
 	}
 
+	d.title("A pull request: the change set of a branch, before it merges")
+	wt, err := repo.Worktree()
+	if err != nil {
+		return err
+	}
+	branch := plumbing.NewBranchReferenceName("feature/more-replicas")
+	if err := wt.Checkout(&git.CheckoutOptions{Branch: branch, Create: true}); err != nil {
+		return err
+	}
+	src, err = os.ReadFile(web)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(web, []byte(strings.Replace(string(src), "replicas = 3", "replicas = 5", 1)), 0o644); err != nil {
+		return err
+	}
+	if err := commitAll(repo, "web: five replicas"); err != nil {
+		return err
+	}
+	if err := wt.Checkout(&git.CheckoutOptions{Branch: plumbing.NewBranchReferenceName("main")}); err != nil {
+		return err
+	}
+	if err := a.rec.PlanBranches(ctx); err != nil {
+		return err
+	}
+	head, err := a.source.Head(ctx, "stackd/status")
+	if err != nil {
+		return err
+	}
+	tree, err := a.source.Tree(ctx, head)
+	if err != nil {
+		return err
+	}
+	md, err := fs.ReadFile(tree, reconciler.ChangeSetPath("feature/more-replicas", "web", "md"))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "Branch feature/more-replicas sets replicas = 5. stackd planned it and committed\n%s to stackd/status\n(with a forge configured it is also the pull request's comment):\n\n",
+		reconciler.ChangeSetPath("feature/more-replicas", "web", "md"))
+	lines := strings.Split(string(md), "\n")
+	for i, l := range lines {
+		if i == 24 {
+			fmt.Fprintf(w, "    … (%d more lines)\n", len(lines)-i)
+			break
+		}
+		fmt.Fprintf(w, "    %s\n", l)
+	}
+
 	d.title("Where everything is")
 	inst := filepath.Join(cfg.targetsRoot, "111111111111", "eu-west-1")
 	fmt.Fprintf(w, "repository     %s\n", repoDir)
@@ -157,6 +205,7 @@ func runDemo(ctx context.Context, w io.Writer, dir string) error {
 	fmt.Fprintf(w, "\nTry:\n")
 	fmt.Fprintf(w, "  git -C %s log --oneline stackd/status\n", repoDir)
 	fmt.Fprintf(w, "  git -C %s show stackd/status:status/web.json\n", repoDir)
+	fmt.Fprintf(w, "  git -C %s show stackd/status:changesets/feature/more-replicas/web.md\n", repoDir)
 	fmt.Fprintf(w, "  cat %s/web/app.conf\n", inst)
 	fmt.Fprintf(w, "  stackd status --state-dir %s\n", cfg.stateDir)
 	fmt.Fprintf(w, "  stackd run --repo %s --state-dir %s --targets-root %s   # then commit to the repository\n", repoDir, cfg.stateDir, cfg.targetsRoot)
