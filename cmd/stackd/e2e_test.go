@@ -767,8 +767,13 @@ func TestDemo(t *testing.T) {
 		}
 	}
 	checkNoSecret(t, "the demo's output", res.stdout)
-	head := statusHead(t, filepath.Join(dir, "repo"))
-	if !strings.Contains(res.stdout, head.Hash[:7]) {
-		t.Errorf("the demo does not show its last status commit %s", head.Hash[:7])
+	// The last operation's status commit is shown; the pull-request change
+	// set committed after it is shown by its path.
+	history := readHistory(t, filepath.Join(dir, "repo"))
+	if len(history) < 2 || !strings.HasPrefix(history[0].Message, "stackd: plan feature/more-replicas") {
+		t.Fatalf("status history: %+v", history)
+	}
+	if !strings.Contains(res.stdout, history[1].Hash[:7]) || !strings.Contains(res.stdout, "changesets/feature/more-replicas/web.md") || !strings.Contains(res.stdout, "6 of 6 instances will be updated") {
+		t.Errorf("the demo does not show its last status commit %s and the pull-request change set:\n%s", history[1].Hash[:7], res.stdout)
 	}
 }
