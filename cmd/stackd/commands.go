@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	stdlog "log"
 	"sync"
 
 	"crypto/tls"
@@ -40,6 +41,13 @@ func newRunCommand() *cobra.Command {
 		Short: "Run the daemon: reconcile every new commit of the deploy branch",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			token, err := readSecret(tokenFile)
+			if err != nil {
+				return fmt.Errorf("--api-token-file: %w", err)
+			}
+			if token == "" && !loopback(listen) {
+				return fmt.Errorf("--api-token-file is required when --listen (%s) is not a loopback address", listen)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			a, err := c.open(ctx, cmd.ErrOrStderr())
@@ -69,23 +77,15 @@ func newRunCommand() *cobra.Command {
 					return true, "revision " + short(h.Revision)
 				},
 			}
-			if opts.Token, err = readSecret(tokenFile); err != nil {
-				return fmt.Errorf("--api-token-file: %w", err)
-			}
+			opts.Token, opts.AllowUnauthenticated = token, token == ""
 			if opts.WebhookSecret, err = readSecret(webhookSecret); err != nil {
 				return fmt.Errorf("--webhook-secret-file: %w", err)
-			}
-			if opts.Token == "" {
-				if !loopback(listen) {
-					return fmt.Errorf("--api-token-file is required when --listen (%s) is not a loopback address", listen)
-				}
-				opts.AllowUnauthenticated = true
 			}
 			handler, err := api.New(opts)
 			if err != nil {
 				return err
 			}
-			srv, err := serve(listen, handler, tlsCert, tlsKey)
+			srv, err := serve(listen, handler, tlsCert, tlsKey, stdlog.New(a.log, "", 0))
 			if err != nil {
 				return err
 			}
@@ -137,7 +137,7 @@ func loopback(addr string) bool {
 }
 
 // serve starts the HTTP API (TLS when cert and key are given).
-func serve(addr string, h http.Handler, cert, key string) (*http.Server, error) {
+func serve(addr string, h http.Handler, cert, key string, errLog *stdlog.Logger) (*http.Server, error) {
 	if (cert == "") != (key == "") {
 		return nil, fmt.Errorf("--tls-cert and --tls-key go together")
 	}
@@ -149,6 +149,7 @@ func serve(addr string, h http.Handler, cert, key string) (*http.Server, error) 
 		Addr: ln.Addr().String(), Handler: h,
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: api.DefaultPlanTimeout + 30*time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+		ErrorLog: errLog, // TLS handshake errors and the like go to the structured log
 	}
 	if cert != "" {
 		if _, err := tls.LoadX509KeyPair(cert, key); err != nil {
