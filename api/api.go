@@ -93,6 +93,9 @@ type Options struct {
 	ReconcileHealth func() any
 	// Planner backs /v1/changesets. Nil: 503.
 	Planner Planner
+	// Controller backs POST /v1/stack_sets/{name}/promote and /abort. Nil:
+	// 404.
+	Controller Controller
 	// Responses receives custom-resource responses. Nil: 404.
 	Responses ResponseSink
 	// Signals receives wait-condition signals. Nil: 404.

@@ -1,6 +1,8 @@
 // Package api is stackd's HTTP API (DESIGN §8): health, readiness and
 // Prometheus metrics; read endpoints for stack sets, instances, operations,
-// events and change sets; the resource-type registry; the Git push webhook;
+// events and change sets; promote and abort of running rollouts (through
+// the Controller, the reconciler); the resource-type registry; the Git
+// push webhook;
 // and the pre-signed URLs that take custom-resource responses and
 // wait-condition signals. openapi.json documents every route and is served
 // at /openapi.json.

@@ -183,6 +183,7 @@ type operationView struct {
 	Ended      *time.Time                 `json:"ended,omitempty"`
 	Counts     reconciler.OperationCounts `json:"counts"`
 	Results    []state.InstanceResult     `json:"results"`
+	Rollout    *state.RolloutProgress     `json:"rollout,omitempty"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -213,7 +214,7 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) {
 		Status: op.Status, Reason: op.Reason,
 		Created: timePtr(op.Created), Started: timePtr(op.Started), Ended: timePtr(op.Ended),
 		Counts:  reconciler.OperationCounts{Total: len(op.Results)},
-		Results: op.Results,
+		Results: op.Results, Rollout: op.Rollout,
 	}
 	if v.Results == nil {
 		v.Results = []state.InstanceResult{}

@@ -79,7 +79,9 @@ type StackSet struct {
 	overrideOf  map[Target]*Override
 	org         *Organization
 	Preferences OperationPreferences
-	DeclRange   hcl.Range
+	// Rollout is the rollout block (nil: the RFS sliding window alone).
+	Rollout   *Rollout
+	DeclRange hcl.Range
 	// ConfigHash identifies template + vars; it changes when either changes.
 	ConfigHash string
 }
@@ -163,7 +165,7 @@ var stackSetSchema = &hcl.BodySchema{
 		{Name: "id"}, {Name: "description"}, {Name: "template", Required: true},
 		{Name: "permission_model"}, {Name: "call_identity"}, {Name: "vars"}, {Name: "vars_file"}, {Name: "suspend"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "deployment_targets"}, {Type: "operation_preferences"}, {Type: "instance_override"}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "deployment_targets"}, {Type: "operation_preferences"}, {Type: "instance_override"}, {Type: "rollout"}},
 }
 
 var targetsSchema = &hcl.BodySchema{
@@ -350,9 +352,16 @@ func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provide
 	}
 
 	// Targets and preferences.
-	var targets, prefs *hcl.Block
+	var targets, prefs, rollout *hcl.Block
 	for _, blk := range content.Blocks {
 		switch blk.Type {
+		case "rollout":
+			if rollout != nil {
+				diags = diags.Append(errorf(blk.DefRange, "Duplicate rollout block", "Stack set %q may have one rollout block; another is at %s.", name, rollout.DefRange))
+				continue
+			}
+			rollout = blk
+			diags = append(diags, ss.loadRollout(blk)...)
 		case "deployment_targets":
 			if targets != nil {
 				diags = diags.Append(errorf(blk.DefRange, "Duplicate deployment_targets block", "Stack set %q may have one deployment_targets block; another is at %s.", name, targets.DefRange))

@@ -119,6 +119,8 @@ type opRun struct {
 
 	mu      sync.Mutex
 	results map[engine.Target]state.InstanceResult
+	// ro is the rollout of an operation of a stack set with a rollout block.
+	ro *rolloutRun
 }
 
 func (o *opRun) event(region, account, resource, status, msg string) {
@@ -162,6 +164,10 @@ func (o *opRun) schedule(ctx context.Context) {
 	prefs := engine.OperationPreferences{RegionConcurrency: "SEQUENTIAL", MaxConcurrentCount: 1, FailureTolerancePercentage: -1, MaxConcurrentPercentage: -1, FailureToleranceMode: "STRICT_FAILURE_TOLERANCE"}
 	if o.j.desired != nil {
 		prefs = o.j.desired.Preferences
+		if o.j.desired.Rollout != nil {
+			o.runRollout(ctx, prefs)
+			return
+		}
 	}
 	var regions []string
 	byRegion := map[string][]*work{}
@@ -215,9 +221,17 @@ func (o *opRun) schedule(ctx context.Context) {
 // tolerance was exceeded (or the context ended).
 func (o *opRun) runRegion(ctx context.Context, prefs engine.OperationPreferences, works []*work) bool {
 	tolerance, maxConc := prefs.Limits(len(works))
-	strict := prefs.FailureToleranceMode != "SOFT_FAILURE_TOLERANCE"
+	_, ok := o.runRegionWith(ctx, works, tolerance, maxConc, prefs.FailureToleranceMode != "SOFT_FAILURE_TOLERANCE", 0)
+	return ok
+}
+
+// runRegionWith runs works of one region with the region's limits, counting
+// failed failures the region had before (a rollout runs a region's
+// instances batch by batch); it returns the region's failures and false
+// when the tolerance was exceeded (or the context ended).
+func (o *opRun) runRegionWith(ctx context.Context, works []*work, tolerance, maxConc int, strict bool, failed int) (int, bool) {
 	done := make(chan bool)
-	running, failures := 0, 0
+	running, failures := 0, failed
 	wait := func() {
 		if !<-done {
 			failures++
@@ -275,7 +289,7 @@ func (o *opRun) runRegion(ctx context.Context, prefs engine.OperationPreferences
 		}
 		o.cancel(works[i:], reason)
 	}
-	return failures <= tolerance && ctx.Err() == nil && !o.r.isStopping()
+	return failures, failures <= tolerance && ctx.Err() == nil && !o.r.isStopping()
 }
 
 // cancel marks works that never started CANCEL_COMPLETE (not when the
@@ -413,14 +427,18 @@ func (o *opRun) settle(w *work, status, reason string, outputs json.RawMessage) 
 func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
 	st := o.r.opts.Store
 	op := o.op
-	op.Results = op.Results[:0]
-	failed, cancelled := 0, 0
-	for _, w := range o.j.works {
-		res, ok := o.results[w.target]
-		if !ok {
-			continue
+	if o.ro != nil {
+		op.Results = o.ro.results()
+	} else {
+		op.Results = op.Results[:0]
+		for _, w := range o.j.works {
+			if res, ok := o.results[w.target]; ok {
+				op.Results = append(op.Results, res)
+			}
 		}
-		op.Results = append(op.Results, res)
+	}
+	failed, cancelled := 0, 0
+	for _, res := range op.Results {
 		switch res.Status {
 		case state.InstanceOperationFailed:
 			failed++
@@ -428,7 +446,7 @@ func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
 			cancelled++
 		}
 	}
-	if ctx.Err() != nil || o.r.isStopping() && len(o.results) < len(o.j.works) {
+	if ctx.Err() != nil || o.r.isStopping() && len(o.results) < len(o.j.works) || o.ro != nil && o.ro.interrupted {
 		// The daemon is stopping: the operation stays RUNNING and resumes.
 		if err := st.PutOperation(*op); err != nil {
 			return op, err
@@ -449,17 +467,26 @@ func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
 	} else if failed > 0 {
 		op.Reason = fmt.Sprintf("%d instances failed within the failure tolerance", failed)
 	}
+	// A rollout that stopped says why (which batch, what failed, what the
+	// rollback did).
+	stopped := o.ro != nil && o.ro.outcome != ""
+	if stopped {
+		op.Status, op.Reason = o.ro.outcome, o.ro.reason
+	}
 	if err := st.PutOperation(*op); err != nil {
 		return op, err
 	}
 	ss := *o.j.recorded
 	ss.LastOperation = op.ID
 	if o.j.desired != nil {
-		if failed == 0 && cancelled == 0 {
+		if failed == 0 && cancelled == 0 && !stopped {
 			ss.Revision = op.Revision
 			ss.ConfigHash = o.j.desired.ConfigHash
 		}
-		ss.VarNames, ss.Vars = varsRecord(o.j.desired)
+		if !stopped || o.ro.outcome == state.OperationFailed || o.ro.outcome == state.OperationStopped {
+			// A rolled-back stack set keeps the variables it had.
+			ss.VarNames, ss.Vars = varsRecord(o.j.desired)
+		}
 		ss.Status = "ACTIVE"
 		if err := st.PutStackSet(ss); err != nil {
 			return op, err

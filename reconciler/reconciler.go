@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"path"
 	"slices"
 	"sort"
@@ -61,6 +62,13 @@ type Options struct {
 	// the order and the per-region concurrency, this keeps a fleet of
 	// 10,000 PARALLEL instances from running 10,000 at once in one process.
 	MaxInFlight int
+	// Clock times rollout pauses and health checks (default: the real
+	// clock); tests use a fake one.
+	Clock Clock
+	// HealthClient makes rollout health checks (default: a client that
+	// keeps no idle connections). Each request gets the health check's
+	// timeout through its context.
+	HealthClient *http.Client
 }
 
 // Metrics is what the reconciler reports to monitoring.
@@ -109,6 +117,12 @@ func (o *Options) Validate() error {
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = 256
 	}
+	if o.Clock == nil {
+		o.Clock = realClock{}
+	}
+	if o.HealthClient == nil {
+		o.HealthClient = defaultHealthClient
+	}
 	return nil
 }
 
@@ -131,6 +145,9 @@ type Reconciler struct {
 	inflight chan struct{}
 	// gitTypes are the resource types declared by the last applied revision.
 	gitTypes atomic.Pointer[map[string]string]
+	// rollouts holds the running rollouts by stack set name (*rolloutRun),
+	// for Promote and Abort.
+	rollouts sync.Map
 }
 
 // GitTypes returns the resource types (name → default service token)
@@ -292,6 +309,9 @@ type work struct {
 	action string // engine.InstanceCreate | InstanceUpdate | InstanceDelete | actionSkip
 	hash   string
 	plan   *engine.InstancePlan
+	// inService: the instance existed and its last operation completed
+	// when the operation was planned (rollout min_in_service counts it).
+	inService bool
 }
 
 // actionSkip marks an instance of a suspended account: it is recorded as
@@ -502,7 +522,7 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 				addChange(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceNoChange})
 				continue
 			}
-			w := &work{target: t, action: engine.InstanceUpdate, hash: hash}
+			w := &work{target: t, action: engine.InstanceUpdate, hash: hash, inService: in != nil && in.Status == state.InstanceOperationComplete}
 			if ss.SuspendedAccounts[t.Account] {
 				if in != nil && in.Status == state.InstanceSkippedSuspendedAccount {
 					// Already recorded as skipped: nothing new to say.

@@ -43,6 +43,17 @@ type OperationStatus struct {
 	Started  time.Time       `json:"started"`
 	Ended    time.Time       `json:"ended,omitempty"`
 	Counts   OperationCounts `json:"counts"`
+	// Rollout is where a rollout is (batch k of n, phase), or where it
+	// stopped (failed_batch).
+	Rollout *state.RolloutProgress `json:"rollout,omitempty"`
+}
+
+// operationStatus summarises op.
+func operationStatus(op *state.Operation) *OperationStatus {
+	return &OperationStatus{
+		ID: op.ID, Kind: op.Kind, Status: op.Status, Reason: op.Reason, Revision: op.Revision,
+		Started: op.Started, Ended: op.Ended, Counts: counts(op), Rollout: op.Rollout,
+	}
 }
 
 // OperationCounts counts an operation's instances by outcome.
@@ -51,6 +62,8 @@ type OperationCounts struct {
 	Succeeded int `json:"succeeded"`
 	Failed    int `json:"failed"`
 	Cancelled int `json:"cancelled"`
+	// RolledBack counts instances a rollback restored.
+	RolledBack int `json:"rolled_back,omitempty"`
 }
 
 // InstanceStatus is one instance in a status document.
@@ -74,6 +87,10 @@ type IndexStatus struct {
 func counts(op *state.Operation) OperationCounts {
 	c := OperationCounts{Total: len(op.Results)}
 	for _, r := range op.Results {
+		if r.RolledBack {
+			c.RolledBack++
+			continue
+		}
 		switch r.Status {
 		case state.InstanceOperationComplete:
 			c.Succeeded++
@@ -92,10 +109,7 @@ func BuildStatus(st *state.Store, ss *state.StackSet) (*StackSetStatus, error) {
 	if ss.LastOperation != "" {
 		op, err := st.Operation(ss.LastOperation)
 		if err == nil {
-			doc.LastOperation = &OperationStatus{
-				ID: op.ID, Kind: op.Kind, Status: op.Status, Reason: op.Reason, Revision: op.Revision,
-				Started: op.Started, Ended: op.Ended, Counts: counts(&op),
-			}
+			doc.LastOperation = operationStatus(&op)
 		}
 	}
 	ins, err := st.Instances(ss.ID)
@@ -124,6 +138,18 @@ func marshal(v any) []byte {
 func (r *Reconciler) writeOperationStatus(ctx context.Context, j *job, ss *state.StackSet, op *state.Operation) error {
 	c := counts(op)
 	msg := fmt.Sprintf("stackd: %s %s %s %s (%d/%d)", j.name, op.Kind, short(op.Revision), op.Status, c.Succeeded, c.Total)
+	if ro := op.Rollout; ro != nil {
+		switch {
+		case op.Status == state.OperationRunning:
+			msg += fmt.Sprintf(" batch %d/%d", ro.Batch, ro.Batches)
+			if ro.Phase == state.RolloutWaitingForPromotion {
+				msg += " waiting for promotion"
+			}
+		case op.Status != state.OperationSucceeded && op.Reason != "":
+			// Which batch failed and why, and what the rollback did.
+			msg += "\n\n" + op.Reason
+		}
+	}
 	files := map[string][]byte{}
 	var deletes []string
 	if j.desired == nil && op.Status == state.OperationSucceeded {
@@ -133,10 +159,7 @@ func (r *Reconciler) writeOperationStatus(ctx context.Context, j *job, ss *state
 		if err != nil {
 			return err
 		}
-		doc.LastOperation = &OperationStatus{
-			ID: op.ID, Kind: op.Kind, Status: op.Status, Reason: op.Reason, Revision: op.Revision,
-			Started: op.Started, Ended: op.Ended, Counts: c,
-		}
+		doc.LastOperation = operationStatus(op)
 		files[StatusPath(j.name)] = marshal(doc)
 	}
 	if _, err := r.opts.Source.WriteFiles(ctx, msg, files, deletes); err != nil {

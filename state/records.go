@@ -25,6 +25,22 @@ const (
 	OperationFailed    = "FAILED"
 	OperationStopped   = "STOPPED"
 	OperationCancelled = "CANCELLED"
+	// OperationRolledBack: a rollout batch failed and every instance the
+	// operation changed is back at the previous revision.
+	OperationRolledBack = "ROLLED_BACK"
+	// OperationRollbackFailed: a rollout batch failed and rolling back did
+	// not restore every instance the operation changed.
+	OperationRollbackFailed = "ROLLBACK_FAILED"
+)
+
+// Rollout phases of a running operation with a rollout block.
+const (
+	RolloutDeploying           = "DEPLOYING"
+	RolloutPaused              = "PAUSED"
+	RolloutHealthCheck         = "HEALTH_CHECK"
+	RolloutWaitingForPromotion = "WAITING_FOR_PROMOTION"
+	RolloutRollingBack         = "ROLLING_BACK"
+	RolloutDone                = "DONE"
 )
 
 // Resource journal statuses: a provider action is journaled (Pending*) before
@@ -96,6 +112,26 @@ type InstanceResult struct {
 	Action  string `json:"action"` // create | update | delete | none
 	Status  string `json:"status"` // instance status
 	Reason  string `json:"reason,omitempty"`
+	// Batch is the rollout batch (1-based) the instance was in; 0 without
+	// a rollout, and for the deletions that follow the batches.
+	Batch int `json:"batch,omitempty"`
+	// RolledBack is set when a rollback re-deployed the previous revision
+	// to the instance.
+	RolledBack bool `json:"rolled_back,omitempty"`
+}
+
+// RolloutProgress is where a rollout operation is.
+type RolloutProgress struct {
+	Pattern string `json:"pattern"`
+	// Batch is the current batch (1-based; 0 before the first), Batches
+	// how many there are.
+	Batch   int    `json:"batch"`
+	Batches int    `json:"batches"`
+	Phase   string `json:"phase"` // Rollout* phase
+	// FailedBatch is the batch whose gate or tolerance failed (0: none).
+	FailedBatch int `json:"failed_batch,omitempty"`
+	// PreviousRevision is the revision a rollback re-deploys.
+	PreviousRevision string `json:"previous_revision,omitempty"`
 }
 
 // Operation is one stack-set operation, keyed by (stack set id, commit).
@@ -111,6 +147,8 @@ type Operation struct {
 	Started    time.Time        `json:"started,omitempty"`
 	Ended      time.Time        `json:"ended,omitempty"`
 	Results    []InstanceResult `json:"results,omitempty"`
+	// Rollout is set for operations of a stack set with a rollout block.
+	Rollout *RolloutProgress `json:"rollout,omitempty"`
 }
 
 // Event is one entry of an operation's event log.

@@ -40,7 +40,7 @@ writes what happened back to the repository as status commits.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newRunCommand(), newApplyCommand(), newPlanCommand(), newValidateCommand(),
-		newStatusCommand(), newDemoCommand(), newStateCommand(), newBenchCommand())
+		newStatusCommand(), newPromoteCommand(), newAbortCommand(), newDemoCommand(), newStateCommand(), newBenchCommand())
 	return root
 }
 

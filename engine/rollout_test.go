@@ -1,0 +1,286 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/stackd/stackd/engine/provider"
+)
+
+const rolloutTmpl = `
+variable "a" { type = string }
+resource "rec" "x" {
+  name    = "x"
+  content = var.a
+}
+output "host" { value = "svc-${target.region}" }
+output "port" { value = 8080 }
+output "secret" {
+  value     = "s3cr3t"
+  sensitive = true
+}
+`
+
+// rolloutDefs is a stack set with the given rollout block body.
+func rolloutDefs(body string) string {
+	return `stack_set "s" {
+  template = "./t"
+  vars     = { a = "x" }
+  deployment_targets {
+    regions  = ["r1", "r2"]
+    accounts = ["111111111111", "222222222222"]
+  }
+  rollout {
+` + body + `
+  }
+}
+`
+}
+
+func loadRollout(t *testing.T, body string) (*StackSet, hcl.Diagnostics) {
+	t.Helper()
+	defs, diags := load(t, map[string]string{"ss.hcl": rolloutDefs(body), "t/main.hcl": rolloutTmpl}, provider.Registry{"rec": newRecorder()})
+	return defs.StackSet("s"), diags
+}
+
+func TestRolloutDefaults(t *testing.T) {
+	ss, diags := loadRollout(t, ``)
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	want := Rollout{Pattern: PatternRolling, BatchSize: 1, GrowthFactor: 1, OnFailure: OnFailureStop}
+	if diff := cmp.Diff(want, *ss.Rollout, cmpopts.IgnoreFields(Rollout{}, "DeclRange")); diff != "" {
+		t.Errorf("rollout defaults (-want +got):\n%s", diff)
+	}
+
+	ss, diags = loadRollout(t, `
+    pattern        = "canary"
+    batch_size     = 2
+    min_in_service = 3
+    pause          = "until_promoted"
+    on_failure     = "rollback"
+    health_check {
+      url = "http://${output.host}:${output.port}/${target.account}/healthz"
+    }`)
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	r := ss.Rollout
+	if r.Pattern != PatternCanary || r.GrowthFactor != DefaultGrowthFactor || !r.UntilPromoted || r.Pause != 0 || r.OnFailure != OnFailureRollback || r.MinInService != 3 || r.BatchSize != 2 {
+		t.Errorf("canary rollout %+v, want canary ×2 until promoted, rollback, min_in_service 3, batch_size 2", r)
+	}
+	h := r.HealthCheck
+	if h == nil || h.Expect != 200 || h.Timeout != 5*time.Second || h.Interval != 2*time.Second || h.Healthy != 1 || h.Deadline != 5*time.Minute {
+		t.Errorf("health_check defaults %+v, want expect 200, timeout 5s, interval 2s, healthy 1, deadline 5m", h)
+	}
+
+	// The rollout is scheduling only: it does not change the instances.
+	plain, diags := load(t, map[string]string{"ss.hcl": strings.Replace(rolloutDefs(""), "rollout {\n\n  }", "", 1), "t/main.hcl": rolloutTmpl}, provider.Registry{"rec": newRecorder()})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	if p := plain.StackSet("s"); p.Rollout != nil || p.ConfigHash != ss.ConfigHash {
+		t.Errorf("without the block: rollout %v, config hash %s; want nil and the same hash as with it (%s)", p.Rollout, p.ConfigHash, ss.ConfigHash)
+	}
+}
+
+func TestRolloutValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, want string
+		line             int // line of ss.hcl the diagnostic must name
+	}{
+		{"unknown pattern", `pattern = "blue-green"`, `pattern is "blue-green"; it must be "rolling" or "canary"`, 9},
+		{"batch_size 0", `batch_size = 0`, "batch_size is 0; it must be at least 1", 9},
+		{"negative batch_size", `batch_size = -2`, "batch_size must be a non-negative whole number", 9},
+		{"fractional batch_size", `batch_size = 1.5`, "batch_size must be a non-negative whole number", 9},
+		{"growth_factor 1", "pattern = \"canary\"\ngrowth_factor = 1", "growth_factor is 1; a canary rollout must grow its batches, so it must be at least 2", 10},
+		{"growth_factor with rolling", "growth_factor = 3", "growth_factor only applies to pattern = \"canary\"", 9},
+		{"bad pause", `pause = "soon"`, `pause is "soon"; it is not a duration like "30s"`, 9},
+		{"negative pause", `pause = "-5s"`, `pause is "-5s"; it must be positive`, 9},
+		{"huge pause", `pause = "48h"`, "it may be at most 24h", 9},
+		{"bad on_failure", `on_failure = "panic"`, `on_failure is "panic"; it must be "stop" or "rollback"`, 9},
+		{"missing url", "health_check {\n}", `The argument "url" is required`, 9},
+		{"bad timeout", "health_check {\nurl = \"http://x\"\ntimeout = \"0s\"\n}", `health_check timeout is "0s"; it must be positive`, 11},
+		{"bad interval", "health_check {\nurl = \"http://x\"\ninterval = \"2 seconds\"\n}", `health_check interval is "2 seconds"; it is not a duration`, 11},
+		{"deadline below timeout", "health_check {\nurl = \"http://x\"\ntimeout = \"10s\"\ndeadline = \"5s\"\n}", "deadline (5s) is shorter than its timeout (10s)", 12},
+		{"healthy unreachable before the deadline", "health_check {\nurl = \"http://x\"\nhealthy = 4\ninterval = \"10s\"\ndeadline = \"30s\"\n}", "needs 4 consecutive successes 10s apart, which takes 30s, but its deadline is 30s", 13},
+		{"healthy 0", "health_check {\nurl = \"http://x\"\nhealthy = 0\n}", "at least 1 consecutive success is needed", 11},
+		{"expect not a status", "health_check {\nurl = \"http://x\"\nexpect = 42\n}", "it must be an HTTP status code", 11},
+		{"url uses var", "health_check {\nurl = \"http://${var.a}\"\n}", `not "var"`, 10},
+		{"url uses unknown output", "health_check {\nurl = \"http://${output.nope}\"\n}", `references output "nope", which template t does not declare`, 10},
+		{"url uses sensitive output", "health_check {\nurl = \"http://${output.secret}\"\n}", `output "secret" is sensitive`, 10},
+		{"two health checks", "health_check {\nurl = \"http://x\"\n}\nhealth_check {\nurl = \"http://y\"\n}", "Duplicate health_check block", 12},
+		{"unknown attribute", `batch = 2`, `An argument named "batch" is not expected here`, 9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, diags := loadRollout(t, tc.body)
+			var got []string
+			found := false
+			for _, d := range DiagnosticsJSON(diags) {
+				got = append(got, d.String())
+				if strings.Contains(d.String(), tc.want) {
+					found = true
+					if d.File != "ss.hcl" || d.Line != tc.line {
+						t.Errorf("diagnostic %q at %s:%d, want ss.hcl:%d", d.Summary, d.File, d.Line, tc.line)
+					}
+				}
+			}
+			if !found {
+				t.Fatalf("diagnostics:\n%s\nwant one containing %q", strings.Join(got, "\n"), tc.want)
+			}
+		})
+	}
+
+	defs, diags := load(t, map[string]string{"t/main.hcl": rolloutTmpl, "ss.hcl": strings.Replace(rolloutDefs(""), "  }\n}", "  }\n  rollout {\n  }\n}", 1)}, provider.Registry{"rec": newRecorder()})
+	_ = defs
+	if !strings.Contains(diags.Error(), "Duplicate rollout block") {
+		t.Errorf("two rollout blocks: diagnostics %q, want a duplicate block error", diags.Error())
+	}
+}
+
+func TestHealthCheckURL(t *testing.T) {
+	ss, diags := loadRollout(t, `
+    health_check {
+      url = "http://${output.host}.${target.region}:${output.port}/${stack_set.name}/${target.account}"
+    }`)
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	h := ss.Rollout.HealthCheck
+	got, err := h.URLFor(ss, "id-1", Target{Region: "r2", Account: "222222222222"}, json.RawMessage(`{"host":"svc-r2","port":8080}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "http://svc-r2.r2:8080/s/222222222222"; got != want {
+		t.Errorf("URL %q, want %q", got, want)
+	}
+	if _, err := h.URLFor(ss, "id-1", Target{Region: "r2", Account: "222222222222"}, nil); err == nil {
+		t.Errorf("URL without recorded outputs: no error")
+	}
+	if _, err := h.URLFor(ss, "id-1", Target{Region: "r2", Account: "2"}, json.RawMessage(`{"host":"<sensitive>","port":1}`)); err == nil || !strings.Contains(err.Error(), "not recorded") {
+		t.Errorf("URL with a redacted output: error %v, want one saying the value is not recorded", err)
+	}
+
+	ss, diags = loadRollout(t, "health_check {\nurl = \"ftp://${target.region}\"\n}")
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	if _, err := ss.Rollout.HealthCheck.URLFor(ss, "id", Target{Region: "r1", Account: "1"}, nil); err == nil || !strings.Contains(err.Error(), "not an http") {
+		t.Errorf("ftp URL: error %v, want not an http URL", err)
+	}
+}
+
+// sum adds batch sizes.
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
+func allInService(n int) []bool {
+	out := make([]bool, n)
+	for i := range out {
+		out[i] = true
+	}
+	return out
+}
+
+func TestBatchSizes(t *testing.T) {
+	rolling := func(b, min int) *Rollout {
+		return &Rollout{Pattern: PatternRolling, BatchSize: b, GrowthFactor: 1, MinInService: min}
+	}
+	canary := func(b, g, min int) *Rollout {
+		return &Rollout{Pattern: PatternCanary, BatchSize: b, GrowthFactor: g, MinInService: min}
+	}
+	repeat := func(size, times int, tail ...int) []int {
+		var out []int
+		for range times {
+			out = append(out, size)
+		}
+		return append(out, tail...)
+	}
+	for _, tc := range []struct {
+		name      string
+		r         *Rollout
+		inService []bool
+		untouched int
+		want      []int
+	}{
+		// Rolling: batch_size every batch, the last one what is left.
+		{"rolling 1 instance", rolling(2, 0), allInService(1), 0, []int{1}},
+		{"rolling 7 by 2", rolling(2, 0), allInService(7), 0, []int{2, 2, 2, 1}},
+		{"rolling 7 by 1", rolling(1, 0), allInService(7), 0, repeat(1, 7)},
+		{"rolling 20 by 3", rolling(3, 0), allInService(20), 0, repeat(3, 6, 2)},
+		{"rolling 1000 by 100", rolling(100, 0), allInService(1000), 0, repeat(100, 10)},
+		{"rolling 1000 by 7", rolling(7, 0), allInService(1000), 0, repeat(7, 142, 6)},
+		{"rolling batch larger than the fleet", rolling(50, 0), allInService(20), 0, []int{20}},
+		// Canary: 1, 2, 4, 8… capped by what is left.
+		{"canary 1 instance", canary(1, 2, 0), allInService(1), 0, []int{1}},
+		{"canary 7", canary(1, 2, 0), allInService(7), 0, []int{1, 2, 4}},
+		{"canary 20", canary(1, 2, 0), allInService(20), 0, []int{1, 2, 4, 8, 5}},
+		{"canary 1000", canary(1, 2, 0), allInService(1000), 0, []int{1, 2, 4, 8, 16, 32, 64, 128, 256, 489}},
+		{"canary 1000 from 2 by 3", canary(2, 3, 0), allInService(1000), 0, []int{2, 6, 18, 54, 162, 486, 272}},
+		{"canary 20 from 5", canary(5, 2, 0), allInService(20), 0, []int{5, 10, 5}},
+		// min_in_service: never fewer than that many in service untouched.
+		{"rolling 20 by 10, min 15", rolling(10, 15), allInService(20), 0, repeat(5, 4)},
+		{"rolling 7 by 4, min 5", rolling(4, 5), allInService(7), 0, []int{2, 2, 2, 1}},
+		{"canary 20, min 16", canary(1, 2, 16), allInService(20), 0, []int{1, 2, 4, 4, 4, 4, 1}},
+		{"canary 1000, min 900", canary(1, 2, 900), allInService(1000), 0, append([]int{1, 2, 4, 8, 16, 32, 64}, repeat(100, 8, 73)...)},
+		// Untouched in-service instances count towards min_in_service.
+		{"rolling 5 by 5, min 5, 5 untouched", rolling(5, 5), allInService(5), 5, []int{5}},
+		{"rolling 5 by 5, min 5, 2 untouched", rolling(5, 5), allInService(5), 2, []int{2, 2, 1}},
+		// min_in_service at or above the fleet: one in-service instance at a time.
+		{"min above the fleet", rolling(3, 50), allInService(7), 0, repeat(1, 7)},
+		{"min equal to the fleet, canary", canary(1, 2, 20), allInService(20), 0, repeat(1, 20)},
+		// New instances are not in service: they never count against it,
+		// and once their batch passes they serve.
+		{"new fleet ignores min_in_service", rolling(4, 10), make([]bool, 10), 0, []int{4, 4, 2}},
+		{"new instances join service", rolling(4, 3), []bool{false, false, false, true, true, true, true}, 0, []int{4, 3}},
+		{"no instances", rolling(2, 0), nil, 0, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.r.BatchSizes(tc.inService, tc.untouched)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("batch sizes (-want +got):\n%s", diff)
+			}
+			if sum(got) != len(tc.inService) {
+				t.Errorf("batches hold %d instances, want %d", sum(got), len(tc.inService))
+			}
+		})
+	}
+}
+
+// The min_in_service invariant over many shapes: every batch holds at
+// least one instance, and a batch takes in-service instances out only down
+// to min_in_service (unless it takes a single one, to keep progress).
+func TestBatchSizesInvariant(t *testing.T) {
+	for _, n := range []int{1, 7, 20, 1000} {
+		for _, b := range []int{1, 2, 5, 64} {
+			for _, min := range []int{0, 1, n / 2, n - 1, n, n + 3} {
+				for _, pattern := range []string{PatternRolling, PatternCanary} {
+					r := &Rollout{Pattern: pattern, BatchSize: b, GrowthFactor: 2, MinInService: min}
+					name := fmt.Sprintf("%s n=%d b=%d min=%d", pattern, n, b, min)
+					inService := allInService(n)
+					sizes := r.BatchSizes(inService, 0)
+					if sum(sizes) != n {
+						t.Fatalf("%s: batches %v hold %d, want %d", name, sizes, sum(sizes), n)
+					}
+					for k, s := range sizes {
+						if s < 1 || s > 1 && n-s < min {
+							t.Fatalf("%s: batch %d of %v holds %d, leaving %d of %d in service", name, k+1, sizes, s, n-s, min)
+						}
+					}
+				}
+			}
+		}
+	}
+}
