@@ -341,9 +341,34 @@ func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...
 	}
 	p := &pass{}
 	dispatched := 0
+	left, err := r.unfinished()
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, j := range jobs {
-		if j.kind == "" || len(only) > 0 && !slices.Contains(only, j.name) {
+		if len(only) > 0 && !slices.Contains(only, j.name) {
 			continue
+		}
+		if j.kind == "" {
+			// Nothing left to apply, but an operation a crash or stop
+			// interrupted may still be open: finish it at this revision
+			// (its status commit is written) or end it as superseded.
+			for _, op := range left {
+				if op.StackSet != j.name {
+					continue
+				}
+				if op.Revision == rev && j.recorded != nil && op.StackSetID == j.recorded.ID {
+					j.kind = op.Kind
+					continue
+				}
+				op.Status, op.Reason, op.Ended = state.OperationStopped, "superseded by revision "+short(rev), r.opts.Now()
+				if err := r.opts.Store.PutOperation(op); err != nil {
+					return nil, nil, err
+				}
+			}
+			if j.kind == "" {
+				continue
+			}
 		}
 		r.dispatch(ctx, j, p)
 		dispatched++
