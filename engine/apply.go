@@ -202,7 +202,11 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 	switch rp.Action {
 	case Replace:
 		if rr != nil && rr.DeletionPolicy != "Retain" {
-			if err := e.deleteInWorld(ctx, target, rr, "", j); err != nil {
+			delID := ""
+			if rr.Status == StatusPendingDelete {
+				delID = rr.RequestID // resume the interrupted delete
+			}
+			if err := e.deleteInWorld(ctx, target, rr, delID, j); err != nil {
 				return fail(fmt.Errorf("delete for replacement: %w", settleFailed(ctx, j, rr, Delete, err)))
 			}
 		}

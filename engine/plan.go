@@ -77,6 +77,10 @@ type Instance struct {
 	// was removed; Name then names it.
 	StackSet *StackSet
 	Name     string
+	// DeclaredTypes are the resource types the definitions declare, for a
+	// destroy without StackSet (providers such as custom need a type's
+	// default service token to delete).
+	DeclaredTypes map[string]string
 	// StackSetID is the recorded id; empty before the stack set exists, when
 	// stack_set.id is known only after apply.
 	StackSetID string
@@ -91,7 +95,7 @@ func (in *Instance) providerTarget() provider.Target {
 	if in.StackSet != nil {
 		name = in.StackSet.Name
 	}
-	var types map[string]string
+	types := in.DeclaredTypes
 	if in.StackSet != nil {
 		types = in.StackSet.ResourceTypes
 	}
@@ -793,7 +797,20 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 		rp.deps = append(rp.deps, w.prefix+d)
 	}
 	rr := w.plan.recorded[addr]
-	if rr == nil || rr.Status == StatusPendingCreate || rr.Status == StatusPendingDelete || rr.Type != r.Type {
+	interrupted := rr != nil && rr.Type == r.Type &&
+		(rr.Status == StatusPendingDelete || rr.Status == StatusPendingCreate && !unchanged(after, rr.Inputs))
+	if interrupted {
+		// A delete (of a replacement) a crash interrupted, or a create
+		// interrupted and since reconfigured: finish deleting what it was
+		// or may have made, then create anew.
+		rp.Action = Replace
+		rp.Replacement = ReplacementTrue
+		rp.PhysicalID = rr.PhysicalID
+		rp.Before = markAttrs(rr.inputs(), rr.Sensitive)
+		rp.Change = w.addChange(r, rp, schema)
+		return rp
+	}
+	if rr == nil || rr.Status == StatusPendingCreate || rr.Type != r.Type {
 		rp.Action = Create
 		if rr != nil && rr.Status == StatusPendingCreate {
 			rp.RequestID = rr.RequestID

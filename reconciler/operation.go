@@ -337,7 +337,7 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 		// Planned when the pass validated the commit, against this same
 		// recorded state (one operation per stack set at a time).
 	case w.action == engine.InstanceDelete:
-		plan = engine.PlanDestroy(&engine.Instance{Name: o.j.name, StackSetID: ssID, Target: t}, recorded)
+		plan = engine.PlanDestroy(&engine.Instance{Name: o.j.name, StackSetID: ssID, Target: t, DeclaredTypes: o.r.declaredTypes(o.j)}, recorded)
 	default:
 		if err := o.plan(t, recorded, &plan); err != nil {
 			return o.fail(w, log, err)

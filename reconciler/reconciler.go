@@ -357,11 +357,15 @@ func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...
 				if op.StackSet != j.name {
 					continue
 				}
-				if op.Revision == rev && j.recorded != nil && op.StackSetID == j.recorded.ID {
+				if j.recorded != nil && op.StackSetID == j.recorded.ID {
+					// Run an operation at this revision with nothing to
+					// apply: it ends the interrupted one (the same, or
+					// STOPPED as superseded), records the stack set at this
+					// revision and writes its status.
 					j.kind = op.Kind
 					continue
 				}
-				op.Status, op.Reason, op.Ended = state.OperationStopped, "superseded by revision "+short(rev), r.opts.Now()
+				op.Status, op.Reason, op.Ended = state.OperationStopped, "its stack set no longer exists", r.opts.Now()
 				if err := r.opts.Store.PutOperation(op); err != nil {
 					return nil, nil, err
 				}
@@ -608,7 +612,7 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 			if err != nil {
 				return nil, err
 			}
-			w.plan = engine.PlanDestroy(&engine.Instance{Name: j.name, StackSetID: id, Target: t}, recorded)
+			w.plan = engine.PlanDestroy(&engine.Instance{Name: j.name, StackSetID: id, Target: t, DeclaredTypes: r.declaredTypes(j)}, recorded)
 			addChange(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceDelete, Changes: w.plan.Changes()})
 		}
 		j.works = append(j.works, w)
@@ -662,4 +666,14 @@ func short(rev string) string {
 		return rev[:7]
 	}
 	return rev
+}
+
+// declaredTypes are the resource types a job's destroys may need: those of
+// its revision's definitions, or (a deleted stack set) of the revision last
+// reconciled.
+func (r *Reconciler) declaredTypes(j *job) map[string]string {
+	if j.desired != nil {
+		return j.desired.ResourceTypes
+	}
+	return r.GitTypes()
 }

@@ -911,7 +911,7 @@ func (rr *rolloutRun) rollbackOne(ctx context.Context, prev *engine.StackSet, ta
 	var plan *engine.InstancePlan
 	switch {
 	case destroy:
-		plan = engine.PlanDestroy(&engine.Instance{Name: o.j.name, StackSetID: ssID, Target: t}, recorded)
+		plan = engine.PlanDestroy(&engine.Instance{Name: o.j.name, StackSetID: ssID, Target: t, DeclaredTypes: o.r.declaredTypes(o.j)}, recorded)
 	case !targets[t]:
 		return failWith(fmt.Errorf("%s/%s is not a target of revision %s", t.Region, t.Account, short(rr.prevRev)))
 	default:

@@ -87,6 +87,16 @@ func (r *Reconciler) Run(ctx context.Context, trigger <-chan struct{}, grace tim
 		} else {
 			backoff = minBackoff
 		}
+		if retry != nil {
+			// Backing off: triggers (watch ticks, webhooks) wait for the
+			// retry, so a failing remote is not hammered every interval.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-retry:
+			}
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -94,7 +104,6 @@ func (r *Reconciler) Run(ctx context.Context, trigger <-chan struct{}, grace tim
 			if !ok {
 				return nil
 			}
-		case <-retry:
 		}
 	}
 }

@@ -118,6 +118,12 @@ func open(dir string, c config) (*Store, error) {
 		return nil, fmt.Errorf("open state %s: %w", dir, err)
 	}
 	db, err := badger.Open(badgerOptions(dir, c.syncWrites))
+	if err != nil && strings.Contains(err.Error(), "while opening memtables") && removeEmptyMemtables(dir) {
+		// A process killed while Badger created a memtable file leaves it
+		// empty, and Badger then refuses to open (dgraph-io/badger#2207).
+		// An empty memtable holds nothing: remove it and open again.
+		db, err = badger.Open(badgerOptions(dir, c.syncWrites))
+	}
 	if err != nil {
 		if strings.Contains(err.Error(), "directory lock") {
 			return nil, fmt.Errorf("open state %s: %w: %v", dir, ErrLocked, err)
@@ -128,6 +134,27 @@ func open(dir string, c config) (*Store, error) {
 	s.wg.Add(1)
 	go s.gcLoop(c.gcInterval)
 	return s, nil
+}
+
+// removeEmptyMemtables deletes zero-length *.mem files in dir; it reports
+// whether it removed any.
+func removeEmptyMemtables(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	removed := false
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".mem") {
+			continue
+		}
+		if info, err := e.Info(); err == nil && info.Size() == 0 {
+			if os.Remove(filepath.Join(dir, e.Name())) == nil {
+				removed = true
+			}
+		}
+	}
+	return removed
 }
 
 // gcLoop runs value-log GC every interval until Close.
