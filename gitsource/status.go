@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -135,12 +137,9 @@ func (s *Source) tryWriteStatus(ctx context.Context, ref plumbing.ReferenceName,
 	}
 
 	if s.local {
-		err := s.repo.Storer.CheckAndSetReference(plumbing.NewHashReference(ref, commit), tip)
-		if errors.Is(err, storage.ErrReferenceHasChanged) {
-			return "", true, fmt.Errorf("branch moved during the write: %w", err)
-		}
+		retry, err := s.setRefAtomic(ref, commit, tip)
 		if err != nil {
-			return "", false, fmt.Errorf("update %s: %w", ref, err)
+			return "", retry, fmt.Errorf("update %s: %w", ref, err)
 		}
 		return commit.String(), false, nil
 	}
@@ -423,4 +422,62 @@ func store(st storer.EncodedObjectStorer, obj *plumbing.MemoryObject) (plumbing.
 		return h, nil
 	}
 	return st.SetEncodedObject(obj)
+}
+
+// staleLockAge is how old a ref lock file must be before it is taken for
+// the leftover of a killed writer and removed.
+const staleLockAge = 10 * time.Second
+
+// setRefAtomic moves a local branch from old to commit the way git does:
+// take <ref>.lock with O_EXCL, check the branch still points at old, write
+// the new value into the lock file and rename it over the ref. A kill at
+// any point leaves the ref either old or new — never empty (go-git writes
+// loose refs in place). It reports retry when another writer holds the
+// lock or moved the branch.
+func (s *Source) setRefAtomic(ref plumbing.ReferenceName, commit plumbing.Hash, old *plumbing.Reference) (retry bool, err error) {
+	path := filepath.Join(s.commonDir, filepath.FromSlash(ref.String()))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return false, err
+	}
+	lock := path + ".lock"
+	f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		if info, serr := os.Stat(lock); serr == nil && time.Since(info.ModTime()) > staleLockAge {
+			os.Remove(lock)
+		}
+		return true, fmt.Errorf("%s is locked by another writer", ref)
+	}
+	if err != nil {
+		return false, err
+	}
+	done := false
+	defer func() {
+		if !done {
+			f.Close()
+			os.Remove(lock)
+		}
+	}()
+	cur, err := s.repo.Storer.Reference(ref)
+	if err != nil && !errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return false, err
+	}
+	if refHash(cur) != refHash(old) {
+		return true, fmt.Errorf("branch moved during the write: %w", storage.ErrReferenceHasChanged)
+	}
+	if _, err := f.WriteString(commit.String() + "\n"); err != nil {
+		return false, err
+	}
+	if err := f.Sync(); err != nil {
+		return false, err
+	}
+	if err := f.Close(); err != nil {
+		return false, err
+	}
+	if err := os.Rename(lock, path); err != nil {
+		os.Remove(lock)
+		done = true
+		return false, err
+	}
+	done = true
+	return false, nil
 }
