@@ -74,6 +74,7 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) (*state.Operation, erro
 	if err := r.stopOthers(j, &op); err != nil {
 		return nil, err
 	}
+	r.owe(j.name, op.ID)
 	run := &opRun{r: r, j: j, op: &op, log: log, redact: redactor(j.desired), resumed: !created}
 	run.event("", "", "", op.Status, fmt.Sprintf("%s of %d instances at %s", op.Kind, len(j.works), short(rev)))
 	if err := run.markWaiting(); err != nil {

@@ -78,6 +78,8 @@ type Metrics interface {
 	ReconcileDone(d time.Duration, err error)
 	FetchDone(d time.Duration, err error)
 	QueueLength(n int)
+	// GitFault counts a Git failure by kind: "fetch", "resolve", "status_write".
+	GitFault(kind string)
 }
 
 type noMetrics struct{}
@@ -87,6 +89,7 @@ func (noMetrics) InstanceDuration(string, time.Duration) {}
 func (noMetrics) ReconcileDone(time.Duration, error)     {}
 func (noMetrics) FetchDone(time.Duration, error)         {}
 func (noMetrics) QueueLength(int)                        {}
+func (noMetrics) GitFault(string)                        {}
 
 // Validate checks the options and fills defaults.
 func (o *Options) Validate() error {
@@ -216,13 +219,16 @@ func (r *Reconciler) start(ctx context.Context) (*Result, *pass, error) {
 	err := r.opts.Source.Fetch(ctx)
 	r.opts.Metrics.FetchDone(time.Since(began), err)
 	if err != nil {
+		r.opts.Metrics.GitFault("fetch")
 		return nil, nil, fmt.Errorf("fetch: %w", err)
 	}
 	head, err := r.opts.Source.Head(ctx, r.opts.Branch)
 	if err != nil {
+		r.opts.Metrics.GitFault("resolve")
 		return nil, nil, fmt.Errorf("resolve branch %s: %w", r.opts.Branch, err)
 	}
 	defer func() { r.opts.Metrics.ReconcileDone(time.Since(began), err) }()
+	r.catchUpStatus(ctx)
 	unfinished, err := r.unfinished()
 	if err != nil {
 		return nil, nil, err

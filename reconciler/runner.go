@@ -108,14 +108,16 @@ func (r *Reconciler) runLoop(ctx context.Context, ru *runner, j *job) {
 			r.log.Error().Err(err).Str("stack_set", j.name).Msg("operation error")
 		}
 		j.pass.record(j.name, op, err)
-		j.pass.wg.Done()
 
 		r.runMu.Lock()
 		next := ru.queued
 		ru.queued = nil
 		if next == nil || ctx.Err() != nil || r.isStopping() {
+			// Idle before the pass is told: whoever waited on it sees the
+			// runner free (and its operations no longer "in progress").
 			ru.busy = false
 			r.runMu.Unlock()
+			j.pass.wg.Done()
 			if next != nil {
 				// Stopping: the QUEUED operation stays recorded and runs
 				// after the restart.
@@ -124,6 +126,7 @@ func (r *Reconciler) runLoop(ctx context.Context, ru *runner, j *job) {
 			return
 		}
 		r.runMu.Unlock()
+		j.pass.wg.Done()
 		// The state changed while the job waited: decide its instances again.
 		if err := r.refresh(ctx, next); err != nil {
 			next.pass.record(next.name, nil, err)

