@@ -483,6 +483,9 @@ func readTFVars(fsys fs.FS, p string, rng hcl.Range) (map[string]cty.Value, map[
 
 // ParseTFVars parses tfvars source: name = value lines with constant values.
 func ParseTFVars(src []byte, filename string) (map[string]cty.Value, map[string]hcl.Range, hcl.Diagnostics) {
+	if d := checkNesting(src, filename); d != nil {
+		return nil, nil, hcl.Diagnostics{d}
+	}
 	f, diags := hclparse.NewParser().ParseHCL(src, filename)
 	if diags.HasErrors() {
 		return nil, nil, diags

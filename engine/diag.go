@@ -168,3 +168,57 @@ func intAttr(a *hcl.Attribute, dst *int) hcl.Diagnostics {
 	*dst = int(i)
 	return diags
 }
+
+// MaxNesting bounds how deeply brackets may nest in a file: hcl's
+// recursive-descent parser would otherwise overflow the goroutine stack
+// (a fatal error no recover catches) on hostile input.
+const MaxNesting = 512
+
+// checkNesting scans src for (, [ and { nesting deeper than MaxNesting,
+// outside quoted strings and comments, before the parser sees it.
+func checkNesting(src []byte, filename string) *hcl.Diagnostic {
+	depth, line, col := 0, 1, 0
+	inString, escaped := false, false
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		col++
+		if c == '\n' {
+			line, col = line+1, 0
+		}
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"' || c == '\n':
+				inString = false
+			}
+			continue
+		case c == '"':
+			inString = true
+		case c == '#' || c == '/' && i+1 < len(src) && src[i+1] == '/':
+			for i < len(src) && src[i] != '\n' {
+				i++
+			}
+			line, col = line+1, 0
+		case c == '(' || c == '[' || c == '{':
+			depth++
+			if depth > MaxNesting {
+				pos := hcl.Pos{Line: line, Column: col, Byte: i}
+				return &hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "Nesting too deep",
+					Detail:   fmt.Sprintf("Brackets nest more than %d levels deep here; simplify the expression.", MaxNesting),
+					Subject:  &hcl.Range{Filename: filename, Start: pos, End: pos},
+				}
+			}
+		case c == ')' || c == ']' || c == '}':
+			if depth > 0 {
+				depth--
+			}
+		}
+	}
+	return nil
+}

@@ -180,6 +180,10 @@ func readHCLFiles(parser *hclparse.Parser, fsys fs.FS, dir string, rng *hcl.Rang
 		}
 		fmt.Fprintf(h, "%s\x00%d\x00", e.Name(), len(src))
 		h.Write(src)
+		if d := checkNesting(src, name); d != nil {
+			diags = diags.Append(d)
+			continue
+		}
 		f, fdiags := parser.ParseHCL(src, name)
 		diags = append(diags, fdiags...)
 		if f != nil {

@@ -154,7 +154,6 @@ func TestGitRemoteUnreachable(t *testing.T) {
 		t.Errorf("first retry_in %vms, want 0.5-1s", delays[0])
 	}
 	t.Run("polls do not bypass the backoff", func(t *testing.T) {
-		t.Skip("BUG: while reconcile passes fail, every watch tick (--interval) starts a new pass at once: reconciler.Run's select takes the trigger before the retry timer, so the backoff only grows the number it logs")
 		for i := 1; i < len(fails) && i < 4; i++ {
 			prev, _ := time.Parse(time.RFC3339Nano, fails[i-1]["time"].(string))
 			cur, _ := time.Parse(time.RFC3339Nano, fails[i]["time"].(string))
@@ -204,7 +203,7 @@ func TestGitForcePush(t *testing.T) {
 	checkDeployed(t, e.f, qsRegions, qsAccounts, "nginx:1.27")
 	healthz(t, addr)
 	t.Run("the force-push is counted", func(t *testing.T) {
-		t.Skip("BUG: stackd_git_faults_total is registered but nothing calls Metrics.GitFault (no force_push, push_conflict or fetch kind is ever counted)")
+		t.Skip("KNOWN GAP: a force-push is followed and deployed, but not counted in stackd_git_faults_total (gitsource does not compare the old and new heads' ancestry)")
 		if got := metric(t, addr, "stackd_git_faults_total", `kind="force_push"`); got < 1 {
 			t.Errorf("stackd_git_faults_total{kind=\"force_push\"} = %v, want at least 1", got)
 		}
@@ -426,7 +425,6 @@ func hmacHex(key, body string) string {
 // (the same gap a kill between the state and the status commit leaves).
 func TestGitStatusWriteRetried(t *testing.T) {
 	t.Parallel()
-	t.Skip("BUG: a status commit that fails (remote down, or a kill after the operation's outcome is recorded) is never written later: the next passes find the revision reconciled (last_revision) and nothing re-writes status/<stack set>.json")
 	prov := newGatedProvider()
 	prov.gate = "Update"
 	srv := httptest.NewServer(prov)
