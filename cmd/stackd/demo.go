@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
@@ -207,8 +208,12 @@ func runDemo(ctx context.Context, w io.Writer, dir string) error {
 	fmt.Fprintf(w, "  git -C %s show stackd/status:status/web.json\n", repoDir)
 	fmt.Fprintf(w, "  git -C %s show stackd/status:changesets/feature/more-replicas/web.md\n", repoDir)
 	fmt.Fprintf(w, "  cat %s/web/app.conf\n", inst)
-	fmt.Fprintf(w, "  stackd status --state-dir %s\n", cfg.stateDir)
-	fmt.Fprintf(w, "  stackd run --repo %s --state-dir %s --targets-root %s   # then commit to the repository\n", repoDir, cfg.stateDir, cfg.targetsRoot)
+	self := "stackd"
+	if _, err := exec.LookPath("stackd"); err != nil {
+		self = "go run ./cmd/stackd" // not installed: run it from the source tree (or make build: bin/stackd)
+	}
+	fmt.Fprintf(w, "  %s status --state-dir %s\n", self, cfg.stateDir)
+	fmt.Fprintf(w, "  %s run --repo %s --state-dir %s --targets-root %s   # then commit to the repository\n", self, repoDir, cfg.stateDir, cfg.targetsRoot)
 	fmt.Fprintf(w, "\nRemove it all with: rm -rf %s\n", dir)
 	return nil
 }
