@@ -254,7 +254,7 @@ func TestStateBackupRestore(t *testing.T) {
 	backup := filepath.Join(t.TempDir(), "state.bak")
 
 	// While a daemon holds the state, backup fails clearly (Badger's lock).
-	d := startDaemon(t, f.flags("--listen", "127.0.0.1:0", "--interval", "1h")...)
+	d := startDaemonRetry(t, f.flags("--listen", "127.0.0.1:0", "--interval", "1h")...)
 	d.addr(t)
 	if res := stackdRetry(t, "state", "backup", backup, "--state-dir", f.state); res.err == nil || !strings.Contains(strings.ToLower(res.err.Error()), "lock") {
 		t.Errorf("state backup while the daemon runs: %s\nwant an error about the directory lock", res)

@@ -465,7 +465,7 @@ func TestHostileResponseURLs(t *testing.T) {
 	st.Close()
 
 	listen := freePort(t)
-	d := startDaemon(t, f.flags("--listen", listen, "--external-url", "http://"+listen, "--interval", "1h")...)
+	d := startDaemonRetry(t, f.flags("--listen", listen, "--external-url", "http://"+listen, "--interval", "1h")...)
 	var req crRequest
 	select {
 	case req = <-urls:
@@ -575,7 +575,7 @@ func TestHostileWebhooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &fixture{state: filepath.Join(dir, "state"), targets: filepath.Join(dir, "targets")}
-	d := startDaemon(t, "--repo", "file://"+remote, "--cache-dir", filepath.Join(dir, "cache"), "--state-dir", f.state,
+	d := startDaemonRetry(t, "--repo", "file://"+remote, "--cache-dir", filepath.Join(dir, "cache"), "--state-dir", f.state,
 		"--targets-root", f.targets, "--log-format", "json", "--listen", "127.0.0.1:0", "--interval", "1h", "--webhook-secret-file", secret)
 	addr := d.addr(t)
 	waitReady(t, d, addr, rev1)

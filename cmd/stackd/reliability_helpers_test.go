@@ -600,12 +600,16 @@ func whileLocked(try func() (locked bool)) {
 	}
 }
 
-// stackdRetry is stackd, retried while the state directory is locked.
+// stackdRetry is stackd, retried while the state directory is locked. Its
+// output buffers are safe for the several goroutines (one per stack set's
+// operation) that log at once.
 func stackdRetry(t *testing.T, args ...string) cliResult {
 	t.Helper()
 	var res cliResult
 	whileLocked(func() bool {
-		res = stackd(t, args...)
+		var out, errb syncBuffer
+		err := runCLI(t.Context(), &out, &errb, args...)
+		res = cliResult{stdout: out.String(), stderr: errb.String(), err: err}
 		return lockedErr(res.err)
 	})
 	return res
@@ -645,4 +649,35 @@ func openState(t *testing.T, dir string) *state.Store {
 		t.Fatalf("open state %s: %v", dir, err)
 	}
 	return st
+}
+
+// startDaemonRetry is startDaemon, started again while the state directory
+// is locked (see lockedErr); it returns once the daemon serves.
+func startDaemonRetry(t *testing.T, args ...string) *daemon {
+	t.Helper()
+	var d *daemon
+	whileLocked(func() bool {
+		d = startDaemon(t, args...)
+		deadline := time.NewTimer(20 * time.Second)
+		defer deadline.Stop()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if strings.Contains(d.logs.String(), `"message":"stackd running"`) {
+				return false
+			}
+			select {
+			case err := <-d.done:
+				d.done <- err // for the cleanup
+				if lockedErr(err) {
+					return true
+				}
+				t.Fatalf("stackd run exited at once: %v; logs:\n%s", err, d.logs)
+			case <-deadline.C:
+				t.Fatalf("stackd run did not start within 20s; logs:\n%s", d.logs)
+			case <-tick.C:
+			}
+		}
+	})
+	return d
 }
