@@ -871,7 +871,9 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 		}
 	}
 	switch {
-	case rr.Status == StatusPendingUpdate:
+	case rr.Status == StatusPendingUpdate && strongest != ReplacementTrue:
+		// Repeat the update a crash interrupted (same RequestID); if the
+		// properties now require recreation, it is a replacement instead.
 		rp.Action = Update
 		rp.RequestID = rr.RequestID
 	case len(changed) == 0 && (policyChanged || metaChanged):

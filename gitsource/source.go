@@ -51,6 +51,8 @@ const (
 type Source struct {
 	opts  Options
 	local bool
+	// opened is when Open ran: ref locks older than it are leftovers.
+	opened time.Time
 	// dir is the local repository path, or the cache clone for a URL.
 	dir string
 	// gitDir holds HEAD; commonDir holds refs and objects (they differ for a linked
@@ -88,7 +90,7 @@ func Open(ctx context.Context, opts Options) (*Source, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Source{opts: opts, sem: make(chan struct{}, 1)}
+	s := &Source{opts: opts, sem: make(chan struct{}, 1), opened: time.Now()}
 	var err error
 	if isURL(opts.Repo) {
 		err = s.openRemote(ctx)
@@ -397,6 +399,9 @@ func (s *Source) Branches(ctx context.Context) (map[string]string, error) {
 					return nil // dangling symbolic branch: not a branch with a commit
 				}
 				ref = resolved
+			}
+			if strings.HasSuffix(ref.Name().String(), ".lock") {
+				return nil // a writer's lock file under refs/heads, not a branch
 			}
 			out[ref.Name().Short()] = ref.Hash().String()
 			return nil

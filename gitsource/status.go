@@ -442,7 +442,10 @@ func (s *Source) setRefAtomic(ref plumbing.ReferenceName, commit plumbing.Hash, 
 	lock := path + ".lock"
 	f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if errors.Is(err, fs.ErrExist) {
-		if info, serr := os.Stat(lock); serr == nil && time.Since(info.ModTime()) > staleLockAge {
+		// A lock older than this Source was left by a process that died
+		// (stackd's writes are serialised within a process); an old one
+		// is some writer's leftover too.
+		if info, serr := os.Stat(lock); serr == nil && (info.ModTime().Before(s.opened) || time.Since(info.ModTime()) > staleLockAge) {
 			os.Remove(lock)
 		}
 		return true, fmt.Errorf("%s is locked by another writer", ref)

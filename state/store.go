@@ -117,11 +117,15 @@ func open(dir string, c config) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open state %s: %w", dir, err)
 	}
+	// A process killed while Badger created a memtable or value-log file
+	// leaves it empty, and Badger then refuses to open
+	// (dgraph-io/badger#2207). An empty file holds nothing: remove such
+	// files first, and open once more if Badger still complains (its failed
+	// open may have sized a file it then could not use).
+	removeEmptyFiles(dir)
 	db, err := badger.Open(badgerOptions(dir, c.syncWrites))
-	if err != nil && strings.Contains(err.Error(), "while opening memtables") && removeEmptyMemtables(dir) {
-		// A process killed while Badger created a memtable file leaves it
-		// empty, and Badger then refuses to open (dgraph-io/badger#2207).
-		// An empty memtable holds nothing: remove it and open again.
+	if err != nil && strings.Contains(err.Error(), "Create a new file") {
+		removeEmptyFiles(dir)
 		db, err = badger.Open(badgerOptions(dir, c.syncWrites))
 	}
 	if err != nil {
@@ -136,16 +140,16 @@ func open(dir string, c config) (*Store, error) {
 	return s, nil
 }
 
-// removeEmptyMemtables deletes zero-length *.mem files in dir; it reports
-// whether it removed any.
-func removeEmptyMemtables(dir string) bool {
+// removeEmptyFiles deletes zero-length *.mem and *.vlog files in dir; it
+// reports whether it removed any.
+func removeEmptyFiles(dir string) bool {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return false
 	}
 	removed := false
 	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".mem") {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".mem") && !strings.HasSuffix(e.Name(), ".vlog") {
 			continue
 		}
 		if info, err := e.Info(); err == nil && info.Size() == 0 {
