@@ -124,6 +124,13 @@ func open(dir string, c config) (*Store, error) {
 	// open may have sized a file it then could not use).
 	removeEmptyFiles(dir)
 	db, err := badger.Open(badgerOptions(dir, c.syncWrites))
+	for i := 0; err != nil && strings.Contains(err.Error(), "directory lock") && i < 20; i++ {
+		// The lock is released when its file is closed; a process that
+		// just forked (a command resource, a test's child) holds the
+		// descriptor until it execs. Wait a little before giving up.
+		time.Sleep(50 * time.Millisecond)
+		db, err = badger.Open(badgerOptions(dir, c.syncWrites))
+	}
 	if err != nil && strings.Contains(err.Error(), "Create a new file") {
 		removeEmptyFiles(dir)
 		db, err = badger.Open(badgerOptions(dir, c.syncWrites))

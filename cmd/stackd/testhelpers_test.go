@@ -76,7 +76,8 @@ func runCLI(ctx context.Context, stdout, stderr io.Writer, args ...string) error
 // stackd runs one command to completion.
 func stackd(t *testing.T, args ...string) cliResult {
 	t.Helper()
-	var out, errb bytes.Buffer
+	// Synchronised: operations of several stack sets log concurrently.
+	var out, errb syncBuffer
 	err := runCLI(t.Context(), &out, &errb, args...)
 	return cliResult{stdout: out.String(), stderr: errb.String(), err: err}
 }
