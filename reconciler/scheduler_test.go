@@ -26,11 +26,9 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/google/go-cmp/cmp"
-	"github.com/rs/zerolog"
 	"github.com/zclconf/go-cty/cty"
 	"go.uber.org/goleak"
 
-	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/gitsource"
 	"github.com/stackd/stackd/reconciler"
@@ -354,40 +352,11 @@ type harness struct {
 	rec   *reconciler.Reconciler
 }
 
-// newHarness commits files as the first commit and wires a reconciler to it.
+// newHarness commits files as the first commit and wires a reconciler to it
+// (with the real clock).
 func newHarness(t *testing.T, c *ctl, files map[string]string) (*harness, string) {
 	t.Helper()
-	dir := t.TempDir()
-	h := &harness{repo: filepath.Join(dir, "repo"), ctl: c}
-	if err := os.MkdirAll(h.repo, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	runGit(t, h.repo, "init", "-q")
-	all := map[string]string{"templates/ctl/main.hcl": ctlTemplate}
-	for k, v := range files {
-		all[k] = v
-	}
-	rev := commitFiles(t, h.repo, all, "first")
-	src, err := gitsource.Open(t.Context(), gitsource.Options{Repo: h.repo})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := state.Open(filepath.Join(dir, "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			t.Errorf("close state: %v", err)
-		}
-	})
-	h.store = st
-	h.rec, err = reconciler.New(reconciler.Options{
-		Source: src, Store: st, Engine: engine.New(provider.Registry{"ctl": c}), Log: zerolog.Nop(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, rev, _ := newRestartableHarness(t, c, nil, files)
 	return h, rev
 }
 
