@@ -122,3 +122,72 @@ func FuzzRenderChangeSet(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPlanTemplate evaluates fuzzed templates under a fixed, valid stack
+// set: loading alone rejects most inputs of FuzzLoadDefinitions before
+// evaluation, so this one reaches expressions, functions, count/for_each
+// and references with a variable value of any shape.
+func FuzzPlanTemplate(f *testing.F) {
+	f.Add([]byte(`variable "v" {}
+locals { n = length(var.v) }
+resource "rec" "x" {
+  count   = local.n % 5
+  name    = "x-${count.index}"
+  content = jsonencode(var.v)
+}
+output "o" { value = rec.x[*].id }`), []byte(`["a", "b"]`))
+	f.Add([]byte(`variable "v" {}
+resource "rec" "m" {
+  for_each = toset(var.v)
+  name     = each.key
+  content  = format("%s=%s", each.key, each.value)
+}`), []byte(`["k1", "k2"]`))
+	f.Add([]byte(`variable "v" {}
+resource "rec" "a" {
+  name    = upper(var.v)
+  content = replace(var.v, "/[a-z]+/", "x")
+}`), []byte(`"abc"`))
+	f.Add([]byte(`variable "v" {}
+output "o" { value = [for k, x in var.v : "${k}${x}" if x != null] }`), []byte(`{"a": 1, "b": null}`))
+	reg := provider.Registry{"rec": newRecorder()}
+	e := New(reg)
+	f.Fuzz(func(t *testing.T, tmpl, varJSON []byte) {
+		defs := []byte("stack_set \"s\" {\n  template = \"./t\"\n  vars = { v = jsondecode(file_v) }\n  deployment_targets {\n    regions  = [\"r\"]\n    accounts = [\"1\"]\n  }\n}\n")
+		// vars cannot call functions over files, so the value is spliced in
+		// as an HCL literal when it is valid JSON (JSON is valid HCL).
+		if !json.Valid(varJSON) || bytes.ContainsAny(varJSON, "${}%") && !bytes.HasPrefix(bytes.TrimSpace(varJSON), []byte("{")) {
+			varJSON = []byte(`"x"`)
+		}
+		defs = bytes.Replace(defs, []byte("jsondecode(file_v)"), varJSON, 1)
+		fsys := fstest.MapFS{"d.hcl": {Data: defs}, "t/main.hcl": {Data: tmpl}}
+		d, diags := Load(fsys, ".", reg)
+		if d == nil {
+			t.Fatal("Load returned nil definitions")
+		}
+		if diags.HasErrors() {
+			return
+		}
+		for _, ss := range d.StackSets {
+			for _, tg := range ss.Targets() {
+				p, pdiags := e.Plan(&Instance{StackSet: ss, StackSetID: "id", Target: tg}, nil)
+				if pdiags.HasErrors() {
+					for _, dj := range DiagnosticsJSON(pdiags) {
+						if dj.Summary == "" {
+							t.Fatalf("diagnostic without a summary: %+v", dj)
+						}
+					}
+					continue
+				}
+				if p == nil {
+					t.Fatal("nil plan without errors")
+				}
+				// A plan with no recorded state creates every resource.
+				for _, rp := range p.Resources {
+					if rp.Action != Create {
+						t.Fatalf("%s: action %s on an empty state", rp.Address, rp.Action)
+					}
+				}
+			}
+		}
+	})
+}
