@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/hcl/v2"
@@ -43,10 +46,23 @@ type ApplyResult struct {
 // Apply carries out a plan: removals first (dependents before their
 // dependencies), then every resource in dependency order, re-evaluating
 // each one's properties with the real attributes of what it depends on.
+// The members of a group with an update_pattern go in concurrent batches;
+// everything else one at a time. Waiter resources (wait_condition) are
+// completed before anything that needs them and before Apply returns.
 // It stops at the first failure; what was done is journaled.
 func (e *Engine) Apply(ctx context.Context, p *InstancePlan, j Journal, obs Observer) (*ApplyResult, error) {
 	if obs == nil {
 		obs = func(Event) {}
+	}
+	// Batches of an update pattern call the journal and the observer
+	// from several goroutines.
+	var mu sync.Mutex
+	j = &lockedJournal{j: j, mu: &mu}
+	inner := obs
+	obs = func(ev Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		inner(ev)
 	}
 	res := &ApplyResult{}
 	target := p.Instance.providerTarget()
@@ -75,12 +91,13 @@ func (e *Engine) Apply(ctx context.Context, p *InstancePlan, j Journal, obs Obse
 	if diags.HasErrors() {
 		return res, diagError(diags)
 	}
-	w.apply = func(r *Resource, rp *ResourcePlan, props cty.Value) (cty.Value, error) {
+	w.apply = func(r *Resource, rp *ResourcePlan, props cty.Value) (cty.Value, *ResourceState, error) {
 		if err := ctx.Err(); err != nil {
-			return cty.NilVal, err
+			return cty.NilVal, nil, err
 		}
-		val, err := e.applyOne(ctx, w, r, target, rp, props, j, obs)
+		val, rec, err := e.applyOne(ctx, w, r, target, rp, props, j, obs)
 		if err == nil {
+			mu.Lock()
 			switch rp.Action {
 			case Create:
 				res.Created++
@@ -89,14 +106,106 @@ func (e *Engine) Apply(ctx context.Context, p *InstancePlan, j Journal, obs Obse
 			case Replace:
 				res.Replaced++
 			}
+			mu.Unlock()
 		}
-		return val, err
+		return val, rec, err
 	}
+	w.pause = func(d time.Duration) error {
+		select {
+		case <-e.clock.After(d):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	w.wait = func(m *member) error { return e.waitFor(ctx, target, m, j, obs) }
 	if diags := w.walk(); diags.HasErrors() {
 		return res, diagError(diags)
 	}
+	for _, m := range *w.waiters {
+		if m.waited {
+			continue
+		}
+		if err := w.wait(m); err != nil {
+			return res, err
+		}
+	}
 	res.Outputs = w.plan.Outputs
 	return res, nil
+}
+
+// lockedJournal serialises a journal's calls.
+type lockedJournal struct {
+	j  Journal
+	mu *sync.Mutex
+}
+
+func (l *lockedJournal) Save(ctx context.Context, r ResourceState) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.j.Save(ctx, r)
+}
+
+func (l *lockedJournal) Remove(ctx context.Context, address string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.j.Remove(ctx, address)
+}
+
+// waitFor completes a waiter member: it records what the wait returned
+// (a wait condition's status and data) and updates the member's value. A
+// failed wait deletes the resource, as a failed create leaves nothing, so
+// the next operation makes a new one (a new handle) instead of waiting on
+// a dead one; an interrupted wait leaves it for the resumed operation.
+func (e *Engine) waitFor(ctx context.Context, target provider.Target, m *member, j Journal, obs Observer) error {
+	p, err := e.provider(m.rp.Type)
+	if err != nil {
+		return err
+	}
+	wp := p.(provider.Waiter)
+	rec := *m.rec
+	attrs := decodeObject(rec.Attributes)
+	var amap map[string]cty.Value
+	if attrs.Type().IsObjectType() {
+		amap = attrs.AsValueMap()
+	}
+	req := provider.Request{Target: target, LogicalID: rec.Address, RequestID: rec.RequestID, PhysicalID: rec.PhysicalID, Properties: decodeObject(rec.Inputs)}
+	ev := Event{Address: rec.Address, Type: rec.Type, Action: NoOp, Phase: "wait"}
+	obs(ev)
+	result, err := wp.Wait(ctx, req, provider.Result{PhysicalID: rec.PhysicalID, Attributes: amap, SensitiveAttributes: rec.Sensitive})
+	if err != nil {
+		if ctx.Err() == nil {
+			derr := p.Delete(ctx, req)
+			if errors.Is(derr, provider.ErrNotFound) {
+				derr = nil
+			}
+			err = errors.Join(err, derr, j.Remove(ctx, rec.Address))
+		}
+		ev.Phase, ev.Err = "failed", err
+		obs(ev)
+		return err
+	}
+	nattrs := cty.EmptyObjectVal
+	if len(result.Attributes) > 0 {
+		nattrs = cty.ObjectVal(result.Attributes)
+	}
+	nattrs, _ = nattrs.UnmarkDeep()
+	if rec.Attributes, err = EncodeValue(nattrs); err != nil {
+		return err
+	}
+	for _, s := range result.SensitiveAttributes {
+		if !slices.Contains(rec.Sensitive, s) {
+			rec.Sensitive = append(rec.Sensitive, s)
+		}
+	}
+	if err := j.Save(ctx, rec); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	m.rec, m.waited = &rec, true
+	m.val = objectWith(m.val, markAttrs(nattrs, rec.Sensitive))
+	ev.Phase = "done"
+	obs(ev)
+	return nil
 }
 
 // diagError turns diagnostics into one error.
@@ -161,21 +270,21 @@ func (e *Engine) deleteInWorld(ctx context.Context, target provider.Target, rr *
 	return err
 }
 
-func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target provider.Target, rp *ResourcePlan, props cty.Value, j Journal, obs Observer) (cty.Value, error) {
+func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target provider.Target, rp *ResourcePlan, props cty.Value, j Journal, obs Observer) (cty.Value, *ResourceState, error) {
 	rr := w.plan.recorded[rp.Address]
 	if rp.Action == NoOp {
-		return objectWith(props, markAttrs(rr.attrs(), rr.Sensitive)), nil
+		return objectWith(props, markAttrs(rr.attrs(), rr.Sensitive)), &rr.ResourceState, nil
 	}
 	p, err := e.provider(rp.Type)
 	if err != nil {
-		return cty.NilVal, err
+		return cty.NilVal, nil, err
 	}
 	ev := Event{Address: rp.Address, Type: rp.Type, Action: rp.Action, Phase: "start"}
 	obs(ev)
-	fail := func(err error) (cty.Value, error) {
+	fail := func(err error) (cty.Value, *ResourceState, error) {
 		ev.Phase, ev.Err = "failed", err
 		obs(ev)
-		return cty.NilVal, err
+		return cty.NilVal, nil, err
 	}
 	clean, sensitive := unmarkObject(rp.After)
 	inputs, err := EncodeValue(clean)
@@ -196,7 +305,7 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 		}
 		ev.Phase = "done"
 		obs(ev)
-		return objectWith(props, markAttrs(rr.attrs(), rr.Sensitive)), nil
+		return objectWith(props, markAttrs(rr.attrs(), rr.Sensitive)), &upd, nil
 	}
 	var result provider.Result
 	switch rp.Action {
@@ -258,7 +367,7 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 	}
 	ev.Phase = "done"
 	obs(ev)
-	return objectWith(rp.After, markAttrs(attrs, rec.Sensitive)), nil
+	return objectWith(rp.After, markAttrs(attrs, rec.Sensitive)), &rec, nil
 }
 
 // objectWith merges the attributes of b into object a.

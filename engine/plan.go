@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
@@ -227,10 +229,26 @@ func (rr *recordedResource) attrs() cty.Value {
 // Engine evaluates templates against providers.
 type Engine struct {
 	providers provider.Registry
+	clock     Clock
 }
 
+// Clock times the pauses of update patterns.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
 // New returns an engine using the given providers.
-func New(reg provider.Registry) *Engine { return &Engine{providers: reg} }
+func New(reg provider.Registry) *Engine { return &Engine{providers: reg, clock: realClock{}} }
+
+// SetClock replaces the real clock (tests use a fake one). Call it before
+// the engine is used.
+func (e *Engine) SetClock(c Clock) { e.clock = c }
 
 // Load loads definitions with this engine's providers (see Load).
 func (e *Engine) Load(fsys fs.FS, dir string) (*Definitions, hcl.Diagnostics) {
@@ -264,7 +282,16 @@ type walker struct {
 	plan     *InstancePlan
 	// apply hook: when set, called for each resource instance plan in
 	// order; it returns the resource's real value.
-	apply func(r *Resource, rp *ResourcePlan, props cty.Value) (cty.Value, error)
+	apply func(r *Resource, rp *ResourcePlan, props cty.Value) (cty.Value, *ResourceState, error)
+	// pause waits between the batches of an update pattern (apply only).
+	pause func(d time.Duration) error
+	// wait completes a waiter member (apply only); see gate.
+	wait func(m *member) error
+	// groups holds the applied members of waiter resources (by "TYPE.NAME")
+	// until they complete.
+	groups map[string][]*member
+	// waiters (shared) lists every applied waiter member, in apply order.
+	waiters *[]*member
 
 	// Modules: a module's walker evaluates the module's template with its
 	// own variables, locals and resources, sharing the plan.
@@ -317,6 +344,8 @@ func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, h
 		modules:   map[string]cty.Value{},
 		desired:   map[string]bool{},
 		planned:   new([]*ResourcePlan),
+		groups:    map[string][]*member{},
+		waiters:   new([]*member),
 		plan:      &InstancePlan{Instance: inst, Outputs: map[string]cty.Value{}, recorded: map[string]*recordedResource{}},
 	}
 	w.outputs = w.plan.Outputs
@@ -332,6 +361,9 @@ func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, h
 func (w *walker) walkNodes() hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	for _, node := range w.tmpl.order {
+		if d := w.gate(node); d.HasErrors() {
+			return append(diags, d...)
+		}
 		switch {
 		case strings.HasPrefix(node, "local."):
 			l := w.tmpl.Locals[strings.TrimPrefix(node, "local.")]
@@ -410,7 +442,8 @@ func (w *walker) module(mc *ModuleCall) hcl.Diagnostics {
 		vars[name] = v
 	}
 	child := &walker{
-		e: w.e, inst: w.inst, tmpl: mc.Template, apply: w.apply,
+		e: w.e, inst: w.inst, tmpl: mc.Template, apply: w.apply, pause: w.pause, wait: w.wait,
+		groups: map[string][]*member{}, waiters: w.waiters,
 		base: map[string]cty.Value{
 			"var": cty.ObjectVal(vars), "target": w.base["target"], "stack_set": w.base["stack_set"],
 		},
@@ -651,9 +684,7 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 	schema := p.Schema()
 	base := w.ctx(r.Addr())
 	names := sortedKeys(schema.Properties)
-	var plans []*ResourcePlan
-	values := make([]cty.Value, 0, len(exps))
-	keyed := map[string]cty.Value{}
+	members := make([]*member, 0, len(exps))
 	for _, ex := range exps {
 		ctx := withExtra(base, ex.extra)
 		props := make(map[string]cty.Value, len(schema.Properties))
@@ -712,38 +743,193 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 		if rp.Action == Replace || rp.Action == Delete {
 			if r.Lifecycle.PreventDestroy {
 				return nil, diags.Append(errorf(r.DeclRange, "Instance cannot be destroyed",
-					"%s has lifecycle.prevent_destroy set, but this change would replace it (%s). Remove prevent_destroy first.", ex.addr, changedNames(rp)))
+					"%s has lifecycle.prevent_destroy set, but this change would destroy it (%s). Remove prevent_destroy first.", ex.addr, changedNames(rp)))
 			}
 		}
-		val := cty.DynamicVal
-		if w.tmpl.referenced[r.Addr()] {
-			val = w.value(p, schema, rp, obj)
-		}
-		if w.apply != nil {
-			applied, err := w.apply(r, rp, obj)
-			if err != nil {
-				return nil, diags.Append(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Apply failed", Detail: fmt.Sprintf("%s: %s", ex.addr, err)})
-			}
-			val = applied
-		}
-		plans = append(plans, rp)
-		values = append(values, val)
+		m := &member{addr: ex.addr, rp: rp, props: obj, val: cty.DynamicVal}
 		if ex.extra["each"] != cty.NilVal {
-			keyed[ex.extra["each"].GetAttr("key").AsString()] = val
+			m.key = ex.extra["each"].GetAttr("key").AsString()
 		}
-		if rp.Action != NoOp {
+		if w.tmpl.referenced[r.Addr()] {
+			m.val = w.value(p, schema, rp, obj)
+		}
+		members = append(members, m)
+	}
+	if w.apply != nil {
+		if err := w.applyMembers(r, members); err != nil {
+			return nil, append(diags, err...)
+		}
+	}
+	plans := make([]*ResourcePlan, len(members))
+	for i, m := range members {
+		plans[i] = m.rp
+		if m.rp.Action != NoOp {
 			w.changing[r.Addr()] = true
 		}
 	}
+	if _, ok := p.(provider.Waiter); ok && w.apply != nil {
+		w.groups[r.Addr()] = members
+		*w.waiters = append(*w.waiters, members...)
+	}
+	w.setValue(r, members)
+	return plans, diags
+}
+
+// member is one instance of a resource (one of its count or for_each
+// members, or the resource itself) while it is planned and applied.
+type member struct {
+	addr  string // address without the module prefix
+	key   string // for_each key
+	rp    *ResourcePlan
+	props cty.Value
+	// val is the member's value for references: planned, then applied.
+	val cty.Value
+	// rec is the record the apply left (waiters only).
+	rec *ResourceState
+	// waited: a waiter member has completed.
+	waited bool
+}
+
+// gate completes, before node is evaluated, the waiter resources it needs
+// complete (Template.needs), and updates their values with what the wait
+// returned (a wait condition's data).
+func (w *walker) gate(node string) hcl.Diagnostics {
+	if w.wait == nil {
+		return nil
+	}
+	for _, dep := range w.tmpl.needs[node] {
+		ms := w.groups[dep]
+		changed := false
+		for _, m := range ms {
+			if m.waited {
+				continue
+			}
+			if err := w.wait(m); err != nil {
+				return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Wait failed", Detail: err.Error()}}
+			}
+			changed = true
+		}
+		if changed {
+			w.setValue(w.tmpl.Resources[dep], ms)
+		}
+	}
+	return nil
+}
+
+// setValue records a resource's value for references.
+func (w *walker) setValue(r *Resource, members []*member) {
 	switch {
 	case r.Count != nil:
-		w.resources[r.Addr()] = cty.TupleVal(values)
+		vals := make([]cty.Value, len(members))
+		for i, m := range members {
+			vals[i] = m.val
+		}
+		w.resources[r.Addr()] = cty.TupleVal(vals)
 	case r.ForEach != nil:
+		keyed := make(map[string]cty.Value, len(members))
+		for _, m := range members {
+			keyed[m.key] = m.val
+		}
 		w.resources[r.Addr()] = cty.ObjectVal(keyed)
 	default:
-		w.resources[r.Addr()] = values[0]
+		w.resources[r.Addr()] = members[0].val
 	}
-	return plans, diags
+}
+
+// applyMembers applies the members of r: one after another, or in the
+// batches of r's update pattern when it has one and the group exists.
+func (w *walker) applyMembers(r *Resource, members []*member) hcl.Diagnostics {
+	one := func(m *member) error {
+		val, rec, err := w.apply(r, m.rp, m.props)
+		if err != nil {
+			return err
+		}
+		m.val, m.rec = val, rec
+		return nil
+	}
+	failed := func(m *member, err error) *hcl.Diagnostic {
+		return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Apply failed", Detail: fmt.Sprintf("%s: %s", m.addr, err)}
+	}
+	batches := w.batches(r, members)
+	if batches == nil {
+		for _, m := range members {
+			if err := one(m); err != nil {
+				return hcl.Diagnostics{failed(m, err)}
+			}
+		}
+		return nil
+	}
+	// NoOp members need no provider call, but their values come from apply.
+	for _, m := range members {
+		if m.rp.Action == NoOp {
+			if err := one(m); err != nil {
+				return hcl.Diagnostics{failed(m, err)}
+			}
+		}
+	}
+	for k, batch := range batches {
+		if k > 0 && r.UpdatePattern.Pause > 0 {
+			if err := w.pause(r.UpdatePattern.Pause); err != nil {
+				return hcl.Diagnostics{failed(batch[0], err)}
+			}
+		}
+		errs := make([]error, len(batch))
+		var wg sync.WaitGroup
+		for i, m := range batch {
+			wg.Go(func() { errs[i] = one(m) })
+		}
+		wg.Wait()
+		var diags hcl.Diagnostics
+		for i, err := range errs {
+			if err != nil {
+				diags = diags.Append(failed(batch[i], err))
+			}
+		}
+		if diags.HasErrors() {
+			if k+1 < len(batches) {
+				diags = diags.Append(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Update pattern stopped",
+					Detail: fmt.Sprintf("%s: batch %d of %d failed (update_pattern %s); the %d later batches were not applied.",
+						r.Addr(), k+1, len(batches), r.UpdatePattern, len(batches)-k-1)})
+			}
+			return diags
+		}
+	}
+	return nil
+}
+
+// batches groups the changing members of r into the batches of its update
+// pattern, in member order; nil when they go one after another (no
+// pattern, nothing changes, or the group is being created from nothing).
+func (w *walker) batches(r *Resource, members []*member) [][]*member {
+	if r.UpdatePattern == nil {
+		return nil
+	}
+	var changing []*member
+	var inService []bool
+	untouched, existing := 0, 0
+	for _, m := range members {
+		if m.rp.Action == NoOp {
+			untouched++
+			existing++
+			continue
+		}
+		exists := m.rp.Action != Create
+		if exists {
+			existing++
+		}
+		changing = append(changing, m)
+		inService = append(inService, exists)
+	}
+	if len(changing) == 0 || existing == 0 {
+		return nil
+	}
+	var out [][]*member
+	i := 0
+	for _, n := range r.UpdatePattern.BatchSizes(inService, untouched) {
+		out = append(out, changing[i:i+n])
+		i += n
+	}
+	return out
 }
 
 func changedNames(rp *ResourcePlan) string {

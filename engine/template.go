@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -33,6 +34,10 @@ type Template struct {
 	refs map[string][]nodeRef
 	// referenced holds the resources ("TYPE.NAME") some node refers to.
 	referenced map[string]bool
+	// needs lists, per node, the resources of waiter types (wait_condition)
+	// that must be complete before the node is evaluated: those it names in
+	// depends_on or references through an attribute that is not immediate.
+	needs map[string][]string
 }
 
 // nodeRef is one referenced local (root "local") or resource (root = type).
@@ -100,7 +105,10 @@ type Resource struct {
 	// changing it is a Metadata-scope change.
 	Metadata  hcl.Expression
 	Lifecycle Lifecycle
-	DeclRange hcl.Range
+	// UpdatePattern paces changes to the members of a count/for_each
+	// resource; nil without an update_pattern block.
+	UpdatePattern *UpdatePattern
+	DeclRange     hcl.Range
 	// deps lists the resources ("TYPE.NAME") this one depends on.
 	deps []string
 	// refs lists, per property, the entities it references
@@ -454,8 +462,13 @@ func (t *Template) addResource(b *hcl.Block, reg provider.Registry) hcl.Diagnost
 		})
 	}
 	schema := p.Schema()
-	bs := &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "lifecycle"}}}
+	bs := &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "lifecycle"}, {Type: "update_pattern"}}}
 	for _, m := range metaArguments {
+		if _, shadowed := schema.Properties[m]; shadowed {
+			// wait_condition's count is Heat's: the number of signals. A
+			// provider property shadows the meta-argument of its name.
+			continue
+		}
 		bs.Attributes = append(bs.Attributes, hcl.AttributeSchema{Name: m})
 	}
 	for _, n := range sortedKeys(schema.Properties) {
@@ -465,6 +478,10 @@ func (t *Template) addResource(b *hcl.Block, reg provider.Registry) hcl.Diagnost
 	diags = append(diags, cdiags...)
 	r.Properties = map[string]*hcl.Attribute{}
 	for n, a := range content.Attributes {
+		if _, ok := schema.Properties[n]; ok {
+			r.Properties[n] = a
+			continue
+		}
 		switch n {
 		case "count":
 			r.Count = a.Expr
@@ -497,6 +514,24 @@ func (t *Template) addResource(b *hcl.Block, reg provider.Registry) hcl.Diagnost
 		})
 	}
 	for _, lb := range content.Blocks {
+		if lb.Type == "update_pattern" {
+			if r.UpdatePattern != nil {
+				diags = diags.Append(errorf(lb.DefRange, "Duplicate update_pattern block",
+					"%s may have one update_pattern block; another is at %s.", r.Addr(), r.UpdatePattern.DeclRange))
+				continue
+			}
+			var udiags hcl.Diagnostics
+			r.UpdatePattern, udiags = loadUpdatePattern(r.Addr(), lb)
+			diags = append(diags, udiags...)
+			if r.Count == nil && r.ForEach == nil {
+				diags = diags.Append(&hcl.Diagnostic{
+					Severity: hcl.DiagError, Summary: "update_pattern without count or for_each",
+					Detail:  fmt.Sprintf("%s has an update_pattern block, which paces the members of a group; set count or for_each on the resource, or remove the block.", r.Addr()),
+					Subject: lb.DefRange.Ptr(),
+				})
+			}
+			continue
+		}
 		lc, ldiags := lb.Body.Content(lifecycleSchema)
 		diags = append(diags, ldiags...)
 		diags = append(diags, boolAttr(lc.Attributes["create_before_destroy"], &r.Lifecycle.CreateBeforeDestroy)...)
@@ -551,6 +586,14 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 	ranges := map[string]hcl.Range{}
 	t.refs = map[string][]nodeRef{}
 	t.referenced = map[string]bool{}
+	t.needs = map[string][]string{}
+	// signalers: per waiter, the nodes that reference it immediately.
+	signalers := map[string][]string{}
+	need := func(node, dep string) {
+		if !slices.Contains(t.needs[node], dep) {
+			t.needs[node] = append(t.needs[node], dep)
+		}
+	}
 	check := func(node string, expr hcl.Expression, allowCount, allowEach bool) []string {
 		var ents []string
 		if expr == nil {
@@ -569,6 +612,15 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 				root, name, _ := strings.Cut(dep, ".")
 				t.refs[node] = append(t.refs[node], nodeRef{root, name})
 				t.referenced[dep] = true
+				if w, ok := reg[root].(provider.Waiter); ok && dep != node {
+					if immediateRef(tr, w) {
+						if !slices.Contains(signalers[dep], node) {
+							signalers[dep] = append(signalers[dep], node)
+						}
+					} else {
+						need(node, dep)
+					}
+				}
 			}
 			if dep != "" && dep != node {
 				g.connect(node, dep)
@@ -621,6 +673,9 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 				continue
 			}
 			g.connect(addr, d)
+			if _, ok := reg[t.Resources[d].Type].(provider.Waiter); ok {
+				need(addr, d)
+			}
 		}
 	}
 	for name, mc := range t.Modules {
@@ -640,7 +695,35 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 	if diags.HasErrors() {
 		return diags
 	}
+	// What needs a wait condition complete goes after what can complete
+	// it (references its handle_url): otherwise the wait could block
+	// before the signalers ran. A signaler that itself depends on such a
+	// node can never signal in time: that is reported as a cycle.
+	waitEdges := map[[2]string]string{}
+	for node, deps := range t.needs {
+		for _, dep := range deps {
+			for _, s := range signalers[dep] {
+				if s != node && !slices.Contains(t.needs[s], dep) {
+					g.connect(node, s)
+					waitEdges[[2]string{node, s}] = dep
+				}
+			}
+		}
+	}
 	order, cycle := g.order()
+	if cycle != nil {
+		for i, n := range cycle {
+			next := cycle[(i+1)%len(cycle)]
+			if w, ok := waitEdges[[2]string{n, next}]; ok {
+				return diags.Append(&hcl.Diagnostic{
+					Severity: hcl.DiagError, Summary: "Wait condition can never complete",
+					Detail: fmt.Sprintf("%s needs %s complete, so it must run after %s, which references %s's handle_url to signal it; but %s depends on %s (cycle: %s). Remove that dependency, or have %s read only handle_url.",
+						n, w, next, w, next, n, cycleString(cycle), n),
+					Subject: ptrRange(ranges[next]),
+				})
+			}
+		}
+	}
 	if cycle != nil {
 		return diags.Append(&hcl.Diagnostic{
 			Severity: hcl.DiagError, Summary: "Dependency cycle",
@@ -670,6 +753,23 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 		sort.Strings(r.deps)
 	}
 	return diags
+}
+
+// immediateRef tells whether a reference to a waiter resource reads only
+// attributes usable before it completes (wait_condition.x.handle_url, or
+// wait_condition.x[0].handle_url): the signalers of a wait condition
+// reference it so, and must not wait for it.
+func immediateRef(tr hcl.Traversal, w provider.Waiter) bool {
+	for _, step := range tr[2:] {
+		switch s := step.(type) {
+		case hcl.TraverseIndex:
+			continue
+		case hcl.TraverseAttr:
+			return slices.Contains(w.ImmediateAttributes(), s.Name)
+		}
+		return false
+	}
+	return false
 }
 
 // resolve checks one traversal and returns the entity it names (for change

@@ -64,26 +64,11 @@ func newRunCommand() *cobra.Command {
 				default:
 				}
 			}
-			opts := api.Options{
-				Store: a.store, Planner: a.rec, Controller: a.rec, Responses: a.broker, Metrics: a.metrics, Log: a.log,
-				GitTypes: a.rec.GitTypes, InUse: inUse(a.store), Trigger: kick,
-				ReconcileHealth: func() any { return a.rec.Health() },
-				Readiness: func() (bool, string) {
-					h := a.rec.Health()
-					switch {
-					case h.LastSuccess.IsZero() && h.Err == "":
-						return false, "first fetch not done yet"
-					case h.Err != "":
-						return false, h.Err
-					}
-					return true, "revision " + short(h.Revision)
-				},
-			}
-			opts.Token, opts.AllowUnauthenticated = token, token == ""
-			if opts.WebhookSecret, err = readSecret(webhookSecret); err != nil {
+			secret, err := readSecret(webhookSecret)
+			if err != nil {
 				return fmt.Errorf("--webhook-secret-file: %w", err)
 			}
-			handler, err := api.New(opts)
+			handler, err := a.apiHandler(token, secret, kick)
 			if err != nil {
 				return err
 			}
@@ -116,6 +101,28 @@ func newRunCommand() *cobra.Command {
 	f.StringVar(&tokenFile, "api-token-file", "", "file holding the bearer token the API requires (required unless --listen is a loopback address)")
 	f.StringVar(&webhookSecret, "webhook-secret-file", "", "file holding the secret of the push webhook's X-Hub-Signature-256")
 	return cmd
+}
+
+// apiHandler is the HTTP API of an opened app (run, and apply --listen).
+func (a *app) apiHandler(token, webhookSecret string, kick func()) (http.Handler, error) {
+	opts := api.Options{
+		Store: a.store, Planner: a.rec, Controller: a.rec, Responses: a.broker, Signals: a.signals, Metrics: a.metrics, Log: a.log,
+		GitTypes: a.rec.GitTypes, InUse: inUse(a.store), Trigger: kick,
+		ReconcileHealth: func() any { return a.rec.Health() },
+		Readiness: func() (bool, string) {
+			h := a.rec.Health()
+			switch {
+			case h.LastSuccess.IsZero() && h.Err == "":
+				return false, "first fetch not done yet"
+			case h.Err != "":
+				return false, h.Err
+			}
+			return true, "revision " + short(h.Revision)
+		},
+		WebhookSecret: webhookSecret,
+	}
+	opts.Token, opts.AllowUnauthenticated = token, token == ""
+	return api.New(opts)
 }
 
 func readSecret(path string) (string, error) {
@@ -201,7 +208,11 @@ func inUse(st *state.Store) api.InUse {
 }
 
 func newApplyCommand() *cobra.Command {
-	var c repoConfig
+	var (
+		c                 repoConfig
+		listen, tokenFile string
+		tlsCert, tlsKey   string
+	)
 	cmd := &cobra.Command{
 		Use:   "apply",
 		Short: "Reconcile the deploy branch once, then exit (non-zero if rejected or an instance failed)",
@@ -214,6 +225,28 @@ func newApplyCommand() *cobra.Command {
 				return err
 			}
 			defer a.Close()
+			if listen != "" {
+				// Custom resources answering asynchronously, wait-condition
+				// signals, and promote/abort of a rollout held until promoted
+				// need the API while apply runs.
+				token, err := readSecret(tokenFile)
+				if err != nil {
+					return fmt.Errorf("--api-token-file: %w", err)
+				}
+				if token == "" && !loopback(listen) {
+					return fmt.Errorf("--api-token-file is required when --listen (%s) is not a loopback address", listen)
+				}
+				handler, err := a.apiHandler(token, "", func() {})
+				if err != nil {
+					return err
+				}
+				srv, err := serve(listen, handler, tlsCert, tlsKey, stdlog.New(a.log, "", 0))
+				if err != nil {
+					return err
+				}
+				defer srv.Close()
+				a.log.Info().Str("listen", srv.Addr).Msg("API serving while apply runs")
+			}
 			res, err := a.rec.Reconcile(ctx)
 			if err != nil {
 				return err
@@ -226,6 +259,11 @@ func newApplyCommand() *cobra.Command {
 		},
 	}
 	c.addFlags(cmd)
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", "", "serve the HTTP API on this address while apply runs (for async custom-resource responses, wait-condition signals, promote and abort); empty: no API")
+	f.StringVar(&tokenFile, "api-token-file", "", "file holding the bearer token the API requires (required unless --listen is a loopback address)")
+	f.StringVar(&tlsCert, "tls-cert", "", "serve the API over TLS with this certificate (PEM)")
+	f.StringVar(&tlsKey, "tls-key", "", "private key of --tls-cert (PEM)")
 	return cmd
 }
 
@@ -343,7 +381,11 @@ func newValidateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			eng := engine.New(providers(os.TempDir(), allowCommand, cp))
+			wp, err := newWaitCondition(nil, "http://127.0.0.1:7070")
+			if err != nil {
+				return err
+			}
+			eng := engine.New(providers(os.TempDir(), allowCommand, cp, wp))
 			defs, diags := eng.Load(os.DirFS(args[0]), ".")
 			out := cmd.OutOrStdout()
 			if len(diags) > 0 {

@@ -85,7 +85,7 @@ func runDemo(ctx context.Context, w io.Writer, dir string) error {
 	})
 
 	d.title("stackd validate")
-	eng := engine.New(providers(cfg.targetsRoot, true, nil))
+	eng := engine.New(providers(cfg.targetsRoot, true, nil, nil))
 	defs, diags := eng.Load(os.DirFS(repoDir), ".")
 	if diags.HasErrors() {
 		engine.WriteDiagnostics(w, defs.Files, diags, d.color)

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"github.com/stackd/stackd/engine/provider/command"
 	"github.com/stackd/stackd/engine/provider/custom"
 	"github.com/stackd/stackd/engine/provider/file"
+	"github.com/stackd/stackd/engine/provider/waitcondition"
 	"github.com/stackd/stackd/gitsource"
 	"github.com/stackd/stackd/gitsource/forge"
 	"github.com/stackd/stackd/reconciler"
@@ -132,9 +134,9 @@ func (c *repoConfig) logger(w io.Writer) (zerolog.Logger, error) {
 	return zerolog.New(out).Level(lvl).With().Timestamp().Logger(), nil
 }
 
-// providers builds the provider registry; custom may be nil (no custom
-// resources: validate builds one with a throwaway broker).
-func providers(targetsRoot string, allowCommand bool, custom provider.Provider) provider.Registry {
+// providers builds the provider registry; custom and wait may be nil (no
+// custom resources or wait conditions: validate builds throwaway ones).
+func providers(targetsRoot string, allowCommand bool, custom, wait provider.Provider) provider.Registry {
 	reg := provider.Registry{
 		"file":    file.New(file.Options{Root: targetsRoot}),
 		"command": command.New(command.Options{Root: targetsRoot, Enabled: allowCommand}),
@@ -142,7 +144,73 @@ func providers(targetsRoot string, allowCommand bool, custom provider.Provider) 
 	if custom != nil {
 		reg["custom"] = custom
 	}
+	if wait != nil {
+		reg[waitcondition.TypeName] = wait
+	}
 	return reg
+}
+
+// newWaitCondition builds the wait_condition provider: handle URLs are
+// signed with the key of response URLs (under another domain) and the
+// handles and their signals are kept in the state, so a restart resumes
+// waiting on the same handles. Without a state (validate) they live in
+// memory.
+func newWaitCondition(st *state.Store, externalURL string) (*waitcondition.Provider, error) {
+	var store waitcondition.Store = &memStore{m: map[string][]byte{}}
+	key := make([]byte, 32)
+	if st != nil {
+		store = metaStore{st}
+		var err error
+		if key, err = st.Meta(brokerKeyMeta); err != nil {
+			return nil, fmt.Errorf("wait conditions: the URL signing key: %w", err)
+		}
+	} else if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	p, err := waitcondition.New(waitcondition.Options{Key: key, ExternalURL: externalURL, Store: store})
+	if err != nil {
+		return nil, fmt.Errorf("--external-url: %w", err)
+	}
+	return p, nil
+}
+
+// metaStore keeps wait-condition handles as state metadata.
+type metaStore struct{ st *state.Store }
+
+func (m metaStore) Get(k string) ([]byte, error) {
+	v, err := m.st.Meta(k)
+	if errors.Is(err, state.ErrNotFound) {
+		return nil, nil
+	}
+	return v, err
+}
+func (m metaStore) Put(k string, v []byte) error { return m.st.SetMeta(k, v) }
+func (m metaStore) Delete(k string) error        { return m.st.DeleteMeta(k) }
+
+// memStore is a Store for commands without a state.
+type memStore struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func (m *memStore) Get(k string) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.m[k], nil
+}
+
+func (m *memStore) Put(k string, v []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.m[k] = v
+	return nil
+}
+
+func (m *memStore) Delete(k string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.m, k)
+	return nil
 }
 
 // brokerKeyMeta is the state key of the response-URL signing key, kept so
@@ -206,6 +274,7 @@ type app struct {
 	rec     *reconciler.Reconciler
 	log     zerolog.Logger
 	broker  *custom.Broker
+	signals *waitcondition.Provider
 	metrics *api.Metrics
 }
 
@@ -235,7 +304,12 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 		st.Close()
 		return nil, err
 	}
-	eng := engine.New(providers(c.targetsRoot, c.allowCommand, cp))
+	wp, err := newWaitCondition(st, c.externalURL)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	eng := engine.New(providers(c.targetsRoot, c.allowCommand, cp, wp))
 	metrics := api.NewMetrics()
 	notifier, err := c.notifier()
 	if err != nil {
@@ -250,5 +324,5 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 		st.Close()
 		return nil, err
 	}
-	return &app{store: st, source: src, engine: eng, rec: rec, log: log, broker: broker, metrics: metrics}, nil
+	return &app{store: st, source: src, engine: eng, rec: rec, log: log, broker: broker, signals: wp, metrics: metrics}, nil
 }

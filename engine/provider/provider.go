@@ -121,3 +121,18 @@ type Validator interface {
 
 // Registry maps resource type names ("file", "command", "custom", ...) to providers.
 type Registry map[string]Provider
+
+// Waiter is implemented by resource types that complete after Create
+// returns (wait_condition): Create hands out what others need to complete
+// the resource, and Wait blocks until it is complete. The engine waits
+// before it evaluates anything that needs the resource complete (a
+// reference to an attribute not in ImmediateAttributes, or a depends_on)
+// and before the instance's apply ends.
+type Waiter interface {
+	// ImmediateAttributes names the attributes usable before completion.
+	ImmediateAttributes() []string
+	// Wait blocks until the resource, last applied as res, is complete and
+	// returns it complete. An error fails the resource; ctx's error means
+	// the wait was interrupted and may be resumed.
+	Wait(ctx context.Context, req Request, res Result) (Result, error)
+}
