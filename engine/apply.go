@@ -29,8 +29,10 @@ type Event struct {
 	Address string
 	Type    string
 	Action  Action
-	Phase   string // start | done | failed
+	Phase   string // start | done | failed | wait | batch
 	Err     error
+	// Detail describes a batch of an update pattern (Phase batch).
+	Detail string
 }
 
 // Observer receives apply events; it must not block for long.
@@ -119,6 +121,7 @@ func (e *Engine) Apply(ctx context.Context, p *InstancePlan, j Journal, obs Obse
 		}
 	}
 	w.wait = func(m *member) error { return e.waitFor(ctx, target, m, j, obs) }
+	w.note = obs
 	if diags := w.walk(); diags.HasErrors() {
 		return res, diagError(diags)
 	}

@@ -287,6 +287,8 @@ type walker struct {
 	pause func(d time.Duration) error
 	// wait completes a waiter member (apply only); see gate.
 	wait func(m *member) error
+	// note reports progress (apply only): the batches of update patterns.
+	note Observer
 	// groups holds the applied members of waiter resources (by "TYPE.NAME")
 	// until they complete.
 	groups map[string][]*member
@@ -442,7 +444,7 @@ func (w *walker) module(mc *ModuleCall) hcl.Diagnostics {
 		vars[name] = v
 	}
 	child := &walker{
-		e: w.e, inst: w.inst, tmpl: mc.Template, apply: w.apply, pause: w.pause, wait: w.wait,
+		e: w.e, inst: w.inst, tmpl: mc.Template, apply: w.apply, pause: w.pause, wait: w.wait, note: w.note,
 		groups: map[string][]*member{}, waiters: w.waiters,
 		base: map[string]cty.Value{
 			"var": cty.ObjectVal(vars), "target": w.base["target"], "stack_set": w.base["stack_set"],
@@ -873,6 +875,12 @@ func (w *walker) applyMembers(r *Resource, members []*member) hcl.Diagnostics {
 				return hcl.Diagnostics{failed(batch[0], err)}
 			}
 		}
+		addrs := make([]string, len(batch))
+		for i, m := range batch {
+			addrs[i] = m.addr
+		}
+		w.note(Event{Address: w.prefix + r.Addr(), Type: r.Type, Action: Update, Phase: "batch",
+			Detail: fmt.Sprintf("batch %d of %d (update_pattern %s): %s", k+1, len(batches), r.UpdatePattern, strings.Join(addrs, ", "))})
 		errs := make([]error, len(batch))
 		var wg sync.WaitGroup
 		for i, m := range batch {

@@ -74,10 +74,6 @@ func loadUpdatePattern(addr string, b *hcl.Block) (*UpdatePattern, hcl.Diagnosti
 		diags = diags.Append(errorf(a["batch_size"].Expr.Range(), "Invalid batch_size",
 			"%s: batch_size is %d; it must be at least 1.", addr, u.BatchSize))
 	}
-	if u.MinInService < 0 {
-		diags = diags.Append(errorf(a["min_in_service"].Expr.Range(), "Invalid min_in_service",
-			"%s: min_in_service is %d; it must be 0 or more.", addr, u.MinInService))
-	}
 	if p := a["pause"]; p != nil {
 		var s string
 		if d := stringAttr(p, &s); d.HasErrors() {

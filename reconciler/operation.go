@@ -353,7 +353,14 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 		if ev.Phase == "failed" {
 			o.event(t.Region, t.Account, ev.Address, ev.Phase, msg)
 		}
-		log.Debug().Str("resource", ev.Address).Str("action", ev.Action.String()).Str("phase", ev.Phase).Msg("resource")
+		switch ev.Phase {
+		case "batch":
+			log.Info().Str("resource", ev.Address).Msg(ev.Detail)
+		case "wait":
+			log.Info().Str("resource", ev.Address).Msg("waiting for signals")
+		default:
+			log.Debug().Str("resource", ev.Address).Str("action", ev.Action.String()).Str("phase", ev.Phase).Msg("resource")
+		}
 	})
 	if ferr := j.Flush(); err == nil && ferr != nil {
 		err = ferr
