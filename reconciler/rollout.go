@@ -344,7 +344,7 @@ func (rr *rolloutRun) runBatch(ctx context.Context, n int, batch []*work) error 
 	interrupted := func() bool { return ctx.Err() != nil || o.r.isStopping() }
 	total := o.op.Rollout.Batches
 	exceeded := func(region string, failed, tolerance int) error {
-		return &batchFailure{batch: n, reason: fmt.Sprintf("batch %d of %d failed: failure tolerance exceeded in region %s (%d instances failed, tolerance %d)", n, total, region, failed, tolerance)}
+		return &batchFailure{batch: n, reason: fmt.Sprintf("batch %d of %d failed: failure tolerance exceeded in region %s (%d instances failed, tolerance %d)%s", n, total, region, failed, tolerance, o.firstFailure(byRegion[region]))}
 	}
 	if rr.prefs.RegionConcurrency == "PARALLEL" {
 		var (
@@ -975,4 +975,21 @@ func (rr *rolloutRun) rolledBack(it rollbackItem, status, reason string, ok bool
 // diagError joins diagnostics into one error.
 func diagError(diags interface{ Errs() []error }) error {
 	return errors.Join(diags.Errs()...)
+}
+
+// firstFailure names the first failed instance of works and why, for an
+// operation's reason (": region/account: reason"), or "".
+func (o *opRun) firstFailure(works []*work) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, w := range works {
+		if r, ok := o.results[w.target]; ok && r.Status == state.InstanceOperationFailed {
+			reason := strings.Join(strings.Fields(r.Reason), " ")
+			if len(reason) > 300 {
+				reason = strings.ToValidUTF8(reason[:300], "") + "…"
+			}
+			return fmt.Sprintf("; first failure %s/%s: %s", r.Region, r.Account, reason)
+		}
+	}
+	return ""
 }

@@ -181,6 +181,12 @@ func newRolloutHarness(t *testing.T, c *ctl, clock reconciler.Clock, files map[s
 // on the same repository and state: a daemon restart.
 func newRestartableHarness(t *testing.T, c *ctl, clock reconciler.Clock, files map[string]string) (*harness, string, func() *reconciler.Reconciler) {
 	t.Helper()
+	return newHarnessWith(t, c, clock, nil, files)
+}
+
+// newHarnessWith also registers the providers of extra.
+func newHarnessWith(t *testing.T, c *ctl, clock reconciler.Clock, extra provider.Registry, files map[string]string) (*harness, string, func() *reconciler.Reconciler) {
+	t.Helper()
 	dir := t.TempDir()
 	h := &harness{repo: filepath.Join(dir, "repo"), ctl: c}
 	if err := os.MkdirAll(h.repo, 0o755); err != nil {
@@ -207,8 +213,12 @@ func newRestartableHarness(t *testing.T, c *ctl, clock reconciler.Clock, files m
 	})
 	h.store = st
 	build := func() *reconciler.Reconciler {
+		reg := provider.Registry{"ctl": c}
+		for k, p := range extra {
+			reg[k] = p
+		}
 		rec, err := reconciler.New(reconciler.Options{
-			Source: src, Store: st, Engine: engine.New(provider.Registry{"ctl": c}), Log: zerolog.Nop(), Clock: clock,
+			Source: src, Store: st, Engine: engine.New(reg), Log: zerolog.Nop(), Clock: clock,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -564,8 +574,8 @@ func TestRolloutFailureTolerance(t *testing.T) {
 		{"within tolerance", []int{1}, "rollback", state.OperationSucceeded, "1 instances failed within the failure tolerance"},
 		// STRICT mode runs batch 3 one at a time once a failure is counted:
 		// account 4 fails, account 5 never starts; 5 instances changed.
-		{"exceeded, rollback", []int{1, 4}, "rollback", state.OperationRolledBack, "batch 3 of 4 failed: failure tolerance exceeded in region eu-west-1 (2 instances failed, tolerance 1); rolled back 5 instances"},
-		{"exceeded, stop", []int{1, 4}, "stop", state.OperationFailed, "batch 3 of 4 failed: failure tolerance exceeded in region eu-west-1 (2 instances failed, tolerance 1); stopped"},
+		{"exceeded, rollback", []int{1, 4}, "rollback", state.OperationRolledBack, "batch 3 of 4 failed: failure tolerance exceeded in region eu-west-1 (2 instances failed, tolerance 1); first failure eu-west-1/100000000004: Apply failed; ctl.unit: ctl: injected failure for eu-west-1/100000000004; rolled back 5 instances"},
+		{"exceeded, stop", []int{1, 4}, "stop", state.OperationFailed, "batch 3 of 4 failed: failure tolerance exceeded in region eu-west-1 (2 instances failed, tolerance 1); first failure eu-west-1/100000000004: Apply failed; ctl.unit: ctl: injected failure for eu-west-1/100000000004; stopped"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCtl()
