@@ -434,7 +434,6 @@ func TestChaosKillAndRestart(t *testing.T) {
 		}
 	})
 	t.Run("no temporary files left", func(t *testing.T) {
-		t.Skip("BUG: a file write interrupted by a kill leaves <dir>/.stackd-tmp-<hash> forever once the path is not written again (engine/provider/file writeFile)")
 		if tmp := filter(got, isTemp); len(tmp) > 0 {
 			t.Errorf("temporary files left under the targets root: %v", keys(tmp))
 		}
