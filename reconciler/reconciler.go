@@ -569,9 +569,10 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 				addChange(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceNoChange})
 				continue
 			}
-			if in == nil || in.Revision == "" && in.Status == state.InstanceSkippedSuspendedAccount {
-				// Never deployed (a reinstated account's skipped record
-				// included): a create.
+			if in == nil || in.Revision == "" {
+				// Never deployed (an instance whose create failed or was
+				// interrupted, or a reinstated account's skipped record):
+				// a create.
 				w.action = engine.InstanceCreate
 				creates++
 			} else {
