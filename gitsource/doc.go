@@ -22,7 +22,11 @@
 //     Source and retried on a lost race (a moved local ref or a rejected push), rebuilt on
 //     the new tip each time.
 //   - A remote's branches are mirrored +refs/heads/*:refs/heads/* with prune and force, so
-//     force-pushes and deleted branches are followed; the remote is the truth.
+//     force-pushes and deleted branches are followed; the remote is the truth. A deploy
+//     branch that moves to a commit not descending from the head seen before is reported
+//     as a force-push (see below).
+//   - Faults the Source got past by itself (a force-push followed) are queued for its
+//     consumer, who takes them with [Source.Faults].
 //   - Every network operation runs under its own deadline (Options.FetchTimeout) derived
 //     from the caller's context; every blocking method takes ctx first; Watch goroutines
 //     end when their context ends.

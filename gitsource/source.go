@@ -66,6 +66,11 @@ type Source struct {
 
 	// writeMu serializes WriteStatus calls, retries included.
 	writeMu sync.Mutex
+
+	// deployHead is the deploy branch's head as of the last Open or Fetch that saw
+	// it (guarded by sem), to tell a force-push from a fast-forward.
+	deployHead plumbing.Hash
+	faults     faultLog
 }
 
 // CommitInfo describes one commit.
@@ -100,6 +105,7 @@ func Open(ctx context.Context, opts Options) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.noteDeployHead()
 	return s, nil
 }
 
@@ -261,15 +267,23 @@ func (s *Source) initCache() (created bool, err error) {
 // For a local repository it re-opens the repository handle so that packfiles written by
 // other processes (git gc, git fetch) are seen. Errors: ErrRepositoryNotFound if the
 // repository has gone.
+//
+// Either way, a deploy branch that moved to a commit not descending from the head seen
+// by the previous Open or Fetch is recorded as a FaultForcePush (see Faults).
 func (s *Source) Fetch(ctx context.Context) error {
 	if err := s.acquire(ctx); err != nil {
 		return err
 	}
 	defer s.release()
 	if s.local {
-		return s.reopen()
+		if err := s.reopen(); err != nil {
+			return err
+		}
+	} else if err := s.fetchRemote(ctx); err != nil {
+		return err
 	}
-	return s.fetchRemote(ctx)
+	s.noteDeployHead()
+	return nil
 }
 
 // fetchRemote fetches the mirror refspec. Callers hold s.sem.

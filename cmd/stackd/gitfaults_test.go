@@ -204,9 +204,17 @@ func TestGitForcePush(t *testing.T) {
 	checkDeployed(t, e.f, qsRegions, qsAccounts, "nginx:1.27")
 	healthz(t, addr)
 	t.Run("the force-push is counted", func(t *testing.T) {
-		t.Skip("KNOWN GAP: a force-push is followed and deployed, but not counted in stackd_git_faults_total (gitsource does not compare the old and new heads' ancestry)")
-		if got := metric(t, addr, "stackd_git_faults_total", `kind="force_push"`); got < 1 {
-			t.Errorf("stackd_git_faults_total{kind=\"force_push\"} = %v, want at least 1", got)
+		if got := metric(t, addr, "stackd_git_faults_total", `kind="force_push"`); got != 1 {
+			t.Errorf("stackd_git_faults_total{kind=\"force_push\"} = %v, want 1", got)
+		}
+		var warned []map[string]any
+		for _, l := range logLines(d.logs.String()) {
+			if l["message"] == "git fault worked around" && l["kind"] == "force_push" {
+				warned = append(warned, l)
+			}
+		}
+		if len(warned) != 1 || warned[0]["level"] != "warn" || !strings.Contains(fmt.Sprint(warned[0]["fault"]), rev3[:7]) {
+			t.Errorf("force-push warnings %v, want one naming %s; logs:\n%s", warned, rev3[:7], d.logs)
 		}
 	})
 	if err := d.stop(t); err != nil {
