@@ -15,6 +15,10 @@ const (
 	// the head seen before (a force-push, or a reset of a local branch). The new head
 	// is followed.
 	FaultForcePush = "force_push"
+	// FaultStatusRefDamaged: the status branch's ref file was found empty or garbled
+	// (another writer was killed while rewriting it in place). It was pointed back at
+	// the newest status commit that could be found.
+	FaultStatusRefDamaged = "status_ref_damaged"
 )
 
 // maxFaults bounds the faults kept for [Source.Faults]; older ones are dropped first.
@@ -70,6 +74,9 @@ func (s *Source) fault(kind, branch, format string, args ...any) {
 // keeps the head seen before, so a branch deleted and pushed again is compared with it.
 // Callers hold s.sem.
 func (s *Source) noteDeployHead() {
+	if s.local && s.checkLooseRef(s.opts.Branch) != nil {
+		return // go-git would read an older head from packed-refs
+	}
 	ref, err := s.repo.Reference(plumbing.NewBranchReferenceName(s.opts.Branch), true)
 	if err != nil {
 		return

@@ -2,6 +2,7 @@ package gitsource
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -105,4 +106,113 @@ func TestForcePushFault(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A status branch ref that another writer left empty or garbled is pointed
+// back at the branch's last head before the next status commit, which
+// therefore keeps the other files and the history: found in the reflog
+// (stackd writes one), in packed-refs, or among stackd's status commits.
+func TestStatusRefDamaged(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string
+		// before runs after the two status commits, before the damage.
+		before func(t *testing.T, dir string)
+	}{
+		{name: "emptied", content: ""},
+		{name: "garbled", content: "0123abc\n"},
+		{name: "emptied, no reflog, packed", before: func(t *testing.T, dir string) {
+			runGit(t, dir, "pack-refs", "--all")
+			if err := os.RemoveAll(filepath.Join(dir, ".git", "logs", "refs", "heads", "stackd")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "emptied, no reflog", before: func(t *testing.T, dir string) {
+			if err := os.RemoveAll(filepath.Join(dir, ".git", "logs", "refs", "heads", "stackd")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			dir, _ := newWorkRepo(t, definitions)
+			s := openT(t, Options{Repo: dir})
+			write := func(name string) string {
+				t.Helper()
+				h, err := s.WriteStatus(ctx, StatusWrite{Files: map[string][]byte{name: []byte(name)}, Message: "stackd: " + name})
+				if err != nil {
+					t.Fatalf("WriteStatus(%s): %v", name, err)
+				}
+				return h
+			}
+			write("status/a.json")
+			tip := write("status/b.json")
+			// git reads the reflog stackd wrote.
+			if got := runGit(t, dir, "rev-parse", "stackd/status@{1}"); got == tip {
+				t.Errorf("reflog: stackd/status@{1} = the tip %s", got)
+			}
+			if tc.before != nil {
+				tc.before(t, dir)
+			}
+			ref := filepath.Join(dir, ".git", "refs", "heads", "stackd", "status")
+			if err := os.MkdirAll(filepath.Dir(ref), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(ref, []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+
+			// Fetch repairs it, so that listing branches works again.
+			if err := s.Fetch(ctx); err != nil {
+				t.Fatal(err)
+			}
+			wantFaults(t, s, "status_ref_damaged stackd/status")
+			if b, err := s.Branches(ctx); err != nil || b["stackd/status"] != tip {
+				t.Errorf("Branches() after the repair: %v, %v; want stackd/status at %s", b, err, tip)
+			}
+			if err := os.WriteFile(ref, []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// And so does a status write without a Fetch.
+			h := write("status/c.json")
+			if parent := runGit(t, dir, "rev-parse", h+"^"); parent != tip {
+				t.Errorf("parent of the status commit after the damage = %s, want the last tip %s", parent, tip)
+			}
+			if diff := cmp.Diff([]string{"status/a.json", "status/b.json", "status/c.json"}, lsTree(t, dir, h)); diff != "" {
+				t.Errorf("status tree (-want +got):\n%s", diff)
+			}
+			wantFaults(t, s, "status_ref_damaged stackd/status")
+		})
+	}
+}
+
+// When the status branch is the deploy branch, a damaged ref is the user's
+// branch: it is never rewritten, the status write fails, and Head reports
+// the damage instead of reading an older value from packed-refs.
+func TestDamagedDeployBranchIsNotRewritten(t *testing.T) {
+	ctx := testCtx(t)
+	dir, head := newWorkRepo(t, definitions)
+	runGit(t, dir, "pack-refs", "--all")
+	writeFiles(t, dir, map[string]string{"stacks/web.hcl": "v2\n"})
+	commitAll(t, dir, "v2")
+	s := openT(t, Options{Repo: dir, StatusBranch: "main"})
+	ref := filepath.Join(dir, ".git", "refs", "heads", "main")
+	if err := os.Truncate(ref, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Head(ctx, "main"); !errors.Is(err, ErrRefDamaged) {
+		t.Errorf("Head(main) of a damaged ref = %s, %v; want ErrRefDamaged (packed-refs holds the older %s)", got, err, head[:7])
+	}
+	if err := s.Fetch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.WriteStatus(ctx, StatusWrite{Files: map[string][]byte{"status/a.json": []byte("a")}})
+	if !errors.Is(err, ErrRefDamaged) {
+		t.Errorf("WriteStatus to the damaged deploy branch: %v, want ErrRefDamaged", err)
+	}
+	if fi, err := os.Stat(ref); err != nil || fi.Size() != 0 {
+		t.Errorf("the damaged deploy branch ref was changed: %v, %v", fi, err)
+	}
+	wantFaults(t, s)
 }

@@ -265,8 +265,8 @@ func (s *Source) initCache() (created bool, err error) {
 // redacted) or ctx.Err().
 //
 // For a local repository it re-opens the repository handle so that packfiles written by
-// other processes (git gc, git fetch) are seen. Errors: ErrRepositoryNotFound if the
-// repository has gone.
+// other processes (git gc, git fetch) are seen, and repairs a damaged status branch ref
+// (see WriteStatus). Errors: ErrRepositoryNotFound if the repository has gone.
 //
 // Either way, a deploy branch that moved to a commit not descending from the head seen
 // by the previous Open or Fetch is recorded as a FaultForcePush (see Faults).
@@ -279,6 +279,9 @@ func (s *Source) Fetch(ctx context.Context) error {
 		if err := s.reopen(); err != nil {
 			return err
 		}
+		// Best effort: a status ref that cannot be repaired fails the next status
+		// write, not the deploy.
+		_ = s.repairStatusRef()
 	} else if err := s.fetchRemote(ctx); err != nil {
 		return err
 	}
@@ -368,10 +371,18 @@ func staleHandle(err error) bool {
 // Head returns the commit hash at the tip of branch (a short name such as "main" or
 // "feature/x"). For a URL this is the tip as of the last Fetch.
 //
-// Errors: ErrBranchNotFound (also for a name Git would not accept), or ctx.Err().
+// Errors: ErrBranchNotFound (also for a name Git would not accept), ErrRefDamaged (a
+// local repository's ref file of the branch is empty or garbled), or ctx.Err().
 func (s *Source) Head(ctx context.Context, branch string) (string, error) {
 	if !validBranchName(branch) {
 		return "", fmt.Errorf("head of branch %q in %s: %w", branch, s.name(), ErrBranchNotFound)
+	}
+	if s.local {
+		// go-git reads past a damaged loose ref into packed-refs, which may hold an
+		// older head: deploying that would silently roll back.
+		if err := s.checkLooseRef(branch); err != nil {
+			return "", fmt.Errorf("head of branch %q in %s: %w", branch, s.name(), err)
+		}
 	}
 	var hash string
 	err := s.read(ctx, func(r *git.Repository) error {

@@ -865,7 +865,6 @@ func TestDeleteInstanceOfGitDeclaredCustomType(t *testing.T) {
 // deploy branch, the user's history).
 func TestStatusRefTruncatedByKill(t *testing.T) {
 	t.Parallel()
-	t.Skip("KNOWN GAP: stackd's own ref writes no longer truncate (gitsource.setRefAtomic: lock file + rename); recovering the history from a ref truncated by another writer, as this test simulates, is not implemented")
 	dir := t.TempDir()
 	f := &fixture{repo: filepath.Join(dir, "repo"), state: filepath.Join(dir, "state"), targets: filepath.Join(dir, "targets")}
 	set := func(name, content string) {
@@ -899,18 +898,29 @@ resource "file" "f" {
 	}
 
 	set("a", "two")
-	f.commit(t, "a: two")
+	rev := f.commit(t, "a: two")
 	res := applyRetry(t, f)
+	if res.err != nil {
+		t.Fatalf("apply after the truncated status ref: %s", res)
+	}
 	head := statusHead(t, f.repo)
-	if res.err == nil {
-		if _, ok := head.Files[reconciler.StatusPath("b")]; !ok {
-			t.Errorf("after the truncated ref, the status commit %q lost %s (files: %v)", head.Message, reconciler.StatusPath("b"), keys(head.Files))
-		}
-		anc := exec.Command("git", "merge-base", "--is-ancestor", before.Hash, head.Hash)
-		anc.Dir = f.repo
-		if err := anc.Run(); err != nil {
-			t.Errorf("the status commit %s before the truncated ref is not an ancestor of the new head %s: the history was dropped", before.Hash[:7], head.Hash[:7])
-		}
+	if doc := head.stackSetStatus(t, "a"); doc.Revision != rev {
+		t.Errorf("the status of a is at %.7s after the truncated ref, want %.7s", doc.Revision, rev)
+	}
+	if _, ok := head.Files[reconciler.StatusPath("b")]; !ok {
+		t.Errorf("after the truncated ref, the status commit %q lost %s (files: %v)", head.Message, reconciler.StatusPath("b"), keys(head.Files))
+	}
+	anc := exec.Command("git", "merge-base", "--is-ancestor", before.Hash, head.Hash)
+	anc.Dir = f.repo
+	if err := anc.Run(); err != nil {
+		t.Errorf("the status commit %s before the truncated ref is not an ancestor of the new head %s: the history was dropped", before.Hash[:7], head.Hash[:7])
+	}
+	var reported bool
+	for _, l := range logLines(res.stderr) {
+		reported = reported || l["message"] == "git fault worked around" && l["kind"] == "status_ref_damaged"
+	}
+	if !reported {
+		t.Errorf("the repaired status ref was not reported in the logs:\n%s", res.stderr)
 	}
 }
 
