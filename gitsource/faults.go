@@ -15,6 +15,9 @@ const (
 	// the head seen before (a force-push, or a reset of a local branch). The new head
 	// is followed.
 	FaultForcePush = "force_push"
+	// FaultCacheDamaged: the cache clone of a URL repository was removed or damaged
+	// under the running Source. It was cleared and cloned again.
+	FaultCacheDamaged = "cache_damaged"
 	// FaultStatusRefDamaged: the status branch's ref file was found empty or garbled
 	// (another writer was killed while rewriting it in place). It was pointed back at
 	// the newest status commit that could be found.

@@ -108,6 +108,194 @@ func TestForcePushFault(t *testing.T) {
 	}
 }
 
+// A cache clone removed or damaged under a running Source is cloned again
+// by the next Fetch (and a FaultCacheDamaged recorded), not reported as an
+// unreachable remote forever.
+func TestCacheDamagedIsClonedAgain(t *testing.T) {
+	tests := []struct {
+		name   string
+		damage func(t *testing.T, cache string)
+		// intact: the fetch itself puts it right (a forced ref update), so
+		// the cache is not cloned again.
+		intact bool
+	}{
+		{"directory removed", func(t *testing.T, cache string) {
+			if err := os.RemoveAll(cache); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"directory removed, Git leftovers written back", func(t *testing.T, cache string) {
+			if err := os.RemoveAll(cache); err != nil {
+				t.Fatal(err)
+			}
+			writeFiles(t, cache, map[string]string{"objects/4b/825dc642cb6eb9a060e54bf8d69288fbee4904": "x", "refs/heads/stackd/status": ""})
+		}, false},
+		{"objects removed", func(t *testing.T, cache string) {
+			if err := os.RemoveAll(filepath.Join(cache, "objects")); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"deploy branch ref emptied", func(t *testing.T, cache string) {
+			if err := os.Truncate(filepath.Join(cache, "refs", "heads", "main"), 0); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"deploy branch at a missing commit", func(t *testing.T, cache string) {
+			writeFiles(t, cache, map[string]string{"refs/heads/main": strings.Repeat("ab", 20) + "\n"})
+		}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			bare, work, _ := newRemote(t, definitions)
+			cache := filepath.Join(t.TempDir(), "cache")
+			s := openT(t, Options{Repo: "file://" + bare, CacheDir: cache})
+			if _, err := s.WriteStatus(ctx, StatusWrite{Files: map[string][]byte{"status/a.json": []byte("a")}}); err != nil {
+				t.Fatal(err)
+			}
+			wantFaults(t, s)
+
+			tc.damage(t, cache)
+			writeFiles(t, work, map[string]string{"stacks/web.hcl": "v2\n"})
+			head := commitAll(t, work, "v2")
+			runGit(t, work, "push", "-q", "origin", "main")
+			if err := s.Fetch(ctx); err != nil {
+				t.Fatalf("Fetch after the damage: %v", err)
+			}
+			if got, err := s.Head(ctx, "main"); err != nil || got != head {
+				t.Errorf("Head(main) = %s, %v; want %s", got, err, head)
+			}
+			if tc.intact {
+				wantFaults(t, s)
+			} else {
+				wantFaults(t, s, FaultCacheDamaged)
+			}
+			if got := runGit(t, cache, "rev-parse", "--is-bare-repository"); got != "true" {
+				t.Errorf("the cache is no bare repository after the Fetch: %s", got)
+			}
+			// The status branch's history on the remote is kept and extended.
+			h, err := s.WriteStatus(ctx, StatusWrite{Files: map[string][]byte{"status/b.json": []byte("b")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]string{"status/a.json", "status/b.json"}, lsTree(t, bare, h)); diff != "" {
+				t.Errorf("status tree on the remote (-want +got):\n%s", diff)
+			}
+			wantFaults(t, s)
+		})
+	}
+}
+
+// A status write into a removed cache clone clones it again first: nothing
+// is written into the removed directory's path and lost.
+func TestStatusWriteIntoRemovedCache(t *testing.T) {
+	ctx := testCtx(t)
+	bare, _, _ := newRemote(t, definitions)
+	cache := filepath.Join(t.TempDir(), "cache")
+	s := openT(t, Options{Repo: "file://" + bare, CacheDir: cache})
+	if _, err := s.WriteStatus(ctx, StatusWrite{Files: map[string][]byte{"status/a.json": []byte("a")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(cache); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.WriteStatus(ctx, StatusWrite{Files: map[string][]byte{"status/b.json": []byte("b")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"status/a.json", "status/b.json"}, lsTree(t, bare, h)); diff != "" {
+		t.Errorf("status tree on the remote (-want +got):\n%s", diff)
+	}
+	wantFaults(t, s, FaultCacheDamaged)
+}
+
+// Open clears and clones again a cache directory that holds stackd's
+// unusable cache (marked in its config) or only what Git writes into the
+// path of a removed cache; it refuses, and leaves alone, anything that may
+// be someone's data.
+func TestOpenDamagedCacheDirectory(t *testing.T) {
+	tests := []struct {
+		name    string
+		prepare func(t *testing.T, cache string, url string)
+		cleared bool
+	}{
+		{"leftovers of a removed cache", func(t *testing.T, cache, _ string) {
+			writeFiles(t, cache, map[string]string{
+				"objects/4b/825dc642cb6eb9a060e54bf8d69288fbee4904": "x",
+				"refs/heads/stackd/status":                          strings.Repeat("ab", 20) + "\n",
+				"packed-refs.lock":                                  "",
+			})
+		}, true},
+		{"stackd's cache without HEAD", func(t *testing.T, cache, url string) {
+			openT(t, Options{Repo: url, CacheDir: cache})
+			if err := os.Remove(filepath.Join(cache, "HEAD")); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"someone's files", func(t *testing.T, cache, _ string) {
+			writeFiles(t, cache, map[string]string{"notes.txt": "mine\n", "objects/x": "x"})
+		}, false},
+		{"someone's bare repository without HEAD", func(t *testing.T, cache, _ string) {
+			runGit(t, filepath.Dir(cache), "init", "-q", "--bare", cache)
+			if err := os.Remove(filepath.Join(cache, "HEAD")); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"someone's work tree", func(t *testing.T, cache, _ string) {
+			runGit(t, filepath.Dir(cache), "init", "-q", cache)
+		}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			bare, _, head := newRemote(t, definitions)
+			url := "file://" + bare
+			cache := filepath.Join(t.TempDir(), "cache")
+			tc.prepare(t, cache, url)
+			before := listDir(t, cache)
+			s, err := Open(ctx, Options{Repo: url, CacheDir: cache})
+			if !tc.cleared {
+				if !errors.Is(err, ErrRepositoryNotFound) {
+					t.Fatalf("Open: %v, want ErrRepositoryNotFound", err)
+				}
+				t.Logf("error reads: %v", err)
+				if diff := cmp.Diff(before, listDir(t, cache)); diff != "" {
+					t.Errorf("Open changed the directory it refused (-before +after):\n%s", diff)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			if got, err := s.Head(ctx, "main"); err != nil || got != head {
+				t.Errorf("Head(main) = %s, %v; want %s", got, err, head)
+			}
+			wantFaults(t, s, FaultCacheDamaged)
+		})
+	}
+}
+
+// listDir lists the files below dir (slash paths) with their sizes.
+func listDir(t *testing.T, dir string) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out[filepath.ToSlash(rel)] = fi.Size()
+		if fi.IsDir() {
+			out[filepath.ToSlash(rel)] = -1
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // A status branch ref that another writer left empty or garbled is pointed
 // back at the branch's last head before the next status commit, which
 // therefore keeps the other files and the history: found in the reflog

@@ -16,7 +16,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
-	"github.com/go-git/go-git/v5/plumbing/transport"
 )
 
 // Errors returned by this package, checked with errors.Is. They are always wrapped with
@@ -25,7 +24,8 @@ var (
 	// ErrInvalidOptions: Options.Validate rejected the options.
 	ErrInvalidOptions = errors.New("invalid gitsource options")
 	// ErrRepositoryNotFound: a local path does not exist or holds no Git repository, or
-	// the cache directory exists but is not a bare repository.
+	// the cache directory holds something that is neither a usable bare repository nor
+	// what is left of stackd's cache clone (so it may be someone's data).
 	ErrRepositoryNotFound = errors.New("repository not found")
 	// ErrBranchNotFound: the branch does not exist (for a URL: as of the last fetch).
 	ErrBranchNotFound = errors.New("branch not found")
@@ -84,7 +84,9 @@ type CommitInfo struct {
 
 // Open opens the repository opts names. For a local path it opens the repository in place
 // (nothing is written until WriteStatus). For a URL it creates (or reuses) the bare clone
-// in opts.CacheDir and fetches every branch, so Head and Tree work at once.
+// in opts.CacheDir and fetches every branch, so Head and Tree work at once. A cache
+// directory holding stackd's unusable cache clone, or only what Git writes into the path
+// of a removed one, is cleared and cloned again (a FaultCacheDamaged).
 //
 // Errors: ErrInvalidOptions (from Validate); ErrRepositoryNotFound for a missing local
 // path, a directory that is not a repository, or a CacheDir holding something else; a
@@ -186,83 +188,17 @@ func findGitDirs(dir string) (gitDir, commonDir string, err error) {
 	return gitDir, commonDir, nil
 }
 
-func (s *Source) openRemote(ctx context.Context) error {
-	dir, err := filepath.Abs(s.opts.CacheDir)
-	if err != nil {
-		return fmt.Errorf("cache directory %s: %w", s.opts.CacheDir, err)
-	}
-	s.dir = dir
-	_, statErr := os.Stat(dir)
-	existed := statErr == nil
-	created, err := s.initCache()
-	if err == nil {
-		err = s.fetchRemote(ctx)
-	}
-	if err != nil && created {
-		// Leave no half-made cache behind: the next Open starts clean.
-		if existed {
-			entries, _ := os.ReadDir(dir)
-			for _, e := range entries {
-				_ = os.RemoveAll(filepath.Join(dir, e.Name()))
-			}
-		} else {
-			_ = os.RemoveAll(dir)
-		}
-	}
-	return err
-}
-
-// initCache opens the bare cache clone, creating it if the directory is missing or
-// empty, and points its origin at the configured URL.
-func (s *Source) initCache() (created bool, err error) {
-	entries, err := os.ReadDir(s.dir)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return false, fmt.Errorf("cache directory %s: %w", s.dir, err)
-	}
-	var r *git.Repository
-	if len(entries) == 0 {
-		created = true
-		r, err = git.PlainInitWithOptions(s.dir, &git.PlainInitOptions{
-			Bare:        true,
-			InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName(s.opts.Branch)},
-		})
-		if err != nil {
-			return created, fmt.Errorf("create cache clone in %s: %w", s.dir, err)
-		}
-	} else {
-		r, err = git.PlainOpen(s.dir)
-		if err != nil {
-			return false, fmt.Errorf("cache directory %s is not empty and holds no bare repository: %w: %w",
-				s.dir, ErrRepositoryNotFound, err)
-		}
-	}
-	cfg, err := r.Config()
-	if err != nil {
-		return created, fmt.Errorf("cache clone %s: read config: %w", s.dir, err)
-	}
-	if !cfg.Core.IsBare {
-		return created, fmt.Errorf("cache directory %s holds a non-bare repository: %w", s.dir, ErrRepositoryNotFound)
-	}
-	want := &config.RemoteConfig{Name: remoteName, URLs: []string{s.opts.Repo}, Fetch: []config.RefSpec{mirrorRefSpec}}
-	if rc, ok := cfg.Remotes[remoteName]; !ok || len(rc.URLs) != 1 || rc.URLs[0] != s.opts.Repo ||
-		len(rc.Fetch) != 1 || rc.Fetch[0] != mirrorRefSpec {
-		// A cache reused for another URL is re-pointed; the next fetch prunes stale branches.
-		cfg.Remotes[remoteName] = want
-		if err := r.Storer.SetConfig(cfg); err != nil {
-			return created, fmt.Errorf("cache clone %s: write config: %w", s.dir, err)
-		}
-	}
-	s.repo = r
-	return created, nil
-}
-
 // Fetch brings the source up to date.
 //
 // For a URL it fetches every branch of the remote into the cache clone, forced (so
 // force-pushes are followed) and pruned (so deleted branches disappear); an up-to-date
 // remote is success, an empty remote leaves no branches. The fetch runs under its own
-// FetchTimeout deadline. Errors wrap the transport error (with the URL, credentials
-// redacted) or ctx.Err().
+// FetchTimeout deadline. A cache clone that was removed or damaged (files every
+// repository has are missing, a branch's ref file is emptied, or a failed fetch turns
+// out to be the cache's fault: unreadable refs or commits) is cleared and cloned again,
+// and a FaultCacheDamaged recorded; a directory that may hold someone else's data is
+// never cleared. Errors wrap the transport error (with the URL, credentials redacted)
+// or ctx.Err(), or say why the cache cannot be cloned again.
 //
 // For a local repository it re-opens the repository handle so that packfiles written by
 // other processes (git gc, git fetch) are seen, and repairs a damaged status branch ref
@@ -286,51 +222,6 @@ func (s *Source) Fetch(ctx context.Context) error {
 		return err
 	}
 	s.noteDeployHead()
-	return nil
-}
-
-// fetchRemote fetches the mirror refspec. Callers hold s.sem.
-func (s *Source) fetchRemote(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.FetchTimeout)
-	defer cancel()
-	err := s.repo.FetchContext(ctx, &git.FetchOptions{
-		RemoteName: remoteName,
-		RefSpecs:   []config.RefSpec{mirrorRefSpec},
-		Tags:       git.NoTags,
-		Force:      true,
-		Prune:      true,
-	})
-	switch {
-	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
-		return nil
-	case errors.Is(err, transport.ErrEmptyRemoteRepository):
-		return s.removeAllBranches()
-	}
-	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
-		err = fmt.Errorf("%w (%w)", ctxErr, err)
-	}
-	return fmt.Errorf("fetch %s: %w", redactURL(s.opts.Repo), err)
-}
-
-// removeAllBranches empties the cache's refs/heads (the remote has no branches left).
-func (s *Source) removeAllBranches() error {
-	iter, err := s.repo.Storer.IterReferences()
-	if err != nil {
-		return fmt.Errorf("cache clone %s: %w", s.dir, err)
-	}
-	defer iter.Close()
-	var names []plumbing.ReferenceName
-	_ = iter.ForEach(func(r *plumbing.Reference) error {
-		if r.Name().IsBranch() {
-			names = append(names, r.Name())
-		}
-		return nil
-	})
-	for _, n := range names {
-		if err := s.repo.Storer.RemoveReference(n); err != nil {
-			return fmt.Errorf("cache clone %s: prune %s: %w", s.dir, n, err)
-		}
-	}
 	return nil
 }
 

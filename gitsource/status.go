@@ -51,7 +51,8 @@ const (
 // FaultStatusRefDamaged); if none can be found, or the status branch is the deploy
 // branch, the write fails with ErrRefDamaged rather than start a new history.
 //
-// URL: the commit is made in the cache clone and pushed (under its own FetchTimeout). If
+// URL: a removed or damaged cache clone is cloned again first (a FaultCacheDamaged).
+// The commit is made in the cache clone and pushed (under its own FetchTimeout). If
 // the push fails and a re-fetch shows the remote branch moved (someone else pushed), the
 // commit is rebuilt on the new tip (the files written here win, other paths the other
 // pusher changed are kept) and pushed again, up to 5 attempts with a short backoff.
@@ -121,6 +122,12 @@ func (s *Source) tryWriteStatus(ctx context.Context, ref plumbing.ReferenceName,
 		// A ref file another writer left empty would read as a missing branch, and
 		// the commit would start a new history.
 		if err := s.repairStatusRef(); err != nil {
+			return "", false, err
+		}
+	} else if why := s.cacheDamage(false); why != "" {
+		// Objects written into a removed cache would be lost, and a damaged status
+		// ref would read as a missing branch.
+		if err := s.reclone(ctx, why); err != nil {
 			return "", false, err
 		}
 	}

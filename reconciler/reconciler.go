@@ -80,7 +80,8 @@ type Metrics interface {
 	QueueLength(n int)
 	// GitFault counts a Git failure by kind: "fetch", "resolve",
 	// "status_write", or the kind of a fault the Source got past by itself
-	// (FaultReporter; gitsource: "force_push", "status_ref_damaged").
+	// (FaultReporter; gitsource: "force_push", "cache_damaged",
+	// "status_ref_damaged").
 	GitFault(kind string)
 }
 
