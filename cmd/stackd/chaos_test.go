@@ -390,10 +390,6 @@ func TestChaosKillAndRestart(t *testing.T) {
 			break
 		}
 		if time.Now().After(settleBy) || p.done() {
-			if bug := knownChaosBug(p.log.String()); bug != "" {
-				t.Logf("the fleet did not settle at %s: %s; logs:\n%s", head[:7], why, p.log)
-				t.Skip(bug)
-			}
 			t.Fatalf("the fleet did not settle at %s: %s; logs:\n%s", head[:7], why, p.log)
 		}
 		p.tryWaitLine(50*time.Millisecond, len(p.log.all()), func(map[string]any) bool { return true }, nil)
@@ -491,9 +487,6 @@ func TestChaosKillAndRestart(t *testing.T) {
 			strings.Join(mismatches, "\n"), history, refs, packed)
 	}
 	t.Run("the status branch matches the state", func(t *testing.T) {
-		if bug := knownChaosBug(p.log.String()); bug != "" && len(mismatches) > 0 {
-			t.Skip(bug)
-		}
 		for _, m := range mismatches {
 			t.Error(m)
 		}
@@ -534,19 +527,6 @@ func checkReopenFailure(t *testing.T, p *proc, reopenFailures *int) {
 	default:
 		t.Fatalf("stackd exited on its own (%v); logs:\n%s", p.err, logs)
 	}
-}
-
-// knownChaosBug names a known product bug whose signature the daemon's
-// logs show, or returns "". The chaos test skips (rather than fails) on
-// one, so that a run that meets a reported bug stays green and says so.
-func knownChaosBug(logs string) string {
-	switch {
-	case strings.Contains(logs, "in place; the file must be replaced"):
-		return "BUG: a PENDING_UPDATE resumed after its properties changed to need recreation is planned as an Update (see TestKillDuringUpdateThenReplace)"
-	case strings.Contains(logs, "is locked by another writer"):
-		return "BUG: a status ref lock left by a killed daemon blocks status commits for 10s (see TestStaleStatusRefLock)"
-	}
-	return ""
 }
 
 // chaosDelay lets the daemon run for d, the random part of the chaos:
