@@ -22,7 +22,21 @@
 //     Source and retried on a lost race (a moved local ref or a rejected push), rebuilt on
 //     the new tip each time.
 //   - A remote's branches are mirrored +refs/heads/*:refs/heads/* with prune and force, so
-//     force-pushes and deleted branches are followed; the remote is the truth.
+//     force-pushes and deleted branches are followed; the remote is the truth. A deploy
+//     branch that moves to a commit not descending from the head seen before is reported
+//     as a force-push (see below).
+//   - The cache clone is stackd's (marked in its config) and disposable: removed or
+//     damaged under a running Source, it is cleared and cloned again by the next Fetch or
+//     status write. A cache directory is only ever cleared if it carries the mark or holds
+//     nothing but what Git writes into a removed cache's path; anything else may be
+//     someone's data and is refused, untouched.
+//   - Status branch refs of a local repository are written like git writes them (lock
+//     file, reflog line, rename). A status ref that another writer left empty or garbled is
+//     pointed back at its last head (from the reflog, packed-refs or, at worst, stackd's
+//     newest status commit) before it is read, so no status commit starts a new history.
+//     The deploy branch is never rewritten: its damaged ref is an error (ErrRefDamaged).
+//   - Faults the Source got past by itself (force-push, cache cloned again, status ref
+//     repaired) are queued for its consumer, who takes them with [Source.Faults].
 //   - Every network operation runs under its own deadline (Options.FetchTimeout) derived
 //     from the caller's context; every blocking method takes ctx first; Watch goroutines
 //     end when their context ends.

@@ -16,7 +16,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
-	"github.com/go-git/go-git/v5/plumbing/transport"
 )
 
 // Errors returned by this package, checked with errors.Is. They are always wrapped with
@@ -25,7 +24,8 @@ var (
 	// ErrInvalidOptions: Options.Validate rejected the options.
 	ErrInvalidOptions = errors.New("invalid gitsource options")
 	// ErrRepositoryNotFound: a local path does not exist or holds no Git repository, or
-	// the cache directory exists but is not a bare repository.
+	// the cache directory holds something that is neither a usable bare repository nor
+	// what is left of stackd's cache clone (so it may be someone's data).
 	ErrRepositoryNotFound = errors.New("repository not found")
 	// ErrBranchNotFound: the branch does not exist (for a URL: as of the last fetch).
 	ErrBranchNotFound = errors.New("branch not found")
@@ -66,6 +66,11 @@ type Source struct {
 
 	// writeMu serializes WriteStatus calls, retries included.
 	writeMu sync.Mutex
+
+	// deployHead is the deploy branch's head as of the last Open or Fetch that saw
+	// it (guarded by sem), to tell a force-push from a fast-forward.
+	deployHead plumbing.Hash
+	faults     faultLog
 }
 
 // CommitInfo describes one commit.
@@ -79,7 +84,9 @@ type CommitInfo struct {
 
 // Open opens the repository opts names. For a local path it opens the repository in place
 // (nothing is written until WriteStatus). For a URL it creates (or reuses) the bare clone
-// in opts.CacheDir and fetches every branch, so Head and Tree work at once.
+// in opts.CacheDir and fetches every branch, so Head and Tree work at once. A cache
+// directory holding stackd's unusable cache clone, or only what Git writes into the path
+// of a removed one, is cleared and cloned again (a FaultCacheDamaged).
 //
 // Errors: ErrInvalidOptions (from Validate); ErrRepositoryNotFound for a missing local
 // path, a directory that is not a repository, or a CacheDir holding something else; a
@@ -100,6 +107,7 @@ func Open(ctx context.Context, opts Options) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.noteDeployHead()
 	return s, nil
 }
 
@@ -180,140 +188,40 @@ func findGitDirs(dir string) (gitDir, commonDir string, err error) {
 	return gitDir, commonDir, nil
 }
 
-func (s *Source) openRemote(ctx context.Context) error {
-	dir, err := filepath.Abs(s.opts.CacheDir)
-	if err != nil {
-		return fmt.Errorf("cache directory %s: %w", s.opts.CacheDir, err)
-	}
-	s.dir = dir
-	_, statErr := os.Stat(dir)
-	existed := statErr == nil
-	created, err := s.initCache()
-	if err == nil {
-		err = s.fetchRemote(ctx)
-	}
-	if err != nil && created {
-		// Leave no half-made cache behind: the next Open starts clean.
-		if existed {
-			entries, _ := os.ReadDir(dir)
-			for _, e := range entries {
-				_ = os.RemoveAll(filepath.Join(dir, e.Name()))
-			}
-		} else {
-			_ = os.RemoveAll(dir)
-		}
-	}
-	return err
-}
-
-// initCache opens the bare cache clone, creating it if the directory is missing or
-// empty, and points its origin at the configured URL.
-func (s *Source) initCache() (created bool, err error) {
-	entries, err := os.ReadDir(s.dir)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return false, fmt.Errorf("cache directory %s: %w", s.dir, err)
-	}
-	var r *git.Repository
-	if len(entries) == 0 {
-		created = true
-		r, err = git.PlainInitWithOptions(s.dir, &git.PlainInitOptions{
-			Bare:        true,
-			InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName(s.opts.Branch)},
-		})
-		if err != nil {
-			return created, fmt.Errorf("create cache clone in %s: %w", s.dir, err)
-		}
-	} else {
-		r, err = git.PlainOpen(s.dir)
-		if err != nil {
-			return false, fmt.Errorf("cache directory %s is not empty and holds no bare repository: %w: %w",
-				s.dir, ErrRepositoryNotFound, err)
-		}
-	}
-	cfg, err := r.Config()
-	if err != nil {
-		return created, fmt.Errorf("cache clone %s: read config: %w", s.dir, err)
-	}
-	if !cfg.Core.IsBare {
-		return created, fmt.Errorf("cache directory %s holds a non-bare repository: %w", s.dir, ErrRepositoryNotFound)
-	}
-	want := &config.RemoteConfig{Name: remoteName, URLs: []string{s.opts.Repo}, Fetch: []config.RefSpec{mirrorRefSpec}}
-	if rc, ok := cfg.Remotes[remoteName]; !ok || len(rc.URLs) != 1 || rc.URLs[0] != s.opts.Repo ||
-		len(rc.Fetch) != 1 || rc.Fetch[0] != mirrorRefSpec {
-		// A cache reused for another URL is re-pointed; the next fetch prunes stale branches.
-		cfg.Remotes[remoteName] = want
-		if err := r.Storer.SetConfig(cfg); err != nil {
-			return created, fmt.Errorf("cache clone %s: write config: %w", s.dir, err)
-		}
-	}
-	s.repo = r
-	return created, nil
-}
-
 // Fetch brings the source up to date.
 //
 // For a URL it fetches every branch of the remote into the cache clone, forced (so
 // force-pushes are followed) and pruned (so deleted branches disappear); an up-to-date
 // remote is success, an empty remote leaves no branches. The fetch runs under its own
-// FetchTimeout deadline. Errors wrap the transport error (with the URL, credentials
-// redacted) or ctx.Err().
+// FetchTimeout deadline. A cache clone that was removed or damaged (files every
+// repository has are missing, a branch's ref file is emptied, or a failed fetch turns
+// out to be the cache's fault: unreadable refs or commits) is cleared and cloned again,
+// and a FaultCacheDamaged recorded; a directory that may hold someone else's data is
+// never cleared. Errors wrap the transport error (with the URL, credentials redacted)
+// or ctx.Err(), or say why the cache cannot be cloned again.
 //
 // For a local repository it re-opens the repository handle so that packfiles written by
-// other processes (git gc, git fetch) are seen. Errors: ErrRepositoryNotFound if the
-// repository has gone.
+// other processes (git gc, git fetch) are seen, and repairs a damaged status branch ref
+// (see WriteStatus). Errors: ErrRepositoryNotFound if the repository has gone.
+//
+// Either way, a deploy branch that moved to a commit not descending from the head seen
+// by the previous Open or Fetch is recorded as a FaultForcePush (see Faults).
 func (s *Source) Fetch(ctx context.Context) error {
 	if err := s.acquire(ctx); err != nil {
 		return err
 	}
 	defer s.release()
 	if s.local {
-		return s.reopen()
-	}
-	return s.fetchRemote(ctx)
-}
-
-// fetchRemote fetches the mirror refspec. Callers hold s.sem.
-func (s *Source) fetchRemote(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.FetchTimeout)
-	defer cancel()
-	err := s.repo.FetchContext(ctx, &git.FetchOptions{
-		RemoteName: remoteName,
-		RefSpecs:   []config.RefSpec{mirrorRefSpec},
-		Tags:       git.NoTags,
-		Force:      true,
-		Prune:      true,
-	})
-	switch {
-	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
-		return nil
-	case errors.Is(err, transport.ErrEmptyRemoteRepository):
-		return s.removeAllBranches()
-	}
-	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
-		err = fmt.Errorf("%w (%w)", ctxErr, err)
-	}
-	return fmt.Errorf("fetch %s: %w", redactURL(s.opts.Repo), err)
-}
-
-// removeAllBranches empties the cache's refs/heads (the remote has no branches left).
-func (s *Source) removeAllBranches() error {
-	iter, err := s.repo.Storer.IterReferences()
-	if err != nil {
-		return fmt.Errorf("cache clone %s: %w", s.dir, err)
-	}
-	defer iter.Close()
-	var names []plumbing.ReferenceName
-	_ = iter.ForEach(func(r *plumbing.Reference) error {
-		if r.Name().IsBranch() {
-			names = append(names, r.Name())
+		if err := s.reopen(); err != nil {
+			return err
 		}
-		return nil
-	})
-	for _, n := range names {
-		if err := s.repo.Storer.RemoveReference(n); err != nil {
-			return fmt.Errorf("cache clone %s: prune %s: %w", s.dir, n, err)
-		}
+		// Best effort: a status ref that cannot be repaired fails the next status
+		// write, not the deploy.
+		_ = s.repairStatusRef()
+	} else if err := s.fetchRemote(ctx); err != nil {
+		return err
 	}
+	s.noteDeployHead()
 	return nil
 }
 
@@ -354,10 +262,18 @@ func staleHandle(err error) bool {
 // Head returns the commit hash at the tip of branch (a short name such as "main" or
 // "feature/x"). For a URL this is the tip as of the last Fetch.
 //
-// Errors: ErrBranchNotFound (also for a name Git would not accept), or ctx.Err().
+// Errors: ErrBranchNotFound (also for a name Git would not accept), ErrRefDamaged (a
+// local repository's ref file of the branch is empty or garbled), or ctx.Err().
 func (s *Source) Head(ctx context.Context, branch string) (string, error) {
 	if !validBranchName(branch) {
 		return "", fmt.Errorf("head of branch %q in %s: %w", branch, s.name(), ErrBranchNotFound)
+	}
+	if s.local {
+		// go-git reads past a damaged loose ref into packed-refs, which may hold an
+		// older head: deploying that would silently roll back.
+		if err := s.checkLooseRef(branch); err != nil {
+			return "", fmt.Errorf("head of branch %q in %s: %w", branch, s.name(), err)
+		}
 	}
 	var hash string
 	err := s.read(ctx, func(r *git.Repository) error {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -18,7 +16,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
-	"github.com/go-git/go-git/v5/storage"
 )
 
 // StatusWrite is one status commit.
@@ -48,15 +45,19 @@ const (
 // nothing would be in it). It returns the hash of the status branch's new tip.
 //
 // Local repository: objects are written into the repository and the branch ref is moved
-// with a compare-and-swap; on a lost race the commit is rebuilt on the new tip. The work
-// tree, index and HEAD are never touched.
+// with a compare-and-swap (lock file, reflog line, rename); on a lost race the commit is
+// rebuilt on the new tip. The work tree, index and HEAD are never touched. A status ref
+// that another writer left empty or garbled is first pointed back at its last head (a
+// FaultStatusRefDamaged); if none can be found, or the status branch is the deploy
+// branch, the write fails with ErrRefDamaged rather than start a new history.
 //
-// URL: the commit is made in the cache clone and pushed (under its own FetchTimeout). If
+// URL: a removed or damaged cache clone is cloned again first (a FaultCacheDamaged).
+// The commit is made in the cache clone and pushed (under its own FetchTimeout). If
 // the push fails and a re-fetch shows the remote branch moved (someone else pushed), the
 // commit is rebuilt on the new tip (the files written here win, other paths the other
 // pusher changed are kept) and pushed again, up to 5 attempts with a short backoff.
 //
-// Concurrent calls are serialized. Errors: ErrInvalidPath for a bad path in w;
+// Concurrent calls are serialized. Errors: ErrInvalidPath for a bad path in w; ErrRefDamaged;
 // ErrPushRejected (wrapping the last push error) when every attempt lost its race; a
 // wrapped transport error when a push fails for another reason; ctx.Err().
 func (s *Source) WriteStatus(ctx context.Context, w StatusWrite) (string, error) {
@@ -117,6 +118,19 @@ func (s *Source) tryWriteStatus(ctx context.Context, ref plumbing.ReferenceName,
 	}
 	defer s.release()
 
+	if s.local {
+		// A ref file another writer left empty would read as a missing branch, and
+		// the commit would start a new history.
+		if err := s.repairStatusRef(); err != nil {
+			return "", false, err
+		}
+	} else if why := s.cacheDamage(false); why != "" {
+		// Objects written into a removed cache would be lost, and a damaged status
+		// ref would read as a missing branch.
+		if err := s.reclone(ctx, why); err != nil {
+			return "", false, err
+		}
+	}
 	tip, err := s.repo.Storer.Reference(ref)
 	if errors.Is(err, plumbing.ErrReferenceNotFound) {
 		tip = nil
@@ -137,7 +151,7 @@ func (s *Source) tryWriteStatus(ctx context.Context, ref plumbing.ReferenceName,
 	}
 
 	if s.local {
-		retry, err := s.setRefAtomic(ref, commit, tip)
+		retry, err := s.setRefAtomic(ref, commit, tip, msg)
 		if err != nil {
 			return "", retry, fmt.Errorf("update %s: %w", ref, err)
 		}
@@ -422,65 +436,4 @@ func store(st storer.EncodedObjectStorer, obj *plumbing.MemoryObject) (plumbing.
 		return h, nil
 	}
 	return st.SetEncodedObject(obj)
-}
-
-// staleLockAge is how old a ref lock file must be before it is taken for
-// the leftover of a killed writer and removed.
-const staleLockAge = 10 * time.Second
-
-// setRefAtomic moves a local branch from old to commit the way git does:
-// take <ref>.lock with O_EXCL, check the branch still points at old, write
-// the new value into the lock file and rename it over the ref. A kill at
-// any point leaves the ref either old or new — never empty (go-git writes
-// loose refs in place). It reports retry when another writer holds the
-// lock or moved the branch.
-func (s *Source) setRefAtomic(ref plumbing.ReferenceName, commit plumbing.Hash, old *plumbing.Reference) (retry bool, err error) {
-	path := filepath.Join(s.commonDir, filepath.FromSlash(ref.String()))
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return false, err
-	}
-	lock := path + ".lock"
-	f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if errors.Is(err, fs.ErrExist) {
-		// A lock older than this Source was left by a process that died
-		// (stackd's writes are serialised within a process); an old one
-		// is some writer's leftover too.
-		if info, serr := os.Stat(lock); serr == nil && (info.ModTime().Before(s.opened) || time.Since(info.ModTime()) > staleLockAge) {
-			os.Remove(lock)
-		}
-		return true, fmt.Errorf("%s is locked by another writer", ref)
-	}
-	if err != nil {
-		return false, err
-	}
-	done := false
-	defer func() {
-		if !done {
-			f.Close()
-			os.Remove(lock)
-		}
-	}()
-	cur, err := s.repo.Storer.Reference(ref)
-	if err != nil && !errors.Is(err, plumbing.ErrReferenceNotFound) {
-		return false, err
-	}
-	if refHash(cur) != refHash(old) {
-		return true, fmt.Errorf("branch moved during the write: %w", storage.ErrReferenceHasChanged)
-	}
-	if _, err := f.WriteString(commit.String() + "\n"); err != nil {
-		return false, err
-	}
-	if err := f.Sync(); err != nil {
-		return false, err
-	}
-	if err := f.Close(); err != nil {
-		return false, err
-	}
-	if err := os.Rename(lock, path); err != nil {
-		os.Remove(lock)
-		done = true
-		return false, err
-	}
-	done = true
-	return false, nil
 }

@@ -47,6 +47,7 @@ func (r *Reconciler) PlanBranches(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer r.reportGitFaults()
 	branches, err := lister.Branches(ctx)
 	if err != nil {
 		return fmt.Errorf("list branches: %w", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -58,24 +59,39 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) (*state.Operation, erro
 		log.Debug().Str("status", op.Status).Msg("operation for this revision already done")
 		return nil, nil
 	}
-	if !created {
-		if op.Status == state.OperationQueued {
-			log.Info().Int("instances", len(j.works)).Msg("operation started (was queued)")
-		} else {
-			log.Info().Msg("resuming operation")
+	resumed := !created && op.Status == state.OperationRunning
+	var prior []state.InstanceResult
+	switch {
+	case resumed:
+		// The same operation, interrupted: it keeps its kind (re-planning
+		// sees only what is left, which may look like another kind) and
+		// the results of the instances it finished before.
+		log.Info().Int("instances", len(j.works)).Msg("resuming operation")
+		if j.desired == nil || j.desired.Rollout == nil {
+			// (A rollout keeps its own record of its batches' results.)
+			if prior, err = r.priorResults(&op); err != nil {
+				return nil, err
+			}
 		}
+		op.Status = state.OperationRunning
+		if err := st.PutOperation(op); err != nil {
+			return nil, err
+		}
+	case !created:
+		log.Info().Int("instances", len(j.works)).Msg("operation started (was queued)")
+		// Nothing ran yet: the kind is the one decided now.
 		op.Status, op.Started, op.Kind = state.OperationRunning, now, j.kind
 		if err := st.PutOperation(op); err != nil {
 			return nil, err
 		}
-	} else {
+	default:
 		log.Info().Int("instances", len(j.works)).Msg("operation started")
 	}
 	if err := r.stopOthers(j, &op); err != nil {
 		return nil, err
 	}
 	r.owe(j.name, op.ID)
-	run := &opRun{r: r, j: j, op: &op, log: log, redact: redactor(j.desired), resumed: !created}
+	run := &opRun{r: r, j: j, op: &op, log: log, redact: redactor(j.desired), resumed: !created, prior: prior}
 	run.event("", "", "", op.Status, fmt.Sprintf("%s of %d instances at %s", op.Kind, len(j.works), short(rev)))
 	if err := run.markWaiting(); err != nil {
 		return nil, err
@@ -117,6 +133,10 @@ type opRun struct {
 	op      *state.Operation
 	log     zerolog.Logger
 	redact  func(string) string
+
+	// prior are the results of the instances a resumed operation finished
+	// before it was interrupted (priorResults).
+	prior []state.InstanceResult
 
 	mu      sync.Mutex
 	results map[engine.Target]state.InstanceResult
@@ -438,12 +458,7 @@ func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
 	if o.ro != nil {
 		op.Results = o.ro.results()
 	} else {
-		op.Results = op.Results[:0]
-		for _, w := range o.j.works {
-			if res, ok := o.results[w.target]; ok {
-				op.Results = append(op.Results, res)
-			}
-		}
+		op.Results = o.mergedResults()
 	}
 	failed, cancelled := 0, 0
 	for _, res := range op.Results {
@@ -511,9 +526,83 @@ func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
 	}
 	o.r.opts.Metrics.OperationFinished(op.Kind, op.Status)
 	o.event("", "", "", op.Status, op.Reason)
-	o.log.Info().Str("status", op.Status).Int("instances", len(o.j.works)).Int("failed", failed).Int("cancelled", cancelled).
+	o.log.Info().Str("status", op.Status).Int("instances", len(op.Results)).Int("failed", failed).Int("cancelled", cancelled).
 		Dur("duration", op.Ended.Sub(op.Started)).Msg("operation finished")
 	return op, o.r.writeOperationStatus(ctx, o.j, &ss, op)
+}
+
+// mergedResults are the operation's instance results: those an interrupted
+// run recorded, each replaced by this run's if the instance ran again, then
+// this run's others in the order of the works.
+func (o *opRun) mergedResults() []state.InstanceResult {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]state.InstanceResult, 0, len(o.prior)+len(o.results))
+	seen := map[engine.Target]bool{}
+	for _, pr := range o.prior {
+		t := engine.Target{Region: pr.Region, Account: pr.Account}
+		if res, ok := o.results[t]; ok {
+			pr = res
+		}
+		seen[t] = true
+		out = append(out, pr)
+	}
+	for _, w := range o.j.works {
+		if res, ok := o.results[w.target]; ok && !seen[w.target] {
+			seen[w.target] = true
+			out = append(out, res)
+		}
+	}
+	return out
+}
+
+// priorResults returns the results of the instances an interrupted
+// operation finished: those it recorded (a graceful stop records them),
+// completed from its event log (a kill records nothing after the start,
+// but every instance's start and outcome are events).
+func (r *Reconciler) priorResults(op *state.Operation) ([]state.InstanceResult, error) {
+	out := slices.Clone(op.Results)
+	have := map[engine.Target]bool{}
+	for _, res := range out {
+		have[engine.Target{Region: res.Region, Account: res.Account}] = true
+	}
+	evs, err := r.opts.Store.Events(op.ID)
+	if err != nil {
+		return nil, fmt.Errorf("read the events of operation %s: %w", op.ID, err)
+	}
+	action := map[engine.Target]string{}
+	final := map[engine.Target]state.InstanceResult{}
+	var order []engine.Target
+	for _, ev := range evs {
+		if ev.Region == "" || ev.Resource != "" {
+			continue // the operation's own events, or a resource's
+		}
+		t := engine.Target{Region: ev.Region, Account: ev.Account}
+		switch ev.Status {
+		case state.InstanceOperationInProgress:
+			action[t] = strings.ToLower(ev.Message)
+			delete(final, t) // running again: an earlier outcome is over
+		case state.InstanceOperationComplete, state.InstanceOperationFailed, state.InstanceCancelComplete, state.InstanceSkippedSuspendedAccount:
+			a := action[t]
+			switch {
+			case ev.Status == state.InstanceSkippedSuspendedAccount:
+				a = strings.ToLower(actionSkip)
+			case a == "":
+				a = "none"
+			}
+			if _, ok := final[t]; !ok {
+				order = append(order, t)
+			}
+			final[t] = state.InstanceResult{Region: t.Region, Account: t.Account, Action: a, Status: ev.Status, Reason: ev.Message}
+		}
+	}
+	for _, t := range order {
+		if res, ok := final[t]; ok && !have[t] {
+			have[t] = true
+			out = append(out, res)
+		}
+	}
+	return out, nil
 }
 
 // exceeded reports whether failures exceed the tolerance of some region.

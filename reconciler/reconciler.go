@@ -78,7 +78,10 @@ type Metrics interface {
 	ReconcileDone(d time.Duration, err error)
 	FetchDone(d time.Duration, err error)
 	QueueLength(n int)
-	// GitFault counts a Git failure by kind: "fetch", "resolve", "status_write".
+	// GitFault counts a Git failure by kind: "fetch", "resolve",
+	// "status_write", or the kind of a fault the Source got past by itself
+	// (FaultReporter; gitsource: "force_push", "cache_damaged",
+	// "status_ref_damaged").
 	GitFault(kind string)
 }
 
@@ -215,6 +218,7 @@ func (r *Reconciler) Reconcile(ctx context.Context) (*Result, error) {
 func (r *Reconciler) start(ctx context.Context) (*Result, *pass, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer r.reportGitFaults()
 	began := time.Now()
 	err := r.opts.Source.Fetch(ctx)
 	r.opts.Metrics.FetchDone(time.Since(began), err)
@@ -259,6 +263,30 @@ func (r *Reconciler) start(ctx context.Context) (*Result, *pass, error) {
 		p = p.join(rp)
 	}
 	return res, p, nil
+}
+
+// reportGitFaults counts and logs the faults the Source got past by itself
+// since the last call.
+func (r *Reconciler) reportGitFaults() {
+	fr, ok := r.opts.Source.(FaultReporter)
+	if !ok {
+		return
+	}
+	for _, f := range fr.Faults() {
+		kind := faultKind(f)
+		r.opts.Metrics.GitFault(kind)
+		r.log.Warn().Str("kind", kind).Str("fault", f.Error()).Msg("git fault worked around")
+	}
+}
+
+// faultKind is the kind of a fault from a FaultReporter: what its
+// FaultKind method says, or "other".
+func faultKind(err error) string {
+	var k interface{ FaultKind() string }
+	if errors.As(err, &k) && k.FaultKind() != "" {
+		return k.FaultKind()
+	}
+	return "other"
 }
 
 // unfinished lists RUNNING or QUEUED operations that no runner of this
@@ -569,9 +597,10 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 				addChange(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceNoChange})
 				continue
 			}
-			if in == nil || in.Revision == "" && in.Status == state.InstanceSkippedSuspendedAccount {
-				// Never deployed (a reinstated account's skipped record
-				// included): a create.
+			if in == nil || in.Revision == "" {
+				// Never deployed (an instance whose create failed or was
+				// interrupted, or a reinstated account's skipped record):
+				// a create.
 				w.action = engine.InstanceCreate
 				creates++
 			} else {

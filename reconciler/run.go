@@ -134,6 +134,7 @@ var commitRe = regexp.MustCompile(`^[0-9a-f]{40}$`)
 func (r *Reconciler) Plan(ctx context.Context, ref string) (*PlanResult, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer r.reportGitFaults()
 	if err := r.opts.Source.Fetch(ctx); err != nil {
 		return nil, fmt.Errorf("fetch: %w", err)
 	}

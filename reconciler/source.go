@@ -28,3 +28,12 @@ type Source interface {
 	TreeReader
 	StatusWriter
 }
+
+// FaultReporter is implemented by a Source that gets past some Git faults by
+// itself (gitsource: a force-pushed deploy branch followed, a removed cache
+// clone cloned again, a damaged status ref repaired). Faults returns those
+// met since the last call and forgets them. The reconciler counts each under
+// the kind its FaultKind method names (see faultKind) and logs a warning.
+type FaultReporter interface {
+	Faults() []error
+}

@@ -164,7 +164,9 @@ func (r *Reconciler) writeOperationStatus(ctx context.Context, j *job, ss *state
 		doc.LastOperation = operationStatus(op)
 		files[StatusPath(j.name)] = marshal(doc)
 	}
-	if _, err := r.opts.Source.WriteFiles(ctx, msg, files, deletes); err != nil {
+	_, err := r.opts.Source.WriteFiles(ctx, msg, files, deletes)
+	r.reportGitFaults()
+	if err != nil {
 		r.opts.Metrics.GitFault("status_write")
 		return fmt.Errorf("write status commit: %w", err)
 	}

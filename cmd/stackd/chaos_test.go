@@ -390,10 +390,6 @@ func TestChaosKillAndRestart(t *testing.T) {
 			break
 		}
 		if time.Now().After(settleBy) || p.done() {
-			if bug := knownChaosBug(p.log.String()); bug != "" {
-				t.Logf("the fleet did not settle at %s: %s; logs:\n%s", head[:7], why, p.log)
-				t.Skip(bug)
-			}
 			t.Fatalf("the fleet did not settle at %s: %s; logs:\n%s", head[:7], why, p.log)
 		}
 		p.tryWaitLine(50*time.Millisecond, len(p.log.all()), func(map[string]any) bool { return true }, nil)
@@ -434,7 +430,6 @@ func TestChaosKillAndRestart(t *testing.T) {
 		}
 	})
 	t.Run("no temporary files left", func(t *testing.T) {
-		t.Skip("BUG: a file write interrupted by a kill leaves <dir>/.stackd-tmp-<hash> forever once the path is not written again (engine/provider/file writeFile)")
 		if tmp := filter(got, isTemp); len(tmp) > 0 {
 			t.Errorf("temporary files left under the targets root: %v", keys(tmp))
 		}
@@ -492,9 +487,6 @@ func TestChaosKillAndRestart(t *testing.T) {
 			strings.Join(mismatches, "\n"), history, refs, packed)
 	}
 	t.Run("the status branch matches the state", func(t *testing.T) {
-		if bug := knownChaosBug(p.log.String()); bug != "" && len(mismatches) > 0 {
-			t.Skip(bug)
-		}
 		for _, m := range mismatches {
 			t.Error(m)
 		}
@@ -535,19 +527,6 @@ func checkReopenFailure(t *testing.T, p *proc, reopenFailures *int) {
 	default:
 		t.Fatalf("stackd exited on its own (%v); logs:\n%s", p.err, logs)
 	}
-}
-
-// knownChaosBug names a known product bug whose signature the daemon's
-// logs show, or returns "". The chaos test skips (rather than fails) on
-// one, so that a run that meets a reported bug stays green and says so.
-func knownChaosBug(logs string) string {
-	switch {
-	case strings.Contains(logs, "in place; the file must be replaced"):
-		return "BUG: a PENDING_UPDATE resumed after its properties changed to need recreation is planned as an Update (see TestKillDuringUpdateThenReplace)"
-	case strings.Contains(logs, "is locked by another writer"):
-		return "BUG: a status ref lock left by a killed daemon blocks status commits for 10s (see TestStaleStatusRefLock)"
-	}
-	return ""
 }
 
 // chaosDelay lets the daemon run for d, the random part of the chaos:
@@ -866,7 +845,6 @@ func TestDeleteInstanceOfGitDeclaredCustomType(t *testing.T) {
 // deploy branch, the user's history).
 func TestStatusRefTruncatedByKill(t *testing.T) {
 	t.Parallel()
-	t.Skip("KNOWN GAP: stackd's own ref writes no longer truncate (gitsource.setRefAtomic: lock file + rename); recovering the history from a ref truncated by another writer, as this test simulates, is not implemented")
 	dir := t.TempDir()
 	f := &fixture{repo: filepath.Join(dir, "repo"), state: filepath.Join(dir, "state"), targets: filepath.Join(dir, "targets")}
 	set := func(name, content string) {
@@ -900,18 +878,29 @@ resource "file" "f" {
 	}
 
 	set("a", "two")
-	f.commit(t, "a: two")
+	rev := f.commit(t, "a: two")
 	res := applyRetry(t, f)
+	if res.err != nil {
+		t.Fatalf("apply after the truncated status ref: %s", res)
+	}
 	head := statusHead(t, f.repo)
-	if res.err == nil {
-		if _, ok := head.Files[reconciler.StatusPath("b")]; !ok {
-			t.Errorf("after the truncated ref, the status commit %q lost %s (files: %v)", head.Message, reconciler.StatusPath("b"), keys(head.Files))
-		}
-		anc := exec.Command("git", "merge-base", "--is-ancestor", before.Hash, head.Hash)
-		anc.Dir = f.repo
-		if err := anc.Run(); err != nil {
-			t.Errorf("the status commit %s before the truncated ref is not an ancestor of the new head %s: the history was dropped", before.Hash[:7], head.Hash[:7])
-		}
+	if doc := head.stackSetStatus(t, "a"); doc.Revision != rev {
+		t.Errorf("the status of a is at %.7s after the truncated ref, want %.7s", doc.Revision, rev)
+	}
+	if _, ok := head.Files[reconciler.StatusPath("b")]; !ok {
+		t.Errorf("after the truncated ref, the status commit %q lost %s (files: %v)", head.Message, reconciler.StatusPath("b"), keys(head.Files))
+	}
+	anc := exec.Command("git", "merge-base", "--is-ancestor", before.Hash, head.Hash)
+	anc.Dir = f.repo
+	if err := anc.Run(); err != nil {
+		t.Errorf("the status commit %s before the truncated ref is not an ancestor of the new head %s: the history was dropped", before.Hash[:7], head.Hash[:7])
+	}
+	var reported bool
+	for _, l := range logLines(res.stderr) {
+		reported = reported || l["message"] == "git fault worked around" && l["kind"] == "status_ref_damaged"
+	}
+	if !reported {
+		t.Errorf("the repaired status ref was not reported in the logs:\n%s", res.stderr)
 	}
 }
 

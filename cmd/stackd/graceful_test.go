@@ -171,7 +171,6 @@ func TestGracefulStopFinishesCallsInFlight(t *testing.T) {
 		t.Errorf("apply after the restart printed %q, want the operation to succeed", res.stdout)
 	}
 	t.Run("the resumed operation reports every instance", func(t *testing.T) {
-		t.Skip("BUG: a resumed operation drops the results of the instances finished before the stop and changes kind (CreateStackInstances -> DeployStackSet): reconciler runJob/finish rebuild op.Results from the re-planned works only")
 		doc := statusHead(t, f.repo).stackSetStatus(t, "slow")
 		if op := doc.LastOperation; op == nil || op.Kind != "CreateStackInstances" || op.Counts.Total != 2 || op.Counts.Succeeded != 2 {
 			t.Errorf("last operation after the resume: %+v, want CreateStackInstances with 2 of 2 instances succeeded", op)

@@ -12,6 +12,11 @@
 //   - Writes are atomic: a temporary file in the same directory, then a
 //     rename. Create is create-or-verify: calling it again with the same
 //     properties converges to the same file.
+//   - A crash leaves no temporary file behind for good: a write, read or
+//     delete of any file in a directory first removes the temporary files
+//     there that no write of this process is using (once per directory and
+//     process), and deleting a file removes its own. Paths named like those
+//     temporary files (.stackd-tmp-<16 hex digits>) are refused.
 //   - The physical id and attribute "id" are the relative path; attribute
 //     "sha256" is the hex SHA-256 of the content, so Read exposes drift (a
 //     different sha256, or provider.ErrNotFound once the file is gone).

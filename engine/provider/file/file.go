@@ -38,11 +38,12 @@ type Options struct {
 type Provider struct {
 	opts  Options
 	roots *Roots
+	temps *temps
 }
 
 // New returns a file provider writing under opts.Root.
 func New(opts Options) *Provider {
-	return &Provider{opts: opts, roots: NewRoots(opts.Root)}
+	return &Provider{opts: opts, roots: NewRoots(opts.Root), temps: newTemps()}
 }
 
 // Schema declares path (a change replaces the file), content and mode.
@@ -126,13 +127,14 @@ func (p *Provider) write(ctx context.Context, req provider.Request) (provider.Re
 	if req.PhysicalID != "" && path.Clean(req.PhysicalID) != path.Clean(cfg.path) {
 		return provider.Result{}, fmt.Errorf("path %q: cannot change to %q in place; the file must be replaced", req.PhysicalID, cfg.path)
 	}
-	root, _, err := p.roots.Instance(req.Target)
+	root, instDir, err := p.roots.Instance(req.Target)
 	if err != nil {
 		return provider.Result{}, err
 	}
 	defer root.Close()
+	p.temps.sweep(root, instDir, dirOf(cfg.path))
 	data := []byte(cfg.content)
-	if err := writeAtomic(root, cfg.path, data, cfg.mode); err != nil {
+	if err := p.temps.writeAtomic(root, instDir, cfg.path, data, cfg.mode); err != nil {
 		return provider.Result{}, err
 	}
 	return result(cfg.path, sum(data)), nil
@@ -147,11 +149,12 @@ func (p *Provider) Read(ctx context.Context, req provider.Request) (provider.Res
 	if err != nil {
 		return provider.Result{}, err
 	}
-	root, _, err := p.roots.Instance(req.Target)
+	root, instDir, err := p.roots.Instance(req.Target)
 	if err != nil {
 		return provider.Result{}, err
 	}
 	defer root.Close()
+	p.temps.sweep(root, instDir, dirOf(name))
 	f, err := root.Open(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return provider.Result{}, fmt.Errorf("file %q: %w", name, provider.ErrNotFound)
@@ -174,8 +177,9 @@ func (p *Provider) Read(ctx context.Context, req provider.Request) (provider.Res
 	return result(name, hex.EncodeToString(h.Sum(nil))), nil
 }
 
-// Delete removes the file (a missing file is success), then every parent
-// directory it leaves empty, up to but not including the instance root.
+// Delete removes the file (a missing file is success) and a temporary file
+// an interrupted write of it left, then every parent directory it leaves
+// empty, up to but not including the instance root.
 func (p *Provider) Delete(ctx context.Context, req provider.Request) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -184,11 +188,18 @@ func (p *Provider) Delete(ctx context.Context, req provider.Request) error {
 	if err != nil {
 		return err
 	}
-	root, _, err := p.roots.Instance(req.Target)
+	root, instDir, err := p.roots.Instance(req.Target)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
+	dir := dirOf(name)
+	p.temps.sweep(root, instDir, dir)
+	// A write of this file interrupted by a crash may have left its
+	// temporary file (the sweep above runs once per directory and process).
+	if err := p.temps.removeStale(root, instDir, dir+tmpName(path.Base(path.Clean(name)))); err != nil {
+		return fmt.Errorf("delete file %q: remove stale temporary file: %w", name, err)
+	}
 	fi, err := root.Lstat(name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -223,9 +234,10 @@ func pruneEmptyDirs(root *os.Root, dir string) {
 	}
 }
 
-// writeAtomic writes data to name inside root through a temporary file in
-// the same directory and a rename, so readers never see a partial file.
-func writeAtomic(root *os.Root, name string, data []byte, mode fs.FileMode) error {
+// writeAtomic writes data to name inside root (the instance root at instDir)
+// through a temporary file in the same directory and a rename, so readers
+// never see a partial file.
+func (t *temps) writeAtomic(root *os.Root, instDir, name string, data []byte, mode fs.FileMode) error {
 	fi, err := root.Lstat(name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -243,8 +255,9 @@ func writeAtomic(root *os.Root, name string, data []byte, mode fs.FileMode) erro
 		}
 	}
 	// A fixed temporary name per target file: a crash leaves at most one
-	// behind, and the next attempt replaces it.
-	tmp := dir + ".stackd-tmp-" + sum([]byte(base))[:16]
+	// behind, and the next attempt replaces it (or a sweep removes it).
+	tmp := dir + tmpName(base)
+	defer t.begin(instDir, tmp)()
 	if err := root.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("write file %q: remove stale temporary file: %w", name, err)
 	}

@@ -674,3 +674,134 @@ func mustSymlink(t *testing.T, oldname, newname string) {
 		t.Fatal(err)
 	}
 }
+
+// tmpFor is the temporary file name the provider uses for a file named base.
+func tmpFor(base string) string {
+	h := sha256.Sum256([]byte(base))
+	return ".stackd-tmp-" + hex.EncodeToString(h[:])[:16]
+}
+
+// A write interrupted by a kill leaves its temporary file; a new process
+// (a new Provider) removes it on its first Create, Update, Read or Delete
+// of any file in that directory, even if the interrupted file is never
+// written again. Files that are not the provider's temporary files stay.
+func TestLeftoverTemporaryFilesAreRemoved(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		op   func(p *file.Provider) error
+		want []string
+	}{
+		{
+			name: "create of another file",
+			op: func(p *file.Provider) error {
+				_, err := p.Create(ctx, provider.Request{Target: target, Properties: props("conf/new.txt", "n")})
+				return err
+			},
+			want: []string{"conf/", "conf/.stackd-tmp-notes", "conf/keep.txt", "conf/new.txt", "conf/notes.stackd-tmp-0123456789abcdef", "top.txt"},
+		},
+		{
+			name: "update of another file",
+			op: func(p *file.Provider) error {
+				_, err := p.Update(ctx, provider.Request{Target: target, PhysicalID: "conf/keep.txt", Properties: props("conf/keep.txt", "k2"), OldProperties: props("conf/keep.txt", "k")})
+				return err
+			},
+			want: []string{"conf/", "conf/.stackd-tmp-notes", "conf/keep.txt", "conf/notes.stackd-tmp-0123456789abcdef", "top.txt"},
+		},
+		{
+			name: "read of another file",
+			op: func(p *file.Provider) error {
+				_, err := p.Read(ctx, provider.Request{Target: target, PhysicalID: "conf/keep.txt", Properties: props("conf/keep.txt", "k")})
+				return err
+			},
+			want: []string{"conf/", "conf/.stackd-tmp-notes", "conf/keep.txt", "conf/notes.stackd-tmp-0123456789abcdef", "top.txt"},
+		},
+		{
+			name: "delete of the interrupted file, which was never written",
+			op: func(p *file.Provider) error {
+				return p.Delete(ctx, provider.Request{Target: target, Properties: props("conf/lost.txt", "l")})
+			},
+			want: []string{"conf/", "conf/.stackd-tmp-notes", "conf/keep.txt", "conf/notes.stackd-tmp-0123456789abcdef", "top.txt"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, inst := setup(t)
+			for _, name := range []string{"conf/keep.txt", "top.txt"} {
+				if _, err := p.Create(ctx, provider.Request{Target: target, Properties: props(name, "k")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			conf := filepath.Join(inst, "conf")
+			// Left by killed writes of conf/lost.txt and conf/gone.txt.
+			mustWrite(t, filepath.Join(conf, tmpFor("lost.txt")), "half")
+			mustWrite(t, filepath.Join(conf, tmpFor("gone.txt")), "half")
+			// Not the provider's: kept.
+			mustWrite(t, filepath.Join(conf, ".stackd-tmp-notes"), "user")
+			mustWrite(t, filepath.Join(conf, "notes.stackd-tmp-0123456789abcdef"), "user")
+
+			if err := tc.op(file.New(file.Options{Root: filepath.Dir(filepath.Dir(inst))})); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, listTree(t, inst)); diff != "" {
+				t.Errorf("instance root (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Deleting the last file of a directory that also holds the file's
+// leftover temporary file prunes the directory.
+func TestDeleteRemovesItsTemporaryFile(t *testing.T) {
+	p, inst := setup(t)
+	ctx := context.Background()
+	if _, err := p.Create(ctx, provider.Request{Target: target, Properties: props("a/b.txt", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	// The process already swept a/; a leftover appears anyway (a write of
+	// another process, killed): Delete still removes the file's own.
+	mustWrite(t, filepath.Join(inst, "a", tmpFor("b.txt")), "half")
+	if err := p.Delete(ctx, provider.Request{Target: target, PhysicalID: "a/b.txt"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := listTree(t, inst); len(got) != 0 {
+		t.Errorf("instance root after the delete holds %v, want nothing", got)
+	}
+}
+
+// A leftover temporary file that is a symbolic link (not the provider's) is
+// neither followed nor removed.
+func TestSweepLeavesSymlinks(t *testing.T) {
+	p, inst := setup(t)
+	ctx := context.Background()
+	outside := filepath.Join(t.TempDir(), "outside.txt")
+	mustWrite(t, outside, "secret")
+	if err := os.MkdirAll(inst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustSymlink(t, outside, filepath.Join(inst, tmpFor("x")))
+	if _, err := p.Create(ctx, provider.Request{Target: target, Properties: props("y", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{tmpFor("x"), "y"}, listTree(t, inst)); diff != "" {
+		t.Errorf("instance root (-want +got):\n%s", diff)
+	}
+	if c := readFile(t, outside); c != "secret" {
+		t.Errorf("the file outside the root now holds %q", c)
+	}
+}
+
+// Paths named like the provider's temporary files are refused: a sweep
+// would remove them.
+func TestTemporaryFileNamesAreReserved(t *testing.T) {
+	for _, name := range []string{tmpFor("x"), "dir/" + tmpFor("y")} {
+		if err := file.CheckFilePath(name); !errors.Is(err, file.ErrInvalidPath) {
+			t.Errorf("CheckFilePath(%q) = %v, want ErrInvalidPath", name, err)
+		}
+	}
+	for _, name := range []string{".stackd-tmp-notes", "a.stackd-tmp-0123456789abcdef", ".stackd-tmp-0123456789ABCDEF"} {
+		if err := file.CheckFilePath(name); err != nil {
+			t.Errorf("CheckFilePath(%q) = %v, want nil", name, err)
+		}
+	}
+}

@@ -53,13 +53,17 @@ func CheckRelativePath(p string) error {
 }
 
 // CheckFilePath is CheckRelativePath plus the rule that p names a file, not
-// a directory: no trailing "/", and not the instance root itself.
+// a directory (no trailing "/", and not the instance root itself), and not
+// one named like the provider's temporary files.
 func CheckFilePath(p string) error {
 	if err := CheckRelativePath(p); err != nil {
 		return err
 	}
 	if strings.HasSuffix(p, "/") || path.Clean(p) == "." {
 		return &InvalidPathError{Path: p, Reason: "must name a file, not a directory"}
+	}
+	if isTmpName(path.Base(p)) {
+		return &InvalidPathError{Path: p, Reason: "names a temporary file of stackd's (" + tmpPrefix + "...), which stackd removes"}
 	}
 	return nil
 }

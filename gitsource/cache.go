@@ -1,0 +1,304 @@
+package gitsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+)
+
+// The cache clone of a URL repository is a bare repository in Options.CacheDir that
+// stackd owns: its config carries the marker below. stackd clears and clones it again
+// when it is removed or damaged, but never clears a directory that may hold someone
+// else's data (see clearCache).
+const (
+	cacheMarkSection = "stackd"
+	cacheMarkKey     = "cache"
+)
+
+// bareLayout holds the names Git uses at the top of a bare repository.
+var bareLayout = map[string]bool{
+	"HEAD": true, "config": true, "description": true, "hooks": true, "info": true,
+	"objects": true, "refs": true, "packed-refs": true, "shallow": true, "logs": true,
+	"branches": true, "FETCH_HEAD": true, "ORIG_HEAD": true,
+}
+
+func (s *Source) openRemote(ctx context.Context) error {
+	dir, err := filepath.Abs(s.opts.CacheDir)
+	if err != nil {
+		return fmt.Errorf("cache directory %s: %w", s.opts.CacheDir, err)
+	}
+	s.dir = dir
+	_, statErr := os.Stat(dir)
+	existed := statErr == nil
+	created, err := s.initCache()
+	if err == nil {
+		err = s.fetchRemote(ctx)
+	}
+	if err != nil && created {
+		// Leave no half-made cache behind: the next Open starts clean.
+		if existed {
+			entries, _ := os.ReadDir(dir)
+			for _, e := range entries {
+				_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+			}
+		} else {
+			_ = os.RemoveAll(dir)
+		}
+	}
+	return err
+}
+
+// initCache opens the bare cache clone, creating it if the directory is missing or
+// empty, and points its origin at the configured URL. A directory that holds no usable
+// bare repository is cleared first if it is stackd's (clearCache), else refused.
+func (s *Source) initCache() (created bool, err error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("cache directory %s: %w", s.dir, err)
+	}
+	var r *git.Repository
+	if len(entries) > 0 {
+		r, err = openBare(s.dir)
+		if err != nil {
+			if cerr := clearCache(s.dir); cerr != nil {
+				return false, fmt.Errorf("cache directory %s is not empty and holds no usable bare repository (%v); %w", s.dir, err, cerr)
+			}
+			s.fault(FaultCacheDamaged, "", "cache clone %s was unusable (%v): cleared it to clone again", s.dir, err)
+			r = nil
+		}
+	}
+	if r == nil {
+		created = true
+		r, err = git.PlainInitWithOptions(s.dir, &git.PlainInitOptions{
+			Bare:        true,
+			InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName(s.opts.Branch)},
+		})
+		if err != nil {
+			return created, fmt.Errorf("create cache clone in %s: %w", s.dir, err)
+		}
+	}
+	cfg, err := r.Config()
+	if err != nil {
+		return created, fmt.Errorf("cache clone %s: read config: %w", s.dir, err)
+	}
+	want := &config.RemoteConfig{Name: remoteName, URLs: []string{s.opts.Repo}, Fetch: []config.RefSpec{mirrorRefSpec}}
+	changed := false
+	if rc, ok := cfg.Remotes[remoteName]; !ok || len(rc.URLs) != 1 || rc.URLs[0] != s.opts.Repo ||
+		len(rc.Fetch) != 1 || rc.Fetch[0] != mirrorRefSpec {
+		// A cache reused for another URL is re-pointed; the next fetch prunes stale branches.
+		cfg.Remotes[remoteName] = want
+		changed = true
+	}
+	if cfg.Raw.Section(cacheMarkSection).Option(cacheMarkKey) != "true" {
+		cfg.Raw.Section(cacheMarkSection).SetOption(cacheMarkKey, "true")
+		changed = true
+	}
+	if changed {
+		if err := r.Storer.SetConfig(cfg); err != nil {
+			return created, fmt.Errorf("cache clone %s: write config: %w", s.dir, err)
+		}
+	}
+	s.repo = r
+	return created, nil
+}
+
+// openBare opens the bare repository at dir.
+func openBare(dir string) (*git.Repository, error) {
+	r, err := git.PlainOpen(dir)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := r.Config()
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	if !cfg.Core.IsBare {
+		return nil, errors.New("it is a non-bare repository")
+	}
+	return r, nil
+}
+
+// clearCache empties the cache directory dir so that a clone can be made in it again,
+// provided what it holds is stackd's: a repository whose config carries stackd's cache
+// mark, or (no config at all) nothing but names of a bare repository's layout, which is
+// what Git writes into the path of a cache clone removed under it. Anything else may be
+// someone's data: clearCache then touches nothing and returns an error wrapping
+// ErrRepositoryNotFound. A missing or empty directory is left as it is.
+func clearCache(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) || err == nil && len(entries) == 0 {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cache directory %s: %w", dir, err)
+	}
+	if !markedCache(dir) {
+		if _, err := os.Lstat(filepath.Join(dir, "config")); err == nil {
+			return fmt.Errorf("it holds a repository stackd did not make; remove it or choose another cache directory: %w",
+				ErrRepositoryNotFound)
+		}
+		for _, e := range entries {
+			if !bareLayout[strings.TrimSuffix(e.Name(), ".lock")] {
+				return fmt.Errorf("it holds %q, which stackd did not put there; remove it or choose another cache directory: %w",
+					e.Name(), ErrRepositoryNotFound)
+			}
+		}
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("clear cache directory %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// markedCache reports whether dir/config carries stackd's cache mark.
+func markedCache(dir string) bool {
+	f, err := os.Open(filepath.Join(dir, "config"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	cfg, err := config.ReadConfig(f)
+	return err == nil && cfg.Raw.Section(cacheMarkSection).Option(cacheMarkKey) == "true"
+}
+
+// fetchRemote brings the cache clone up to date: it fetches the mirror refspec, first
+// clearing and cloning the cache again if it was removed or damaged, and again when a
+// failed fetch turns out to be the cache's fault rather than the remote's. Callers hold
+// s.sem.
+func (s *Source) fetchRemote(ctx context.Context) error {
+	if why := s.cacheDamage(false); why != "" {
+		return s.reclone(ctx, why)
+	}
+	err := s.fetchOnce(ctx)
+	if err == nil {
+		return nil
+	}
+	if why := s.cacheDamage(true); why != "" {
+		return s.reclone(ctx, why)
+	}
+	return err
+}
+
+// reclone clears the cache clone and clones it again, recording a FaultCacheDamaged.
+// Callers hold s.sem.
+func (s *Source) reclone(ctx context.Context, why string) error {
+	if err := clearCache(s.dir); err != nil {
+		return fmt.Errorf("cache clone %s %s and cannot be cloned again: %w", s.dir, why, err)
+	}
+	s.fault(FaultCacheDamaged, "", "cache clone %s %s: cloning it again", s.dir, why)
+	if _, err := s.initCache(); err != nil {
+		return err
+	}
+	return s.fetchOnce(ctx)
+}
+
+// cacheDamage says how the cache clone is damaged, or returns "". The cheap checks (run
+// before every fetch and status write) look for the files every repository has and for
+// an emptied or garbled ref file of the deploy or status branch; deep also reads the
+// config, every ref and every branch's commit (run when a fetch failed, to tell a broken
+// cache from an unreachable remote). Callers hold s.sem.
+func (s *Source) cacheDamage(deep bool) string {
+	if _, err := os.Stat(s.dir); err != nil {
+		return "is gone"
+	}
+	for _, name := range []string{"HEAD", "config", "objects", "refs"} {
+		if _, err := os.Stat(filepath.Join(s.dir, name)); err != nil {
+			return "has lost " + name
+		}
+	}
+	for _, b := range []string{s.opts.Branch, s.opts.StatusBranch} {
+		if content, err := os.ReadFile(looseRefPath(s.dir, b)); err == nil && damagedRef(content) {
+			return fmt.Sprintf("has a damaged ref file for branch %s", b)
+		}
+	}
+	if !deep {
+		return ""
+	}
+	cfg, err := s.repo.Config()
+	if err != nil {
+		return fmt.Sprintf("has an unreadable config (%v)", err)
+	}
+	if rc, ok := cfg.Remotes[remoteName]; !ok || len(rc.URLs) != 1 || rc.URLs[0] != s.opts.Repo {
+		return "has lost its remote"
+	}
+	refs, err := s.repo.Storer.IterReferences()
+	if err != nil {
+		return fmt.Sprintf("has unreadable refs (%v)", err)
+	}
+	var branches []*plumbing.Reference
+	err = refs.ForEach(func(r *plumbing.Reference) error {
+		if r.Name().IsBranch() && r.Type() == plumbing.HashReference {
+			branches = append(branches, r)
+		}
+		return nil
+	})
+	refs.Close()
+	if err != nil {
+		return fmt.Sprintf("has unreadable refs (%v)", err)
+	}
+	for _, r := range branches {
+		if _, err := object.GetCommit(s.repo.Storer, r.Hash()); err != nil {
+			return fmt.Sprintf("cannot read commit %s of branch %s (%v)", short(r.Hash()), r.Name().Short(), err)
+		}
+	}
+	return ""
+}
+
+// fetchOnce fetches the mirror refspec into the cache clone under its own FetchTimeout.
+// An up-to-date remote is success; an empty remote leaves no branches. Callers hold
+// s.sem.
+func (s *Source) fetchOnce(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.FetchTimeout)
+	defer cancel()
+	err := s.repo.FetchContext(ctx, &git.FetchOptions{
+		RemoteName: remoteName,
+		RefSpecs:   []config.RefSpec{mirrorRefSpec},
+		Tags:       git.NoTags,
+		Force:      true,
+		Prune:      true,
+	})
+	switch {
+	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
+		return nil
+	case errors.Is(err, transport.ErrEmptyRemoteRepository):
+		return s.removeAllBranches()
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		err = fmt.Errorf("%w (%w)", ctxErr, err)
+	}
+	return fmt.Errorf("fetch %s: %w", redactURL(s.opts.Repo), err)
+}
+
+// removeAllBranches empties the cache's refs/heads (the remote has no branches left).
+func (s *Source) removeAllBranches() error {
+	iter, err := s.repo.Storer.IterReferences()
+	if err != nil {
+		return fmt.Errorf("cache clone %s: %w", s.dir, err)
+	}
+	defer iter.Close()
+	var names []plumbing.ReferenceName
+	_ = iter.ForEach(func(r *plumbing.Reference) error {
+		if r.Name().IsBranch() {
+			names = append(names, r.Name())
+		}
+		return nil
+	})
+	for _, n := range names {
+		if err := s.repo.Storer.RemoveReference(n); err != nil {
+			return fmt.Errorf("cache clone %s: prune %s: %w", s.dir, n, err)
+		}
+	}
+	return nil
+}
