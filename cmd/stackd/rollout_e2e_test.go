@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -273,4 +274,47 @@ func TestStatusShowsRolloutProgress(t *testing.T) {
 	if !strings.Contains(res.stdout, "rollout: canary, batch 2 of 4 (WAITING_FOR_PROMOTION)") {
 		t.Errorf("stackd status:\n%s\nwant the rollout's batch 2 of 4", res.stdout)
 	}
+}
+
+// `stackd apply --listen` serves the API while it runs, so a rollout held
+// until promoted can be promoted without a daemon.
+func TestApplyListenPromotes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.mustApply(t)
+	replaceIn(t, f.repo, "web.hcl", "  operation_preferences {", `  rollout {
+    batch_size = 3
+    pause      = "until_promoted"
+  }
+
+  operation_preferences {`)
+	replaceIn(t, f.repo, "web.hcl", `image    = "nginx:1.25"`, `image    = "nginx:1.27"`)
+	rev2 := f.commit(t, "nginx 1.27, held after each batch")
+	listen := freePort(t)
+	logs := &syncBuffer{}
+	var stdout bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runCLI(t.Context(), &stdout, logs, append([]string{"apply", "--listen", listen}, f.flags()...)...)
+	}()
+	eventually(t, 20*time.Second, func() bool {
+		h, ok, err := readStatusHistory(f.repo)
+		return err == nil && ok && strings.HasSuffix(h[0].Message, rev2[:7]+" RUNNING (3/3) batch 1/2 waiting for promotion")
+	}, "apply never held after batch 1; logs:\n%s", logs)
+	res := mustStackd(t, "promote", "web", "--api-url", "http://"+listen)
+	if !strings.Contains(res.stdout, "web: promoted") {
+		t.Errorf("promote printed %q", res.stdout)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("apply: %v\n%s", err, logs)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("apply did not finish after the promotion; logs:\n%s", logs)
+	}
+	if !strings.Contains(stdout.String(), "SUCCEEDED (6/6 instances)") {
+		t.Errorf("apply printed %q", stdout.String())
+	}
+	checkDeployed(t, f, qsRegions, qsAccounts, "nginx:1.27")
 }
