@@ -234,6 +234,15 @@ func (e *Engine) provider(typ string) (provider.Provider, error) {
 func (e *Engine) remove(ctx context.Context, target provider.Target, rr *recordedResource, requestID string, j Journal, obs Observer) error {
 	ev := Event{Address: rr.Address, Type: rr.Type, Action: Delete, Phase: "start"}
 	obs(ev)
+	if rr.Deposed != nil {
+		rec := rr.ResourceState
+		if err := e.deleteDeposed(ctx, target, &rec, j, obs); err != nil {
+			ev.Phase, ev.Err = "failed", err
+			obs(ev)
+			return fmt.Errorf("%s: %w", rr.Address, err)
+		}
+		rr = &recordedResource{ResourceState: rec}
+	}
 	if rr.DeletionPolicy != "Retain" {
 		if err := e.deleteInWorld(ctx, target, rr, requestID, j); err != nil {
 			err = settleFailed(ctx, j, rr, Delete, err)
@@ -276,7 +285,13 @@ func (e *Engine) deleteInWorld(ctx context.Context, target provider.Target, rr *
 func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target provider.Target, rp *ResourcePlan, props cty.Value, j Journal, obs Observer) (cty.Value, *ResourceState, error) {
 	rr := w.plan.recorded[rp.Address]
 	if rp.Action == NoOp {
-		return objectWith(props, markAttrs(rr.attrs(), rr.Sensitive)), &rr.ResourceState, nil
+		rec := rr.ResourceState
+		if rec.Deposed != nil {
+			if err := e.deleteDeposed(ctx, target, &rec, j, obs); err != nil {
+				return cty.NilVal, nil, err
+			}
+		}
+		return objectWith(props, markAttrs(rr.attrs(), rr.Sensitive)), &rec, nil
 	}
 	p, err := e.provider(rp.Type)
 	if err != nil {
@@ -298,6 +313,11 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 		Address: rp.Address, Type: rp.Type, Inputs: inputs, Sensitive: sensitive,
 		DependsOn: rp.deps, DeletionPolicy: tr.DeletionPolicy, Metadata: rp.metadata,
 	}
+	if rr != nil {
+		// An old object an earlier create_before_destroy left: deleted
+		// once this action succeeded.
+		rec.Deposed = rr.Deposed
+	}
 	if rp.metaOnly {
 		// Only metadata or the deletion policy changed: record them, no
 		// provider call.
@@ -306,14 +326,33 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 		if err := j.Save(ctx, upd); err != nil {
 			return fail(fmt.Errorf("journal: %w", err))
 		}
+		if upd.Deposed != nil {
+			if err := e.deleteDeposed(ctx, target, &upd, j, obs); err != nil {
+				return fail(err)
+			}
+		}
 		ev.Phase = "done"
 		obs(ev)
 		return objectWith(props, markAttrs(rr.attrs(), rr.Sensitive)), &upd, nil
 	}
 	var result provider.Result
+	cbd := rp.Action == Replace && tr.Lifecycle.CreateBeforeDestroy && rr != nil && rr.Status == StatusApplied
+	if cbd {
+		// create_before_destroy: the old object stays in service until its
+		// replacement exists; it is recorded as deposed meanwhile, so a
+		// crash at any point leaves it known and deleted later. An older
+		// deposed object (a failed cleanup) goes first: one at a time.
+		if rr.Deposed != nil {
+			prev := rr.ResourceState
+			if err := e.deleteDeposed(ctx, target, &prev, j, obs); err != nil {
+				return fail(err)
+			}
+		}
+		rec.Deposed = &Deposed{PhysicalID: rr.PhysicalID, Inputs: rr.Inputs, Attributes: rr.Attributes, Sensitive: rr.Sensitive, DeletionPolicy: rr.DeletionPolicy}
+	}
 	switch rp.Action {
 	case Replace:
-		if rr != nil && rr.DeletionPolicy != "Retain" {
+		if !cbd && rr != nil && rr.DeletionPolicy != "Retain" {
 			delID := ""
 			if rr.Status == StatusPendingDelete {
 				delID = rr.RequestID // resume the interrupted delete
@@ -352,6 +391,19 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 		if rp.Action == Update {
 			return fail(settleFailed(ctx, j, rr, Update, err))
 		}
+		if cbd {
+			// The replacement failed; the old object never left service.
+			return fail(settleFailed(ctx, j, rr, Update, err))
+		}
+		if d := rec.Deposed; d != nil {
+			// A resumed create_before_destroy replacement failed: the old
+			// object is the resource again.
+			old := ResourceState{
+				Address: rec.Address, Type: rec.Type, PhysicalID: d.PhysicalID, Inputs: d.Inputs, Attributes: d.Attributes,
+				Sensitive: d.Sensitive, DeletionPolicy: d.DeletionPolicy, DependsOn: rec.DependsOn, Metadata: rec.Metadata,
+			}
+			return fail(settleFailed(ctx, j, &recordedResource{ResourceState: old}, Update, err))
+		}
 		return fail(settleFailed(ctx, j, &recordedResource{ResourceState: rec}, Create, err))
 	}
 	attrs := cty.EmptyObjectVal
@@ -368,9 +420,53 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 	if err := j.Save(ctx, rec); err != nil {
 		return fail(fmt.Errorf("journal: %w", err))
 	}
+	if rec.Deposed != nil {
+		if err := e.deleteDeposed(ctx, target, &rec, j, obs); err != nil {
+			return fail(err)
+		}
+	}
 	ev.Phase = "done"
 	obs(ev)
 	return objectWith(rp.After, markAttrs(attrs, rec.Sensitive)), &rec, nil
+}
+
+// deleteDeposed deletes the deposed object of rec (unless its deletion
+// policy is Retain) and records rec without it. The delete's request id is
+// recorded first and reused when a crash interrupted it. On failure the
+// object stays recorded as deposed, and the next apply tries again.
+func (e *Engine) deleteDeposed(ctx context.Context, target provider.Target, rec *ResourceState, j Journal, obs Observer) error {
+	d := *rec.Deposed
+	if d.DeletionPolicy != "Retain" {
+		p, err := e.provider(rec.Type)
+		if err != nil {
+			return err
+		}
+		if d.RequestID == "" {
+			d.RequestID = uuid.NewString()
+			rec.Deposed = &d
+			if err := j.Save(ctx, *rec); err != nil {
+				return fmt.Errorf("journal: %w", err)
+			}
+		}
+		ev := Event{Address: rec.Address, Type: rec.Type, Action: Delete, Phase: "start", Detail: "deposed " + d.PhysicalID}
+		obs(ev)
+		err = p.Delete(ctx, provider.Request{
+			Target: target, LogicalID: rec.Address, RequestID: d.RequestID,
+			PhysicalID: d.PhysicalID, Properties: decodeObject(d.Inputs),
+		})
+		if err != nil && !errors.Is(err, provider.ErrNotFound) {
+			ev.Phase, ev.Err = "failed", err
+			obs(ev)
+			return fmt.Errorf("delete the replaced object %s (create_before_destroy): %w", d.PhysicalID, err)
+		}
+		ev.Phase = "done"
+		obs(ev)
+	}
+	rec.Deposed = nil
+	if err := j.Save(ctx, *rec); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	return nil
 }
 
 // objectWith merges the attributes of b into object a.

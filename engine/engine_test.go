@@ -24,6 +24,8 @@ type recorder struct {
 	world  map[string]cty.Value // physical id -> properties
 	calls  []string
 	failOn string // logical id whose Create fails
+	// failDelete is a physical id whose Delete fails.
+	failDelete string
 }
 
 func newRecorder() *recorder { return &recorder{world: map[string]cty.Value{}} }
@@ -72,6 +74,9 @@ func (r *recorder) Update(_ context.Context, req provider.Request) (provider.Res
 
 func (r *recorder) Delete(_ context.Context, req provider.Request) error {
 	r.log("delete %s %s", req.LogicalID, req.PhysicalID)
+	if req.PhysicalID != "" && req.PhysicalID == r.failDelete {
+		return errors.New("delete refused")
+	}
 	r.mu.Lock()
 	delete(r.world, req.PhysicalID)
 	r.mu.Unlock()

@@ -48,6 +48,21 @@ type ResourceState struct {
 	DeletionPolicy string
 	// Metadata is the resource's metadata argument (JSON), if any.
 	Metadata json.RawMessage
+	// Deposed is the old object of a create_before_destroy replacement,
+	// recorded from before the new one is created until the old one is
+	// deleted; an apply that finds one deletes it.
+	Deposed *Deposed
+}
+
+// Deposed is an object superseded by its create_before_destroy
+// replacement, still to be deleted.
+type Deposed struct {
+	PhysicalID     string
+	Inputs         json.RawMessage
+	Attributes     json.RawMessage
+	Sensitive      []string
+	RequestID      string
+	DeletionPolicy string
 }
 
 // Action is what applying a plan does to one resource.
@@ -123,6 +138,12 @@ type ResourcePlan struct {
 	Before   cty.Value
 	After    cty.Value // may hold unknowns and marks
 	Change   Change
+	// CreateBeforeDestroy: a Replace creates the new object first and
+	// deletes the old one after (lifecycle.create_before_destroy).
+	CreateBeforeDestroy bool
+	// DeposedCleanup: an earlier create_before_destroy replacement left
+	// its old object to delete; the apply deletes it.
+	DeposedCleanup bool
 }
 
 // InstancePlan is the immutable plan of one stack instance.
@@ -159,7 +180,7 @@ func PlanDestroy(inst *Instance, recorded []ResourceState) *InstancePlan {
 // HasChanges reports whether applying the plan would do anything.
 func (p *InstancePlan) HasChanges() bool {
 	for _, r := range p.Resources {
-		if r.Action != NoOp {
+		if r.Action != NoOp || r.DeposedCleanup {
 			return true
 		}
 	}
@@ -742,6 +763,10 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 			meta, _ = EncodeValue(mv)
 		}
 		rp := w.diff(r, w.prefix+ex.addr, schema, obj, meta)
+		if rr := w.plan.recorded[rp.Address]; rr != nil && rr.Deposed != nil {
+			rp.DeposedCleanup = true
+		}
+		rp.CreateBeforeDestroy = rp.Action == Replace && r.Lifecycle.CreateBeforeDestroy
 		if rp.Action == Replace || rp.Action == Delete {
 			if r.Lifecycle.PreventDestroy {
 				return nil, diags.Append(errorf(r.DeclRange, "Instance cannot be destroyed",

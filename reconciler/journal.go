@@ -36,6 +36,12 @@ func (j *journal) Save(_ context.Context, r engine.ResourceState) error {
 		DependsOn: r.DependsOn, Status: r.Status, RequestID: r.RequestID,
 		DeletionPolicy: r.DeletionPolicy, Metadata: r.Metadata, Updated: j.now(),
 	}
+	if d := r.Deposed; d != nil {
+		rec.Deposed = &state.DeposedResource{
+			PhysicalID: d.PhysicalID, Inputs: d.Inputs, Attributes: d.Attributes, Sensitive: d.Sensitive,
+			RequestID: d.RequestID, DeletionPolicy: d.DeletionPolicy,
+		}
+	}
 	j.buf = append(j.buf, state.ResourceWrite{Resource: &rec})
 	if pending(r.Status) {
 		return j.Flush()

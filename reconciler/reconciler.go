@@ -692,6 +692,12 @@ func (r *Reconciler) resources(ssID string, t engine.Target) ([]engine.ResourceS
 			DependsOn: rec.DependsOn, Status: rec.Status, RequestID: rec.RequestID,
 			DeletionPolicy: rec.DeletionPolicy, Metadata: rec.Metadata,
 		}
+		if d := rec.Deposed; d != nil {
+			out[i].Deposed = &engine.Deposed{
+				PhysicalID: d.PhysicalID, Inputs: d.Inputs, Attributes: d.Attributes, Sensitive: d.Sensitive,
+				RequestID: d.RequestID, DeletionPolicy: d.DeletionPolicy,
+			}
+		}
 	}
 	return out, nil
 }

@@ -102,7 +102,20 @@ type Resource struct {
 	Metadata json.RawMessage `json:"metadata,omitempty"`
 	// Pending holds the properties of a pending create/update (JSON object).
 	Pending json.RawMessage `json:"pending,omitempty"`
-	Updated time.Time       `json:"updated"`
+	// Deposed is the object a create_before_destroy replacement superseded,
+	// recorded until it is deleted.
+	Deposed *DeposedResource `json:"deposed,omitempty"`
+	Updated time.Time        `json:"updated"`
+}
+
+// DeposedResource is the old object of a create_before_destroy replacement.
+type DeposedResource struct {
+	PhysicalID     string          `json:"physical_id"`
+	Inputs         json.RawMessage `json:"inputs,omitempty"`
+	Attributes     json.RawMessage `json:"attributes,omitempty"`
+	Sensitive      []string        `json:"sensitive,omitempty"`
+	RequestID      string          `json:"request_id,omitempty"`
+	DeletionPolicy string          `json:"deletion_policy,omitempty"`
 }
 
 // InstanceResult is the outcome of one instance in an operation.
