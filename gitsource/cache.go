@@ -44,7 +44,9 @@ func (s *Source) openRemote(ctx context.Context) error {
 	if err == nil {
 		err = s.fetchRemote(ctx)
 	}
-	if err != nil && created {
+	// A fetch still running may write into the directory: then it is left as it is,
+	// stackd's mark on it, for the next Open to reuse or clear.
+	if err != nil && created && s.straggler == nil {
 		// Leave no half-made cache behind: the next Open starts clean.
 		if existed {
 			entries, _ := os.ReadDir(dir)
@@ -178,12 +180,19 @@ func markedCache(dir string) bool {
 // failed fetch turns out to be the cache's fault rather than the remote's. Callers hold
 // s.sem.
 func (s *Source) fetchRemote(ctx context.Context) error {
+	if s.straggler != nil {
+		// A push of this call timed out and still runs: no second network operation.
+		return fmt.Errorf("fetch %s: %w", redactURL(s.opts.Repo), ErrStraggler)
+	}
 	if why := s.cacheDamage(false); why != "" {
 		return s.reclone(ctx, why)
 	}
 	err := s.fetchOnce(ctx)
 	if err == nil {
 		return nil
+	}
+	if s.straggler != nil {
+		return err // the fetch still runs: the cache cannot be examined
 	}
 	if why := s.cacheDamage(true); why != "" {
 		return s.reclone(ctx, why)
@@ -262,12 +271,14 @@ func (s *Source) cacheDamage(deep bool) string {
 func (s *Source) fetchOnce(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.FetchTimeout)
 	defer cancel()
-	err := s.repo.FetchContext(ctx, &git.FetchOptions{
-		RemoteName: remoteName,
-		RefSpecs:   []config.RefSpec{mirrorRefSpec},
-		Tags:       git.NoTags,
-		Force:      true,
-		Prune:      true,
+	err := s.bounded(ctx, func(ctx context.Context) error {
+		return s.repo.FetchContext(ctx, &git.FetchOptions{
+			RemoteName: remoteName,
+			RefSpecs:   []config.RefSpec{mirrorRefSpec},
+			Tags:       git.NoTags,
+			Force:      true,
+			Prune:      true,
+		})
 	})
 	switch {
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):

@@ -38,7 +38,11 @@
 //   - Faults the Source got past by itself (force-push, cache cloned again, status ref
 //     repaired) are queued for its consumer, who takes them with [Source.Faults].
 //   - Every network operation runs under its own deadline (Options.FetchTimeout) derived
-//     from the caller's context; every blocking method takes ctx first; Watch goroutines
+//     from the caller's context, and returns when it passes even where go-git cannot
+//     abort the operation (its git:// transport connects with no deadline, so a host that
+//     never answers would hold it for minutes): the operation then finishes in the
+//     background, and the next use of the repository waits for it, for at most
+//     FetchTimeout (ErrStraggler). Every blocking method takes ctx first; Watch goroutines
 //     end when their context ends.
 //   - Credentials embedded in a URL never appear in an error message.
 //

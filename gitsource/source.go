@@ -37,6 +37,9 @@ var (
 	// ErrPushRejected: a status write kept losing races (the local ref moved, or the
 	// remote rejected the push because someone else pushed) through all 5 attempts.
 	ErrPushRejected = errors.New("status push rejected")
+	// ErrStraggler: a fetch or push that outlived its FetchTimeout has still not
+	// returned (see Source.bounded), so the repository cannot be used yet.
+	ErrStraggler = errors.New("a timed-out fetch or push is still running")
 )
 
 const (
@@ -63,6 +66,10 @@ type Source struct {
 	// waiting for it can honour a context.
 	sem  chan struct{}
 	repo *git.Repository
+	// straggler, when not nil, is closed when a network operation that outlived its
+	// deadline returns at last (see bounded). Until then it still uses repo, so whoever
+	// takes sem waits for it too (guarded by sem).
+	straggler chan struct{}
 
 	// writeMu serializes WriteStatus calls, retries included.
 	writeMu sync.Mutex
@@ -198,7 +205,9 @@ func findGitDirs(dir string) (gitDir, commonDir string, err error) {
 // out to be the cache's fault: unreadable refs or commits) is cleared and cloned again,
 // and a FaultCacheDamaged recorded; a directory that may hold someone else's data is
 // never cleared. Errors wrap the transport error (with the URL, credentials redacted)
-// or ctx.Err(), or say why the cache cannot be cloned again.
+// or ctx.Err() (context.DeadlineExceeded when FetchTimeout passed), ErrStraggler (an
+// earlier fetch or push that timed out is still running), or say why the cache cannot be
+// cloned again.
 //
 // For a local repository it re-opens the repository handle so that packfiles written by
 // other processes (git gc, git fetch) are seen, and repairs a damaged status branch ref
@@ -225,17 +234,62 @@ func (s *Source) Fetch(ctx context.Context) error {
 	return nil
 }
 
-// acquire takes the repository lock, giving up when ctx ends.
+// acquire takes the repository lock, giving up when ctx ends. If a network operation
+// that outlived its deadline still runs (a straggler), it also waits for that, for at
+// most FetchTimeout: then it gives up with ErrStraggler.
 func (s *Source) acquire(ctx context.Context) error {
 	select {
 	case s.sem <- struct{}{}:
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	if s.straggler == nil {
+		return nil
+	}
+	wait := time.NewTimer(s.opts.FetchTimeout)
+	defer wait.Stop()
+	select {
+	case <-s.straggler:
+		s.straggler = nil
+		return nil
+	case <-ctx.Done():
+		s.release()
+		return fmt.Errorf("%w (%w)", ctx.Err(), ErrStraggler)
+	case <-wait.C:
+		s.release()
+		return fmt.Errorf("%s: %w", redactURL(s.opts.Repo), ErrStraggler)
 	}
 }
 
 func (s *Source) release() { <-s.sem }
+
+// bounded runs op, a go-git network call given ctx, and returns what it returns, or
+// ctx's error as soon as ctx ends even if op has not returned. go-git's git:// transport
+// dials without a deadline (net.Dial), so against a remote that never answers the TCP
+// handshake op runs until the kernel gives up (over two minutes on Linux) whatever ctx
+// says. Such an op is left to finish in the background as s.straggler, which acquire
+// waits for. Callers hold s.sem (or own s exclusively); when bounded leaves a straggler
+// they must not touch s.repo again before releasing s.sem.
+func (s *Source) bounded(ctx context.Context, op func(context.Context) error) error {
+	finished := make(chan struct{})
+	var err error
+	go func() {
+		defer close(finished)
+		err = op(ctx)
+	}()
+	select {
+	case <-finished:
+		return err
+	case <-ctx.Done():
+	}
+	select {
+	case <-finished: // returned at the same moment: keep its result
+		return err
+	default:
+	}
+	s.straggler = finished
+	return ctx.Err()
+}
 
 // read runs fn with the repository handle under the lock. For a local repository, an
 // error that suggests the handle went stale (another process repacked or pruned) gets

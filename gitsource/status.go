@@ -188,9 +188,11 @@ func refHash(r *plumbing.Reference) plumbing.Hash {
 func (s *Source) push(ctx context.Context, commit plumbing.Hash, ref plumbing.ReferenceName) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.FetchTimeout)
 	defer cancel()
-	err := s.repo.PushContext(ctx, &git.PushOptions{
-		RemoteName: remoteName,
-		RefSpecs:   []config.RefSpec{config.RefSpec(commit.String() + ":" + ref.String())},
+	err := s.bounded(ctx, func(ctx context.Context) error {
+		return s.repo.PushContext(ctx, &git.PushOptions{
+			RemoteName: remoteName,
+			RefSpecs:   []config.RefSpec{config.RefSpec(commit.String() + ":" + ref.String())},
+		})
 	})
 	if errors.Is(err, git.NoErrAlreadyUpToDate) {
 		// The remote already has exactly this commit; make the cache agree.

@@ -1,9 +1,9 @@
 package main
 
 // Git faults: `stackd run` against a remote served by `git daemon` on
-// 127.0.0.1 that goes away, is force-pushed, loses its deploy branch, or
-// gets a status-branch push from someone else; and a cache clone removed
-// under the daemon's feet. In each case the daemon keeps serving, keeps the
+// 127.0.0.1 that goes away, is slow or stalls, is force-pushed, loses its
+// deploy branch, or gets a status-branch push from someone else; and a cache
+// clone removed under the daemon's feet. In each case the daemon keeps serving, keeps the
 // last good revision deployed, reports the fault, and recovers by itself
 // when the fault ends.
 
@@ -13,11 +13,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,7 +66,12 @@ func (e *remoteEnv) push(t *testing.T, msg string) string {
 }
 
 func (e *remoteEnv) flags(extra ...string) []string {
-	return append([]string{"--repo", e.git.url("defs.git"), "--cache-dir", e.cache, "--state-dir", e.f.state,
+	return e.flagsFor(e.git.url("defs.git"), extra...)
+}
+
+// flagsFor is flags with repo as the remote's URL (a proxy in front of it).
+func (e *remoteEnv) flagsFor(repo string, extra ...string) []string {
+	return append([]string{"--repo", repo, "--cache-dir", e.cache, "--state-dir", e.f.state,
 		"--targets-root", e.f.targets, "--log-format", "json", "--listen", "127.0.0.1:0"}, extra...)
 }
 
@@ -507,5 +516,263 @@ resource "custom" "record" {
 	waitStatusOn(t, d, e.bare, "dns", rev2)
 	if err := d.stop(t); err != nil {
 		t.Errorf("stackd run returned %v", err)
+	}
+}
+
+// The remote gets slow, then stalls, then recovers, behind a TCP proxy in
+// front of git daemon; every fetch and push is bounded by --git-timeout 2s.
+// Throttled (512-byte chunks with a pause after each), a fetch is slow but
+// finishes: the new commit is deployed and no fault is counted. Stalled (the
+// proxy accepts connections and forwards nothing), a fetch fails at the
+// bound instead of hanging: the daemon closes the connection itself, keeps
+// serving and retrying, keeps the last good revision, and reports the fault
+// in /readyz, the metrics and the log. Back to full speed, it deploys by
+// itself what was pushed during the stall.
+func TestGitRemoteSlow(t *testing.T) {
+	t.Parallel()
+	e := newRemoteEnv(t)
+	p := newSlowProxy(t, e.git.addr())
+	rev1 := runGit(t, e.work, "rev-parse", "HEAD")
+	d := startDaemonRetry(t, e.flagsFor(p.url("defs.git"), "--interval", "100ms", "--git-timeout", "2s")...)
+	addr := d.addr(t)
+	waitReady(t, d, addr, rev1)
+	waitStatusOn(t, d, e.bare, "web", rev1)
+	checkDeployed(t, e.f, qsRegions, qsAccounts, "nginx:1.25")
+	fetchFaults := func() float64 { return metric(t, addr, "stackd_git_faults_total", `kind="fetch"`) }
+
+	// Throttled: slow but correct.
+	faults := fetchFaults()
+	p.setMode(proxyThrottled)
+	replaceIn(t, e.work, "web.hcl", `"nginx:1.25"`, `"nginx:1.26"`)
+	rev2 := e.push(t, "web: nginx 1.26")
+	waitReady(t, d, addr, rev2)
+	waitStatusOn(t, d, e.bare, "web", rev2)
+	checkDeployed(t, e.f, qsRegions, qsAccounts, "nginx:1.26")
+	t.Logf("%d bytes went through the throttled proxy", p.throttled.Load())
+	if n := p.throttled.Load(); n <= throttleChunk {
+		t.Errorf("the proxy forwarded %d bytes throttled, want more than one %d-byte chunk", n, throttleChunk)
+	}
+	if got := fetchFaults(); got != faults {
+		t.Errorf("stackd_git_faults_total{kind=\"fetch\"} went from %v to %v over a slow remote that answered within --git-timeout; logs:\n%s",
+			faults, got, d.logs)
+	}
+
+	// Stalled: bounded, reported, nothing changed.
+	targets := snapshot(t, e.f.targets)
+	failedBefore := len(failedPasses(d.logs.String()))
+	p.setMode(proxyStalled)
+	replaceIn(t, e.work, "web.hcl", `"nginx:1.26"`, `"nginx:1.27"`)
+	rev3 := e.push(t, "web: nginx 1.27")
+	var h reconciler.Health
+	eventually(t, 30*time.Second, func() bool {
+		var code int
+		code, h, _ = readyz(addr)
+		return code == 503 && strings.Contains(h.Err, "fetch") && strings.Contains(h.Err, "deadline exceeded") &&
+			len(failedPasses(d.logs.String())) >= failedBefore+2 && p.abandoned.Load() >= 2
+	}, "the stalled fetches never failed twice at the deadline, the daemon closing its connections (%d closed); logs:\n%s",
+		p.abandoned.Load(), d.logs)
+	t.Logf("/readyz while the remote stalls: %s (the daemon closed %d stalled connections)", h.Err, p.abandoned.Load())
+	if h.Revision != rev2 {
+		t.Errorf("/readyz revision %.7s while the remote stalls, want the last good %.7s", h.Revision, rev2)
+	}
+	healthz(t, addr)
+	var doc reconciler.StackSetStatus
+	if code, err := getJSON(addr, "/v1/stack_sets/web", &doc); err != nil || code != 200 || doc.Revision != rev2 || len(doc.Instances) != 6 {
+		t.Errorf("GET /v1/stack_sets/web while the remote stalls: %d %v, revision %.7s, %d instances; want 200, %.7s, 6",
+			code, err, doc.Revision, len(doc.Instances), rev2)
+	}
+	if got := fetchFaults(); got < faults+2 {
+		t.Errorf("stackd_git_faults_total{kind=\"fetch\"} = %v after two stalled fetches, want at least %v", got, faults+2)
+	}
+	var logged []map[string]any
+	for _, l := range failedPasses(d.logs.String())[failedBefore:] {
+		if msg := fmt.Sprint(l["error"]); strings.Contains(msg, "fetch") && strings.Contains(msg, "deadline exceeded") {
+			logged = append(logged, l)
+		}
+	}
+	if len(logged) < 2 || logged[0]["level"] != "error" {
+		t.Errorf("%d \"reconcile failed\" lines name the fetch deadline (%v), want at least 2 at level error; logs:\n%s",
+			len(logged), logged, d.logs)
+	}
+	if diff := cmp.Diff(targets, snapshot(t, e.f.targets)); diff != "" {
+		t.Errorf("the targets changed while the remote stalled:\n%s", diff)
+	}
+
+	// Full speed again: recovers by itself.
+	p.setMode(proxyPassThrough)
+	waitReady(t, d, addr, rev3)
+	waitStatusOn(t, d, e.bare, "web", rev3)
+	checkDeployed(t, e.f, qsRegions, qsAccounts, "nginx:1.27")
+	healthz(t, addr)
+	if err := d.stop(t); err != nil {
+		t.Errorf("stackd run returned %v", err)
+	}
+	checkJSONLogs(t, d.logs.String())
+}
+
+// Modes of a slowProxy, taken by each connection when it is accepted.
+const (
+	proxyPassThrough int32 = iota
+	proxyThrottled         // throttleChunk bytes at a time, throttlePause after each
+	proxyStalled           // accepted, but nothing forwarded either way
+)
+
+const (
+	throttleChunk = 512
+	throttlePause = 10 * time.Millisecond
+)
+
+// slowProxy is a TCP proxy on 127.0.0.1 in front of target whose speed the
+// test sets. The test's cleanup closes its listener and every connection and
+// waits for its goroutines.
+type slowProxy struct {
+	ln     net.Listener
+	target string
+	mode   atomic.Int32
+	done   chan struct{}
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+
+	// throttled counts the bytes forwarded (either way) by throttled
+	// connections; abandoned counts stalled connections the client closed.
+	throttled atomic.Int64
+	abandoned atomic.Int64
+}
+
+func newSlowProxy(t *testing.T, target string) *slowProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &slowProxy{ln: ln, target: target, done: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+// url is the git:// URL of the repository name behind the proxy.
+func (p *slowProxy) url(name string) string { return "git://" + p.ln.Addr().String() + "/" + name }
+
+func (p *slowProxy) setMode(m int32) { p.mode.Store(m) }
+
+func (p *slowProxy) close() {
+	close(p.done)
+	p.ln.Close()
+	p.mu.Lock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// track registers c to be closed by close; false if the proxy is closing.
+func (p *slowProxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.done:
+		c.Close()
+		return false
+	default:
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *slowProxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+	c.Close()
+}
+
+func (p *slowProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		if !p.track(c) {
+			return
+		}
+		p.wg.Add(1)
+		go p.serve(c, p.mode.Load())
+	}
+}
+
+// serve handles one client connection in mode.
+func (p *slowProxy) serve(client net.Conn, mode int32) {
+	defer p.wg.Done()
+	defer p.untrack(client)
+	if mode == proxyStalled {
+		// Read and drop what the client sends until it gives up.
+		_, _ = io.Copy(io.Discard, client)
+		select {
+		case <-p.done: // closed by the cleanup, not by the client
+		default:
+			p.abandoned.Add(1)
+		}
+		return
+	}
+	upstream, err := net.Dial("tcp", p.target)
+	if err != nil {
+		return
+	}
+	if !p.track(upstream) {
+		return
+	}
+	defer p.untrack(upstream)
+	throttle := mode == proxyThrottled
+	var both sync.WaitGroup
+	both.Add(2)
+	go func() {
+		defer both.Done()
+		p.pipe(upstream, client, throttle)
+	}()
+	go func() {
+		defer both.Done()
+		p.pipe(client, upstream, throttle)
+	}()
+	both.Wait()
+}
+
+// pipe copies src to dst, throttled or not, then half-closes dst so the
+// other side sees the end of the stream.
+func (p *slowProxy) pipe(dst, src net.Conn, throttle bool) {
+	defer func() {
+		if tc, ok := dst.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+	}()
+	if !throttle {
+		_, _ = io.Copy(dst, src)
+		return
+	}
+	buf := make([]byte, throttleChunk)
+	pause := time.NewTimer(0)
+	defer pause.Stop()
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.throttled.Add(int64(n))
+			pause.Reset(throttlePause)
+			select {
+			case <-pause.C:
+			case <-p.done:
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
 	}
 }

@@ -56,6 +56,7 @@ type repoConfig struct {
 	forgeURL, forgeRepo, forgeToken  string
 	externalURL                      string
 	customCA                         string
+	gitTimeout                       time.Duration
 }
 
 func (c *repoConfig) addFlags(cmd *cobra.Command) {
@@ -67,6 +68,7 @@ func (c *repoConfig) addFlags(cmd *cobra.Command) {
 	f.StringVar(&c.stateDir, "state-dir", ".stackd/state", "Badger state directory")
 	f.StringVar(&c.targetsRoot, "targets-root", ".stackd/targets", "root directory of file resources: <root>/<account>/<region>/")
 	f.StringVar(&c.cacheDir, "cache-dir", "", "where a remote repository is cloned (default: <parent of --state-dir>/git-cache)")
+	f.DurationVar(&c.gitTimeout, "git-timeout", gitsource.DefaultFetchTimeout, "bound on each fetch or push to a remote repository")
 	f.BoolVar(&c.allowCommand, "allow-command", true, "allow the command provider")
 	f.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&c.logFormat, "log-format", "auto", "log format: json, console, auto (console on a terminal)")
@@ -291,6 +293,7 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	}
 	src, err := gitsource.Open(ctx, gitsource.Options{
 		Repo: c.repo, Branch: c.branch, StatusBranch: c.statusBranch, CacheDir: cache,
+		FetchTimeout: c.gitTimeout,
 	})
 	if err != nil {
 		return nil, err
