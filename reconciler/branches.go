@@ -48,6 +48,8 @@ func (r *Reconciler) PlanBranches(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	defer r.reportGitFaults()
+	ctx, cancel := r.gitContext(ctx)
+	defer cancel()
 	branches, err := lister.Branches(ctx)
 	if err != nil {
 		return fmt.Errorf("list branches: %w", err)

@@ -215,18 +215,41 @@ func (r *Reconciler) Reconcile(ctx context.Context) (*Result, error) {
 // start does the synchronous part of a pass: fetch, validate and plan the
 // head, and dispatch its operations to the stack sets' runners. The
 // returned pass (nil when nothing was dispatched) completes when they end.
+// gitContext is ctx, also ended by a stop: a fetch or push to a stalled
+// remote must not hold up the shutdown (it would until --git-timeout),
+// while provider calls in flight get the grace period. An interrupted
+// status write is owed and caught up at the next start.
+func (r *Reconciler) gitContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	gctx, cancel := context.WithCancel(ctx)
+	if r.stopping != nil {
+		stop := r.stopping
+		go func() {
+			select {
+			case <-stop:
+				cancel()
+			case <-gctx.Done():
+			}
+		}()
+	}
+	return gctx, cancel
+}
+
 func (r *Reconciler) start(ctx context.Context) (*Result, *pass, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	defer r.reportGitFaults()
 	began := time.Now()
-	err := r.opts.Source.Fetch(ctx)
+	fctx, cancelFetch := r.gitContext(ctx)
+	defer cancelFetch()
+	err := r.opts.Source.Fetch(fctx)
 	r.opts.Metrics.FetchDone(time.Since(began), err)
 	if err != nil {
-		r.opts.Metrics.GitFault("fetch")
+		if !r.isStopping() {
+			r.opts.Metrics.GitFault("fetch")
+		}
 		return nil, nil, fmt.Errorf("fetch: %w", err)
 	}
-	head, err := r.opts.Source.Head(ctx, r.opts.Branch)
+	head, err := r.opts.Source.Head(fctx, r.opts.Branch)
 	if err != nil {
 		r.opts.Metrics.GitFault("resolve")
 		return nil, nil, fmt.Errorf("resolve branch %s: %w", r.opts.Branch, err)

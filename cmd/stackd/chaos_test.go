@@ -485,6 +485,11 @@ func TestChaosKillAndRestart(t *testing.T) {
 		packed, _ := os.ReadFile(filepath.Join(repo, ".git", "packed-refs"))
 		t.Logf("the status branch differs from the state:\n%s\nstatus branch history:\n%s\nrefs/heads/stackd/: %v\npacked-refs:\n%s",
 			strings.Join(mismatches, "\n"), history, refs, packed)
+		for _, l := range strings.Split(p.log.String(), "\n") {
+			if strings.Contains(l, "warn") || strings.Contains(l, "error") || strings.Contains(l, "status") {
+				t.Log("daemon: ", l)
+			}
+		}
 	}
 	t.Run("the status branch matches the state", func(t *testing.T) {
 		for _, m := range mismatches {

@@ -776,3 +776,35 @@ func (p *slowProxy) pipe(dst, src net.Conn, throttle bool) {
 		}
 	}
 }
+
+// A stop while a fetch hangs on a stalled remote ends the fetch at once:
+// only provider calls in flight get --shutdown-grace, and a fetch bounded
+// only by a long --git-timeout must not hold the shutdown (systemd would
+// kill the daemon first).
+func TestStopDuringStalledFetch(t *testing.T) {
+	t.Parallel()
+	e := newRemoteEnv(t)
+	p := newSlowProxy(t, e.git.addr())
+	rev1 := runGit(t, e.work, "rev-parse", "HEAD")
+	d := startDaemonRetry(t, e.flagsFor(p.url("defs.git"), "--interval", "100ms", "--git-timeout", "10m", "--shutdown-grace", "10m")...)
+	addr := d.addr(t)
+	waitReady(t, d, addr, rev1)
+	p.setMode(proxyStalled)
+	p.mu.Lock()
+	before := len(p.conns)
+	p.mu.Unlock()
+	replaceIn(t, e.work, "web.hcl", `"nginx:1.25"`, `"nginx:1.26"`)
+	e.push(t, "web: nginx 1.26")
+	eventually(t, 20*time.Second, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.conns) > before
+	}, "no fetch reached the stalled remote; logs:\n%s", d.logs)
+	// d.stop fails the test if the daemon is still running 30s later; the
+	// fetch alone could hang for 10 minutes.
+	if err := d.stop(t); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	eventually(t, 10*time.Second, func() bool { return p.abandoned.Load() >= 1 },
+		"the stalled connection was not closed by the stop")
+}
