@@ -34,7 +34,10 @@
 //     file, reflog line, rename). A status ref that another writer left empty or garbled is
 //     pointed back at its last head (from the reflog, packed-refs or, at worst, stackd's
 //     newest status commit) before it is read, so no status commit starts a new history.
-//     The deploy branch is never rewritten: its damaged ref is an error (ErrRefDamaged).
+//     So is one whose ref file is missing although the branch has a history (a reflog
+//     naming a commit, or status commits of stackd's): a commit without a parent is only
+//     ever made on a status branch that never existed. The deploy branch is never
+//     rewritten: its damaged or missing ref is an error (ErrRefDamaged).
 //   - Faults the Source got past by itself (force-push, cache cloned again, status ref
 //     repaired) are queued for its consumer, who takes them with [Source.Faults].
 //   - Every network operation runs under its own deadline (Options.FetchTimeout) derived

@@ -19,8 +19,9 @@ const (
 	// under the running Source. It was cleared and cloned again.
 	FaultCacheDamaged = "cache_damaged"
 	// FaultStatusRefDamaged: the status branch's ref file was found empty or garbled
-	// (another writer was killed while rewriting it in place). It was pointed back at
-	// the newest status commit that could be found.
+	// (another writer was killed while rewriting it in place), or missing although the
+	// branch has a history (its reflog, or stackd's earlier status commits). It was
+	// pointed back at the newest status commit that could be found.
 	FaultStatusRefDamaged = "status_ref_damaged"
 )
 

@@ -18,10 +18,15 @@ import (
 )
 
 // ErrRefDamaged: a branch's ref file is empty or garbled (a writer was killed while
-// rewriting it in place) and stackd may not or cannot repair it: the deploy branch is
-// never rewritten, and a status branch is only pointed back at a commit found in its
-// reflog, in packed-refs or among stackd's own status commits.
+// rewriting it in place), or missing although the branch has a history, and stackd may
+// not or cannot repair it: the deploy branch is never rewritten, and a status branch is
+// only pointed back at a commit found in its reflog, in packed-refs or among stackd's
+// own status commits.
 var ErrRefDamaged = errors.New("branch ref damaged")
+
+// errNoStatusHistory: recoverRef found no trace of the branch (no reflog naming a commit
+// the repository holds, no packed-refs entry, no status commit of stackd's).
+var errNoStatusHistory = errors.New("no reflog, no packed-refs entry and no status commit of stackd's")
 
 // looseRefPath is the file of branch's loose ref under the directory holding refs/.
 func looseRefPath(commonDir, branch string) string {
@@ -102,10 +107,72 @@ func (s *Source) repairStatusRef() error {
 	return nil
 }
 
+// restoreStatusRef is called when the status branch of a local repository reads as
+// missing just before a status commit. Only a branch that never existed may start a new
+// history: a commit without a parent holds nothing but the files it writes, so the other
+// stack sets' status would silently vanish from the branch. go-git takes any failure to
+// read a loose ref file for a missing ref (and then looks in packed-refs), so the file is
+// looked at directly:
+//
+//   - it is there after all (a read that failed, or another writer just created it):
+//     restored, the caller reads the ref again; if it is empty or garbled it is repaired
+//     first (repairStatusRef);
+//   - it cannot be read (permissions, I/O): the error, and no commit;
+//   - it is absent but the branch has a history — its reflog names a commit the
+//     repository holds, or stackd made status commits before (recoverRef): the ref file
+//     was removed under us (or lost), so the branch is pointed back at that commit, a
+//     FaultStatusRefDamaged is recorded and restored is true. When the status branch is
+//     the deploy branch, which stackd never rewrites, that is ErrRefDamaged instead;
+//   - it is absent and the branch has no history: restored is false, and the caller
+//     starts the branch.
+//
+// The history search scans the object store for stackd's commits when there is no
+// reflog, which happens once per status branch (the first status commit creates it).
+// Deleting the status branch therefore does not start it afresh while stackd's old
+// status commits are in the repository: it resumes from the newest. Callers hold s.sem.
+func (s *Source) restoreStatusRef() (restored bool, err error) {
+	branch := s.opts.StatusBranch
+	path := looseRefPath(s.commonDir, branch)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil && damagedRef(b):
+		return true, s.repairStatusRef()
+	case err == nil:
+		return true, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return false, fmt.Errorf("branch %s reads as missing and its ref file cannot be read: %w", branch, err)
+	}
+	commit, from, err := s.recoverRef(branch)
+	if errors.Is(err, errNoStatusHistory) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("branch %s reads as missing; look for its history: %w", branch, err)
+	}
+	if branch == s.opts.Branch {
+		return false, fmt.Errorf("the ref file of branch %s is missing although %s names %s; it is the deploy branch, which stackd never rewrites: %w",
+			branch, from, short(commit), ErrRefDamaged)
+	}
+	ref := plumbing.NewBranchReferenceName(branch)
+	msg := "stackd: restored the missing ref from " + from
+	if _, err := s.writeLooseRef(ref, commit, plumbing.ZeroHash, msg, func() (bool, error) {
+		if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+			return true, fmt.Errorf("%s changed during the repair", ref)
+		}
+		return false, nil
+	}); err != nil {
+		return false, fmt.Errorf("restore the missing ref of branch %s: %w", branch, err)
+	}
+	s.fault(FaultStatusRefDamaged, branch, "the ref file of branch %s was missing although the branch has a history: pointed it back at %s, found in %s",
+		branch, short(commit), from)
+	return true, nil
+}
+
 // recoverRef finds the commit a damaged branch ref pointed at: the newest reflog entry
 // naming a commit the repository holds (stackd writes one for every status commit, git
 // for its own ref updates), else the branch's entry in packed-refs, else the newest
-// commit stackd made with its author and a "stackd: " message. from says which.
+// commit stackd made with its author and a "stackd: " message. from says which. With
+// none of them, the error is errNoStatusHistory.
 func (s *Source) recoverRef(branch string) (commit plumbing.Hash, from string, err error) {
 	st := s.repo.Storer
 	if h, ok := lastReflogCommit(reflogPath(s.commonDir, branch), st); ok {
@@ -147,7 +214,7 @@ func (s *Source) newestStatusCommit() (plumbing.Hash, error) {
 		return plumbing.ZeroHash, err
 	}
 	if len(ours) == 0 {
-		return plumbing.ZeroHash, errors.New("no reflog, no packed-refs entry and no status commit of stackd's")
+		return plumbing.ZeroHash, errNoStatusHistory
 	}
 	depths := map[plumbing.Hash]int{}
 	var depth func(h plumbing.Hash) int
@@ -209,16 +276,30 @@ func lastReflogCommit(path string, st storer.EncodedObjectStorer) (plumbing.Hash
 // the leftover of a killed writer and removed.
 const staleLockAge = 10 * time.Second
 
-// setRefAtomic moves a local branch from old to commit (see writeLooseRef),
-// checking under the lock that the branch still points at old.
+// setRefAtomic moves a local branch from old (nil: the branch does not exist) to
+// commit (see writeLooseRef), checking under the lock that the branch still points at
+// old. go-git reads a loose ref file it fails to read as absent (and falls back on
+// packed-refs), so the file itself is checked too: it must be absent when old is nil,
+// and hold old's hash if it is there.
 func (s *Source) setRefAtomic(ref plumbing.ReferenceName, commit plumbing.Hash, old *plumbing.Reference, msg string) (retry bool, err error) {
+	path := filepath.Join(s.commonDir, filepath.FromSlash(ref.String()))
 	return s.writeLooseRef(ref, commit, refHash(old), msg, func() (bool, error) {
+		moved := fmt.Errorf("branch moved during the write: %w", storage.ErrReferenceHasChanged)
 		cur, err := s.repo.Storer.Reference(ref)
 		if err != nil && !errors.Is(err, plumbing.ErrReferenceNotFound) {
 			return false, err
 		}
 		if refHash(cur) != refHash(old) {
-			return true, fmt.Errorf("branch moved during the write: %w", storage.ErrReferenceHasChanged)
+			return true, moved
+		}
+		b, err := os.ReadFile(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return false, nil // absent, or packed: go-git's answer stands
+		case err != nil:
+			return false, fmt.Errorf("read the ref file of %s: %w", ref, err)
+		case old == nil || strings.TrimSpace(string(b)) != old.Hash().String():
+			return true, moved
 		}
 		return false, nil
 	})

@@ -49,7 +49,10 @@ const (
 // rebuilt on the new tip. The work tree, index and HEAD are never touched. A status ref
 // that another writer left empty or garbled is first pointed back at its last head (a
 // FaultStatusRefDamaged); if none can be found, or the status branch is the deploy
-// branch, the write fails with ErrRefDamaged rather than start a new history.
+// branch, the write fails with ErrRefDamaged rather than start a new history. So is a
+// status branch that reads as missing although it has a history (its reflog names a
+// commit, or stackd made status commits before: see restoreStatusRef): only a branch
+// that never existed starts as an orphan.
 //
 // URL: a removed or damaged cache clone is cloned again first (a FaultCacheDamaged).
 // The commit is made in the cache clone and pushed (under its own FetchTimeout). If
@@ -134,6 +137,19 @@ func (s *Source) tryWriteStatus(ctx context.Context, ref plumbing.ReferenceName,
 	tip, err := s.repo.Storer.Reference(ref)
 	if errors.Is(err, plumbing.ErrReferenceNotFound) {
 		tip = nil
+		if s.local {
+			// Start a new history only if the branch never had one: a ref file
+			// that is there after all or was removed under us is restored.
+			restored, err := s.restoreStatusRef()
+			if err != nil {
+				return "", false, err
+			}
+			if restored {
+				if tip, err = s.repo.Storer.Reference(ref); err != nil {
+					return "", true, fmt.Errorf("%s still reads as missing after its ref file was found: %w", ref, err)
+				}
+			}
+		}
 	} else if err != nil {
 		return "", false, err
 	}

@@ -254,6 +254,30 @@ func (f *chaosFleet) settled(addr string) (bool, string) {
 	return true, ""
 }
 
+// statusWritten reports whether the tip of the status branch holds every
+// stack set's status as the daemon's API shows it.
+func (f *chaosFleet) statusWritten(addr, repo string) (bool, string) {
+	for _, s := range f.sets {
+		var doc reconciler.StackSetStatus
+		code, err := getJSON(addr, "/v1/stack_sets/"+s.name, &doc)
+		if err != nil || code != 200 {
+			return false, fmt.Sprintf("%s: %d %v", s.name, code, err)
+		}
+		out, err := exec.Command("git", "-C", repo, "show", "refs/heads/stackd/status:"+reconciler.StatusPath(s.name)).Output()
+		if err != nil {
+			return false, fmt.Sprintf("the status branch has no %s yet (%v)", reconciler.StatusPath(s.name), err)
+		}
+		var onBranch reconciler.StackSetStatus
+		if err := json.Unmarshal(out, &onBranch); err != nil {
+			return false, fmt.Sprintf("%s on the status branch: %v", reconciler.StatusPath(s.name), err)
+		}
+		if diff := cmp.Diff(comparableStatus(doc), comparableStatus(onBranch)); diff != "" {
+			return false, fmt.Sprintf("%s on the status branch is not the API's yet (-api +branch):\n%s", reconciler.StatusPath(s.name), diff)
+		}
+	}
+	return true, ""
+}
+
 // chaosKills is the number of kills: STACKD_CHAOS_KILLS or 30.
 func chaosKills(t *testing.T) int {
 	if v := os.Getenv("STACKD_CHAOS_KILLS"); v != "" {
@@ -310,12 +334,16 @@ func TestChaosKillAndRestart(t *testing.T) {
 	start := time.Now()
 	kills, cycles, reopenFailures, truncatedRefs := 0, 0, 0, 0
 	statusRefFile := filepath.Join(repo, ".git", "refs", "heads", "stackd", "status")
-	afterKill := func() {
+	lineage := &statusHistoryCheck{repo: repo}
+	var procs []*proc // every daemon run, for the logs when a check fails
+	afterKill := func(p *proc) {
 		kills++
+		procs = append(procs, p)
 		if fi, err := os.Stat(statusRefFile); err == nil && fi.Size() == 0 {
 			truncatedRefs++
 			t.Logf("kill %d left %s empty (TestStatusRefTruncatedByKill)", kills, statusRefFile)
 		}
+		lineage.check(t, fmt.Sprintf("kill %d (cycle %d)", kills, cycles), p)
 	}
 	phases := map[string]int{}
 	for kills < wantKills {
@@ -335,7 +363,7 @@ func TestChaosKillAndRestart(t *testing.T) {
 			}
 			phases[killPhase(p.log)]++
 			p.kill(t)
-			afterKill()
+			afterKill(p)
 			continue
 		}
 		p := startChaosProc(t, binary, args, &reopenFailures)
@@ -364,7 +392,7 @@ func TestChaosKillAndRestart(t *testing.T) {
 		}
 		phases[killPhase(p.log)]++
 		p.kill(t)
-		afterKill()
+		afterKill(p)
 	}
 	t.Logf("%d kills in %d cycles, %d commits, in %s; kills by phase: %v", kills, cycles, fleet.commits, time.Since(start).Round(time.Millisecond), phases)
 	t.Run("the state opens after every kill", func(t *testing.T) {
@@ -386,7 +414,20 @@ func TestChaosKillAndRestart(t *testing.T) {
 				why = fmt.Sprintf("readyz %d %+v %v", code, h, err)
 			}
 		}
+		stateSettled := ok
 		if ok {
+			// The status commit of the last operation lands just after
+			// it: a stop before then leaves it owed (caught up at the
+			// next start), which the checks after the stop would take
+			// for a status branch out of step with the state.
+			ok, why = fleet.statusWritten(addr, repo)
+		}
+		if ok {
+			break
+		}
+		if stateSettled && time.Now().After(settleBy) {
+			// The checks below say how the status branch differs.
+			t.Logf("the fleet settled at %s but the status branch did not follow: %s", head[:7], why)
 			break
 		}
 		if time.Now().After(settleBy) || p.done() {
@@ -399,6 +440,13 @@ func TestChaosKillAndRestart(t *testing.T) {
 	if code := p.wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("stackd run exited %d after SIGTERM; logs:\n%s", code, p.log)
 	}
+	procs = append(procs, p)
+	lineage.check(t, "the last run", p)
+	t.Run("the status branch never loses its history", func(t *testing.T) {
+		for _, v := range lineage.violations {
+			t.Error(v)
+		}
+	})
 
 	// Every file resource exists exactly once, with the last commit's
 	// content (file.marker and temporary files: see the subtests below).
@@ -464,15 +512,21 @@ func TestChaosKillAndRestart(t *testing.T) {
 		t.Errorf("the state holds %d stack sets, want %d", len(docs), len(fleet.sets))
 	}
 	var mismatches []string
+	mismatched := map[string]bool{}
 	for _, d := range docs {
 		if _, ok := headStatus.Files[reconciler.StatusPath(d.Name)]; !ok {
 			mismatches = append(mismatches, fmt.Sprintf("the status branch has no %s", reconciler.StatusPath(d.Name)))
+			mismatched[d.Name] = true
 			continue
 		}
 		onBranch := headStatus.stackSetStatus(t, d.Name)
 		if diff := cmp.Diff(comparableStatus(d), comparableStatus(onBranch)); diff != "" {
 			mismatches = append(mismatches, fmt.Sprintf("status/%s.json on the status branch differs from the state (-state +branch):\n%s", d.Name, diff))
+			mismatched[d.Name] = true
 		}
+	}
+	if len(mismatched) > 0 {
+		t.Logf("what every daemon run logged of the operations and status commits of %v:\n%s", keys(mismatched), operationHistory(procs, mismatched))
 	}
 	if len(mismatches) > 0 {
 		history, _ := exec.Command("git", "-C", repo, "log", "--format=%h %p %s", "stackd/status").CombinedOutput()
@@ -483,8 +537,9 @@ func TestChaosKillAndRestart(t *testing.T) {
 			refs = append(refs, fmt.Sprintf("%s (%d bytes)", e.Name(), info.Size()))
 		}
 		packed, _ := os.ReadFile(filepath.Join(repo, ".git", "packed-refs"))
-		t.Logf("the status branch differs from the state:\n%s\nstatus branch history:\n%s\nrefs/heads/stackd/: %v\npacked-refs:\n%s",
-			strings.Join(mismatches, "\n"), history, refs, packed)
+		reflog, _ := os.ReadFile(filepath.Join(repo, ".git", "logs", "refs", "heads", "stackd", "status"))
+		t.Logf("the status branch differs from the state:\n%s\nstatus branch history:\n%s\nrefs/heads/stackd/: %v\npacked-refs:\n%s\nreflog of stackd/status:\n%s",
+			strings.Join(mismatches, "\n"), history, refs, packed, reflog)
 		for _, l := range strings.Split(p.log.String(), "\n") {
 			if strings.Contains(l, "warn") || strings.Contains(l, "error") || strings.Contains(l, "status") {
 				t.Log("daemon: ", l)
@@ -501,6 +556,75 @@ func TestChaosKillAndRestart(t *testing.T) {
 			t.Errorf("%d kills left the status branch ref empty", truncatedRefs)
 		}
 	})
+}
+
+// operationHistory lists, run by run, the log lines of the stack sets named
+// in sets about their operations and status commits.
+func operationHistory(procs []*proc, sets map[string]bool) string {
+	var b strings.Builder
+	for i, p := range procs {
+		for _, l := range p.log.all() {
+			name, _ := l["stack_set"].(string)
+			msg, _ := l["message"].(string)
+			if !sets[name] || !strings.Contains(msg, "operation") && !strings.Contains(msg, "status") && l["level"] != "warn" && l["level"] != "error" {
+				continue
+			}
+			fmt.Fprintf(&b, "run %d: %s %s", i+1, l["time"], msg)
+			for _, k := range []string{"stack_set", "operation", "kind", "revision", "status", "instances", "error"} {
+				if v, ok := l[k]; ok {
+					fmt.Fprintf(&b, " %s=%v", k, v)
+				}
+			}
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+// statusHistoryCheck follows the status branch from one stackd process to
+// the next: every tip seen must be an ancestor of the tips after it. A
+// process that starts a new history (a status commit with no parent while
+// the branch existed) or moves the branch backwards is caught in the act,
+// with its log.
+type statusHistoryCheck struct {
+	repo       string
+	tip        string // the tip seen after the previous process, "" before the first status commit
+	violations []string
+}
+
+func (h *statusHistoryCheck) check(t *testing.T, when string, p *proc) {
+	t.Helper()
+	tip, err := exec.Command("git", "-C", h.repo, "rev-parse", "--verify", "-q", "refs/heads/stackd/status").Output()
+	now := strings.TrimSpace(string(tip))
+	if err != nil {
+		now = ""
+	}
+	prev := h.tip
+	h.tip = now
+	if prev == "" || prev == now {
+		return
+	}
+	why := ""
+	if now == "" {
+		why = "the status branch is gone"
+	} else if err := exec.Command("git", "-C", h.repo, "merge-base", "--is-ancestor", prev, now).Run(); err != nil {
+		why = fmt.Sprintf("its new tip %s does not descend from %s (%v)", now[:7], prev[:7], err)
+	}
+	if why == "" {
+		return
+	}
+	log, _ := exec.Command("git", "-C", h.repo, "log", "--format=%h %p %s", "-n", "10", "refs/heads/stackd/status").CombinedOutput()
+	reflog, _ := os.ReadFile(filepath.Join(h.repo, ".git", "logs", "refs", "heads", "stackd", "status"))
+	var lines []string
+	for _, l := range strings.Split(p.log.String(), "\n") {
+		if strings.Contains(l, "warn") || strings.Contains(l, "error") || strings.Contains(l, "status") || strings.Contains(l, "fault") {
+			lines = append(lines, l)
+		}
+	}
+	v := fmt.Sprintf("%s: the status branch lost its history: %s\nstatus branch history:\n%s\nreflog:\n%s\nthe process's log (status, warnings, errors):\n%s",
+		when, why, log, reflog, strings.Join(lines, "\n"))
+	t.Log(v)
+	h.violations = append(h.violations, v)
 }
 
 // startChaosProc starts `stackd run`. A start that fails because Badger
