@@ -52,10 +52,26 @@ type ApplyResult struct {
 // everything else one at a time. Waiter resources (wait_condition) are
 // completed before anything that needs them and before Apply returns.
 // It stops at the first failure; what was done is journaled.
+//
+// Errors, in what Apply returns and in the events obs receives, have the
+// instance's sensitive values redacted (its sensitive variables and the
+// sensitive attributes of its resources, NoEcho data included): providers
+// may echo them.
 func (e *Engine) Apply(ctx context.Context, p *InstancePlan, j Journal, obs Observer) (*ApplyResult, error) {
+	red := instanceRedactor(p.Instance, p.recorded)
 	if obs == nil {
 		obs = func(Event) {}
 	}
+	observe := obs
+	obs = func(ev Event) {
+		ev.Err = red.Error(ev.Err)
+		observe(ev)
+	}
+	res, err := e.apply(ctx, p, j, obs, red)
+	return res, red.Error(err)
+}
+
+func (e *Engine) apply(ctx context.Context, p *InstancePlan, j Journal, obs Observer, red *Redactor) (*ApplyResult, error) {
 	// Batches of an update pattern call the journal and the observer
 	// from several goroutines.
 	var mu sync.Mutex
@@ -97,7 +113,12 @@ func (e *Engine) Apply(ctx context.Context, p *InstancePlan, j Journal, obs Obse
 		if err := ctx.Err(); err != nil {
 			return cty.NilVal, nil, err
 		}
+		red.AddMarked(props)
 		val, rec, err := e.applyOne(ctx, w, r, target, rp, props, j, obs)
+		if rec != nil {
+			// NoEcho data a provider just returned.
+			red.addSensitiveAttributes(rec.Attributes, rec.Sensitive)
+		}
 		if err == nil {
 			mu.Lock()
 			switch rp.Action {

@@ -84,6 +84,9 @@ type StackSet struct {
 	DeclRange hcl.Range
 	// ConfigHash identifies template + vars; it changes when either changes.
 	ConfigHash string
+	// secrets are the raw values given to sensitive variables, by vars,
+	// vars_file and overrides (see Redactor).
+	secrets []cty.Value
 }
 
 // Target is one deployment target of a stack set.
@@ -120,6 +123,9 @@ func (s *StackSet) InstanceHash(id string, t Target) string {
 
 // SensitiveVar reports whether the template declares the variable sensitive.
 func (s *StackSet) SensitiveVar(name string) bool {
+	if s.Template == nil {
+		return false
+	}
 	v, ok := s.Template.Variables[name]
 	return ok && v.Sensitive
 }
@@ -388,13 +394,14 @@ func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provide
 	if !diags.HasErrors() {
 		diags = append(diags, ss.checkStrictPercentages(prefs)...)
 	}
-	if !diags.HasErrors() && ss.Template != nil {
-		var overrides []*hcl.Block
-		for _, blk := range content.Blocks {
-			if blk.Type == "instance_override" {
-				overrides = append(overrides, blk)
-			}
+	var overrides []*hcl.Block
+	for _, blk := range content.Blocks {
+		if blk.Type == "instance_override" {
+			overrides = append(overrides, blk)
 		}
+	}
+	ss.overrideSecrets(fsys, overrides)
+	if !diags.HasErrors() && ss.Template != nil {
 		diags = append(diags, ss.loadOverrides(fsys, overrides, raw)...)
 	}
 	if !diags.HasErrors() {
@@ -515,6 +522,9 @@ func (ss *StackSet) bindVars(raw map[string]cty.Value, ranges map[string]hcl.Ran
 				"Stack set %q sets variable %q, which template %s does not declare. Declared variables: %s.",
 				ss.Name, k, t.Dir, strings.Join(sortedKeys(t.Variables), ", ")))
 			continue
+		}
+		if decl.Sensitive {
+			ss.addSecret(raw[k])
 		}
 		v, err := convert.Convert(raw[k], decl.Type)
 		if err != nil {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -52,8 +53,17 @@ func DiagnosticsJSON(diags hcl.Diagnostics) []Diagnostic {
 }
 
 // WriteDiagnostics prints diagnostics with source snippets, like Terraform.
-func WriteDiagnostics(w io.Writer, files map[string]*hcl.File, diags hcl.Diagnostics, color bool) error {
-	return hcl.NewDiagnosticTextWriter(w, files, 78, color).WriteDiagnostics(diags)
+//
+// The source snippets show the lines of the definitions, so the values
+// the definitions give sensitive variables are redacted from them (and
+// from everything else written).
+func WriteDiagnostics(w io.Writer, defs *Definitions, diags hcl.Diagnostics, color bool) error {
+	var buf bytes.Buffer
+	if err := hcl.NewDiagnosticTextWriter(&buf, defs.Files, 78, color).WriteDiagnostics(diags); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, defs.Redactor().Redact(buf.String()))
+	return err
 }
 
 func hclsyntaxValidIdentifier(s string) bool { return hclsyntax.ValidIdentifier(s) }

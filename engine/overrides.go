@@ -128,6 +128,23 @@ func (ss *StackSet) loadOverrides(fsys fs.FS, blocks []*hcl.Block, raw map[strin
 	return diags
 }
 
+// overrideSecrets records the values overrides give sensitive variables,
+// whether or not the overrides load: a diagnostic's snippet may show them.
+func (ss *StackSet) overrideSecrets(fsys fs.FS, blocks []*hcl.Block) {
+	if ss.Template == nil {
+		return
+	}
+	for _, b := range blocks {
+		content, _, _ := b.Body.PartialContent(overrideSchema)
+		raw, _, _ := stackSetVars(fsys, &hcl.Block{Labels: []string{ss.Name}, DefRange: b.DefRange}, content.Attributes)
+		for k, v := range raw {
+			if ss.SensitiveVar(k) {
+				ss.addSecret(v)
+			}
+		}
+	}
+}
+
 func (ss *StackSet) loadOverride(fsys fs.FS, b *hcl.Block, varSet []string) (*Override, hcl.Diagnostics) {
 	ov := &Override{DeclRange: b.DefRange, Vars: map[string]cty.Value{}}
 	content, diags := b.Body.Content(overrideSchema)

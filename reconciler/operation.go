@@ -677,21 +677,10 @@ func hasMarks(v cty.Value) bool {
 	return len(pvm) > 0
 }
 
-// redactor returns a function that replaces the values of the stack set's
-// sensitive variables in free text (provider errors may echo them).
+// redactor returns a function that replaces the values the stack set
+// gives its sensitive variables (in vars, vars_file and overrides) in free
+// text: provider errors may echo them. The engine redacts what only an
+// instance knows (NoEcho data) from the errors of its applies.
 func redactor(ss *engine.StackSet) func(string) string {
-	var secrets []string
-	if ss != nil {
-		for n, v := range ss.Vars {
-			if ss.SensitiveVar(n) && v.Type() == cty.String && !v.IsNull() && len(v.AsString()) >= 4 {
-				secrets = append(secrets, v.AsString())
-			}
-		}
-	}
-	return func(s string) string {
-		for _, sec := range secrets {
-			s = strings.ReplaceAll(s, sec, engine.SensitivePlaceholder)
-		}
-		return s
-	}
+	return ss.Redactor().Redact
 }

@@ -88,7 +88,7 @@ func runDemo(ctx context.Context, w io.Writer, dir string) error {
 	eng := engine.New(providers(cfg.targetsRoot, true, nil, nil))
 	defs, diags := eng.Load(os.DirFS(repoDir), ".")
 	if diags.HasErrors() {
-		engine.WriteDiagnostics(w, defs.Files, diags, d.color)
+		engine.WriteDiagnostics(w, defs, diags, d.color)
 		return fmt.Errorf("the quickstart does not validate")
 	}
 	for _, ss := range defs.StackSets {
