@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path"
 	"sort"
 	"strings"
@@ -103,6 +104,16 @@ func (r *Reconciler) planned(branch string) bool {
 	return err == nil && ok
 }
 
+// WriteDiagnosticsMarkdown writes the Markdown a pull request gets when its
+// head does not validate: the revision and every diagnostic, each in a
+// code span.
+func WriteDiagnosticsMarkdown(w io.Writer, revision string, diags []engine.Diagnostic) {
+	fmt.Fprintf(w, "### stackd: %s does not validate\n\nNothing in this branch can be deployed until these are fixed:\n\n", short(revision))
+	for _, d := range diags {
+		fmt.Fprintf(w, "- `%s`\n", strings.ReplaceAll(d.String(), "`", "'"))
+	}
+}
+
 func (r *Reconciler) planBranch(ctx context.Context, branch, head string) error {
 	res, err := r.planRevision(ctx, head)
 	if err != nil {
@@ -114,10 +125,7 @@ func (r *Reconciler) planBranch(ctx context.Context, branch, head string) error 
 		doc := IndexStatus{Revision: head, Valid: false, Diagnostics: res.Diagnostics}
 		files[ChangeSetPath(branch, "stackd", "json")] = marshal(doc)
 		var md bytes.Buffer
-		fmt.Fprintf(&md, "### stackd: %s does not validate\n\nNothing in this branch can be deployed until these are fixed:\n\n", short(head))
-		for _, d := range res.Diagnostics {
-			fmt.Fprintf(&md, "- `%s`\n", strings.ReplaceAll(d.String(), "`", "'"))
-		}
+		WriteDiagnosticsMarkdown(&md, head, res.Diagnostics)
 		files[ChangeSetPath(branch, "stackd", "md")] = md.Bytes()
 		summary = append(summary, fmt.Sprintf("%d errors", len(res.Diagnostics)))
 		r.notify(ctx, branch, "stackd", md.String())

@@ -319,8 +319,10 @@ func newPlanCommand() *cobra.Command {
 		Short: "Show the change set a reconcile of --ref would apply",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("-o %s: use text or json", output)
+			switch output {
+			case "text", "json", "markdown":
+			default:
+				return fmt.Errorf("-o %s: use text, json or markdown", output)
 			}
 			a, err := c.open(cmd.Context(), cmd.ErrOrStderr())
 			if err != nil {
@@ -336,19 +338,32 @@ func newPlanCommand() *cobra.Command {
 	}
 	c.addFlags(cmd)
 	cmd.Flags().StringVar(&ref, "ref", "", "branch or commit to plan (default: the deploy branch)")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or markdown (as pull requests get it)")
 	return cmd
 }
 
 func printPlan(w io.Writer, res *reconciler.PlanResult, output string) error {
-	if output == "json" {
+	switch output {
+	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false) // "<sensitive>", as the seed writes it
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(res); err != nil {
 			return err
 		}
-	} else {
+	case "markdown":
+		if len(res.Diagnostics) > 0 {
+			reconciler.WriteDiagnosticsMarkdown(w, res.Revision, res.Diagnostics)
+		}
+		for i, cs := range res.ChangeSets {
+			if i > 0 || len(res.Diagnostics) > 0 {
+				fmt.Fprintln(w)
+			}
+			if err := engine.RenderMarkdown(w, cs, engine.MarkdownOptions{}); err != nil {
+				return err
+			}
+		}
+	default:
 		if len(res.Diagnostics) > 0 {
 			fmt.Fprintf(w, "Revision %s does not validate:\n", short(res.Revision))
 			for _, d := range res.Diagnostics {
@@ -389,7 +404,7 @@ func newValidateCommand() *cobra.Command {
 			defs, diags := eng.Load(os.DirFS(args[0]), ".")
 			out := cmd.OutOrStdout()
 			if len(diags) > 0 {
-				if err := engine.WriteDiagnostics(cmd.ErrOrStderr(), defs.Files, diags, isTerminal(cmd.ErrOrStderr())); err != nil {
+				if err := engine.WriteDiagnostics(cmd.ErrOrStderr(), defs, diags, isTerminal(cmd.ErrOrStderr())); err != nil {
 					return err
 				}
 			}

@@ -18,6 +18,9 @@ import (
 // fakeForge emulates the part of GitHub's REST API stackd uses, recording
 // the comments it is given.
 type fakeForge struct {
+	// branch is the head branch of pull request 7 (default
+	// feature/new-image).
+	branch   string
 	mu       sync.Mutex
 	comments map[int]string // id -> body
 	requests []string
@@ -34,7 +37,11 @@ func (f *fakeForge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	switch {
 	case r.Method == "GET" && r.URL.Path == "/repos/o/r/pulls":
-		if r.URL.Query().Get("head") == "o:feature/new-image" {
+		branch := f.branch
+		if branch == "" {
+			branch = "feature/new-image"
+		}
+		if r.URL.Query().Get("head") == "o:"+branch {
 			io.WriteString(w, `[{"number": 7}]`)
 			return
 		}
