@@ -639,6 +639,8 @@ type slowProxy struct {
 	// connections; abandoned counts stalled connections the client closed.
 	throttled atomic.Int64
 	abandoned atomic.Int64
+	// stalled counts the connections accepted in proxyStalled mode.
+	stalled atomic.Int64
 }
 
 func newSlowProxy(t *testing.T, target string) *slowProxy {
@@ -711,6 +713,7 @@ func (p *slowProxy) serve(client net.Conn, mode int32) {
 	defer p.wg.Done()
 	defer p.untrack(client)
 	if mode == proxyStalled {
+		p.stalled.Add(1)
 		// Read and drop what the client sends until it gives up.
 		_, _ = io.Copy(io.Discard, client)
 		select {
@@ -789,17 +792,14 @@ func TestStopDuringStalledFetch(t *testing.T) {
 	d := startDaemonRetry(t, e.flagsFor(p.url("defs.git"), "--interval", "100ms", "--git-timeout", "10m", "--shutdown-grace", "10m")...)
 	addr := d.addr(t)
 	waitReady(t, d, addr, rev1)
+	// The status push must be done too: stalled, it would hold the loop
+	// with a connection opened before the count below.
+	waitStatusOn(t, d, e.bare, "web", rev1)
 	p.setMode(proxyStalled)
-	p.mu.Lock()
-	before := len(p.conns)
-	p.mu.Unlock()
 	replaceIn(t, e.work, "web.hcl", `"nginx:1.25"`, `"nginx:1.26"`)
 	e.push(t, "web: nginx 1.26")
-	eventually(t, 20*time.Second, func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return len(p.conns) > before
-	}, "no fetch reached the stalled remote; logs:\n%s", d.logs)
+	eventually(t, 20*time.Second, func() bool { return p.stalled.Load() > 0 },
+		"no fetch reached the stalled remote; logs:\n%s", d.logs)
 	// d.stop fails the test if the daemon is still running 30s later; the
 	// fetch alone could hang for 10 minutes.
 	if err := d.stop(t); err != nil {
