@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -151,7 +153,28 @@ func parseSignal(body []byte) (signal, *SignalError) {
 		}
 		return "", refuse(http.StatusBadRequest, CodeMalformed, "The signal's %q must be a string.", name)
 	}
-	for k, raw := range m {
+	// A member given twice under names that differ in case ("status" and
+	// "Status", "id" and "UniqueId") is ambiguous: which one wins would
+	// depend on map order, so the signal is refused.
+	seen := map[string]string{}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		canon := strings.ToLower(k)
+		if canon == "uniqueid" {
+			canon = "id"
+		}
+		switch canon {
+		case "status", "reason", "id", "data":
+		default:
+			continue
+		}
+		if prev, ok := seen[canon]; ok {
+			a, b := min(prev, k), max(prev, k)
+			return sig, refuse(http.StatusBadRequest, CodeMalformed, "The signal has both %q and %q; send one of them.", clip(a), clip(b))
+		}
+		seen[canon] = k
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		raw := m[k]
 		var err *SignalError
 		switch strings.ToLower(k) {
 		case "status":

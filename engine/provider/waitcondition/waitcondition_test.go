@@ -347,6 +347,8 @@ func TestRefusals(t *testing.T) {
 		{"not JSON", e.p, tok, `status=SUCCESS`, 400, CodeMalformed},
 		{"status not a string", e.p, tok, `{"status": 1}`, 400, CodeMalformed},
 		{"unknown status", e.p, tok, `{"status": "DONE"}`, 400, CodeInvalidStatus},
+		{"status twice", e.p, tok, `{"status": "SUCCESS", "Status": "FAILURE"}`, 400, CodeMalformed},
+		{"id and UniqueId", e.p, tok, `{"id": "a", "UniqueId": "b"}`, 400, CodeMalformed},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -399,6 +401,13 @@ func FuzzParseSignal(f *testing.F) {
 	f.Add([]byte(`{"status": null, "id": null}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		sig, err := parseSignal(body)
+		// Deterministic: member order (Go's map order) never matters.
+		for range 4 {
+			again, err2 := parseSignal(body)
+			if again != sig || (err == nil) != (err2 == nil) || err != nil && *err != *err2 {
+				t.Fatalf("two parses differ: %+v %v, then %+v %v", sig, err, again, err2)
+			}
+		}
 		if err != nil {
 			if err.Status != http.StatusBadRequest || err.Code == "" {
 				t.Fatalf("refusal %+v", err)
