@@ -288,7 +288,7 @@ func (o *opRun) runRegionWith(ctx context.Context, works []*work, tolerance, max
 			wait()
 		}
 		drain()
-		if failures > tolerance || ctx.Err() != nil || o.r.isStopping() {
+		if failures > tolerance || ctx.Err() != nil || o.r.isStopping() || o.aborted() {
 			break
 		}
 		running++
@@ -305,12 +305,21 @@ func (o *opRun) runRegionWith(ctx context.Context, works []*work, tolerance, max
 	}
 	if i < len(works) {
 		reason := "failure tolerance exceeded"
-		if ctx.Err() != nil || o.r.isStopping() {
+		switch {
+		case ctx.Err() != nil || o.r.isStopping():
 			reason = "operation interrupted"
+		case failures <= tolerance && o.aborted():
+			reason = "aborted by stackd abort"
 		}
 		o.cancel(works[i:], reason)
 	}
 	return failures, failures <= tolerance && ctx.Err() == nil && !o.r.isStopping()
+}
+
+// aborted reports whether the operation's rollout was aborted: no instance
+// starts after that (those in flight finish).
+func (o *opRun) aborted() bool {
+	return o.ro != nil && o.ro.isAborted()
 }
 
 // cancel marks works that never started CANCEL_COMPLETE (not when the

@@ -79,10 +79,11 @@ func (r *Reconciler) Promote(name string) error {
 	return nil
 }
 
-// Abort stops a running rollout at its next batch boundary, pause, health
-// check or promotion hold (instances already started finish); instances
-// not started are cancelled and, with on_failure = "rollback", what the
-// operation changed is rolled back. Aborting twice is aborting once.
+// Abort stops a running rollout at once: no instance starts after it
+// (those in flight finish), a pause, health check or promotion hold ends;
+// instances not started are cancelled and, with on_failure = "rollback",
+// what the operation changed is rolled back. Aborting twice is aborting
+// once.
 //
 // Errors: ErrNoRollout (wrapped, naming the stack set).
 func (r *Reconciler) Abort(name string) error {
@@ -219,6 +220,20 @@ func (o *opRun) runRollout(ctx context.Context, prefs engine.OperationPreference
 	}
 	// Deletions follow the batches, by the operation preferences.
 	rr.runDeletes(ctx, deletes)
+	if !rr.interrupted && rr.isAborted() {
+		o.mu.Lock()
+		cancelled := 0
+		for _, w := range deletes {
+			if o.results[w.target].Status == state.InstanceCancelComplete {
+				cancelled++
+			}
+		}
+		o.mu.Unlock()
+		if cancelled > 0 {
+			rr.outcome = state.OperationStopped
+			rr.reason = fmt.Sprintf("aborted by stackd abort while deleting the instances of removed targets (%d not deleted)", cancelled)
+		}
+	}
 	o.op.Rollout.Phase = state.RolloutDone
 }
 
@@ -346,6 +361,10 @@ func (rr *rolloutRun) runBatch(ctx context.Context, n int, batch []*work) error 
 	exceeded := func(region string, failed, tolerance int) error {
 		return &batchFailure{batch: n, reason: fmt.Sprintf("batch %d of %d failed: failure tolerance exceeded in region %s (%d instances failed, tolerance %d)%s", n, total, region, failed, tolerance, o.firstFailure(byRegion[region]))}
 	}
+	// An abort lets the instances in flight finish and starts no other.
+	abortedDuring := func() error {
+		return &batchFailure{aborted: true, reason: fmt.Sprintf("aborted by stackd abort during batch %d of %d", n, total)}
+	}
 	if rr.prefs.RegionConcurrency == "PARALLEL" {
 		var (
 			wg    sync.WaitGroup
@@ -369,6 +388,9 @@ func (rr *rolloutRun) runBatch(ctx context.Context, n int, batch []*work) error 
 		if interrupted() {
 			return errInterrupted
 		}
+		if first == nil && rr.isAborted() {
+			return abortedDuring()
+		}
 		return first
 	}
 	for _, region := range regions {
@@ -378,6 +400,9 @@ func (rr *rolloutRun) runBatch(ctx context.Context, n int, batch []*work) error 
 		}
 		if !ok {
 			return exceeded(region, failed, tol)
+		}
+		if rr.isAborted() {
+			return abortedDuring()
 		}
 	}
 	return nil

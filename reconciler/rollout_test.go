@@ -706,6 +706,69 @@ func TestRolloutPromoteAndAbort(t *testing.T) {
 	}
 }
 
+// Abort inside a batch acts at once: the instance in flight finishes, no
+// other instance of the batch starts (CloudFormation's
+// StopStackSetOperation), and with on_failure = "rollback" the one that
+// finished is rolled back.
+func TestRolloutAbortDuringBatch(t *testing.T) {
+	for _, onFailure := range []string{"rollback", "stop"} {
+		t.Run(onFailure, func(t *testing.T) {
+			c := newCtl()
+			accounts := accountIDs(8)
+			region := fourRegions[0]
+			rollout := fmt.Sprintf("batch_size = 4\non_failure = %q", onFailure)
+			h, _ := newRolloutHarness(t, c, newFakeClock(true), map[string]string{"web.hcl": rolloutHCL("web", "v1", []string{region}, accounts, "", rollout)})
+			c.gate("web")
+			wait := background(t, h)
+			c.waitFor(t, "the first instance of batch 1 in flight", func() bool { return len(c.blockedIn("web", region)) == 1 })
+			c.release(t, "web", region, accounts[0])
+			c.waitFor(t, "the second instance of batch 1 in flight", func() bool {
+				b := c.blockedIn("web", region)
+				return len(b) == 1 && b[0] == accounts[1]
+			})
+			if err := h.rec.Abort("web"); err != nil {
+				t.Fatalf("Abort: %v", err)
+			}
+			c.open("web")
+			op := wait().Operations[0]
+			want := state.OperationStopped
+			if onFailure == "rollback" {
+				want = state.OperationRolledBack
+			}
+			if op.Status != want || !strings.Contains(op.Reason, "aborted by stackd abort during batch 1 of 2") {
+				t.Errorf("operation %s (%s), want %s aborted during batch 1", op.Status, op.Reason, want)
+			}
+			var created []string
+			for _, e := range c.eventsOf("web") {
+				if e.start && e.op == "create" {
+					created = append(created, e.account)
+				}
+			}
+			if diff := cmp.Diff(accounts[:2], created); diff != "" {
+				t.Errorf("creates (-want +got): the instances in flight at the abort, no other:\n%s", diff)
+			}
+			ins := instanceStatuses(t, h.store, "web")
+			for _, a := range accounts[2:] {
+				if s := ins[region+"/"+a].Status; s != state.InstanceCancelComplete {
+					t.Errorf("%s (never started) is %s, want CANCEL_COMPLETE", a, s)
+				}
+			}
+			for _, a := range accounts[:2] {
+				in, ok := ins[region+"/"+a]
+				switch {
+				case onFailure == "rollback" && ok:
+					t.Errorf("%s is still recorded (%s) after rolling back its creation", a, in.Status)
+				case onFailure == "stop" && in.Status != state.InstanceOperationComplete:
+					t.Errorf("%s is %s, want OPERATION_COMPLETE (it finished before the stop)", a, in.Status)
+				}
+			}
+			if problems := h.store.Check(); len(problems) > 0 {
+				t.Errorf("state check: %v", problems)
+			}
+		})
+	}
+}
+
 // The gate reads the instance records: a record that does not show the
 // operation's revision (stale, or changed meanwhile) fails the batch, and
 // the next batch never starts.

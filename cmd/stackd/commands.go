@@ -696,5 +696,5 @@ func newPromoteCommand() *cobra.Command {
 func newAbortCommand() *cobra.Command {
 	return newRolloutCommand("abort",
 		"Stop a running rollout (and roll it back with on_failure = \"rollback\")",
-		"abort requested; the rollout stops at its next batch boundary, pause or health check")
+		"abort requested; no instance starts any more, those in flight finish, then the rollout stops (or rolls back)")
 }
