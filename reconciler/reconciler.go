@@ -217,18 +217,45 @@ func (r *Reconciler) Reconcile(ctx context.Context) (*Result, error) {
 // returned pass (nil when nothing was dispatched) completes when they end.
 // gitContext is ctx, also ended by a stop: a fetch or push to a stalled
 // remote must not hold up the shutdown (it would until --git-timeout),
-// while provider calls in flight get the grace period. An interrupted
-// status write is owed and caught up at the next start.
+// while provider calls in flight get the grace period.
 func (r *Reconciler) gitContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return r.stopBounded(ctx, 0)
+}
+
+// statusWriteGrace is how long a status write in flight when the stop
+// comes may still take: a healthy remote takes well under a second, so a
+// graceful stop leaves the status branch matching the state, while a
+// stalled remote holds the shutdown no longer than this. An interrupted
+// status write is owed and caught up at the next start.
+const statusWriteGrace = 5 * time.Second
+
+// statusContext is the context of a status write: ctx, also ended
+// statusWriteGrace after a stop.
+func (r *Reconciler) statusContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return r.stopBounded(ctx, statusWriteGrace)
+}
+
+// stopBounded is ctx, also ended grace after a stop.
+func (r *Reconciler) stopBounded(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
 	gctx, cancel := context.WithCancel(ctx)
 	if r.stopping != nil {
 		stop := r.stopping
 		go func() {
 			select {
 			case <-stop:
-				cancel()
 			case <-gctx.Done():
+				return
 			}
+			if grace > 0 {
+				t := time.NewTimer(grace)
+				defer t.Stop()
+				select {
+				case <-t.C:
+				case <-gctx.Done():
+					return
+				}
+			}
+			cancel()
 		}()
 	}
 	return gctx, cancel

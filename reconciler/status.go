@@ -164,7 +164,7 @@ func (r *Reconciler) writeOperationStatus(ctx context.Context, j *job, ss *state
 		doc.LastOperation = operationStatus(op)
 		files[StatusPath(j.name)] = marshal(doc)
 	}
-	gctx, cancel := r.gitContext(ctx)
+	gctx, cancel := r.statusContext(ctx)
 	defer cancel()
 	_, err := r.opts.Source.WriteFiles(gctx, msg, files, deletes)
 	r.reportGitFaults()
@@ -250,7 +250,7 @@ func (r *Reconciler) writeRejection(ctx context.Context, rev string, diags []eng
 // and deployed is the last revision reconciled.
 func (r *Reconciler) writeIndex(ctx context.Context, rev, deployed string, diags []engine.Diagnostic, msg string) error {
 	doc := IndexStatus{Revision: rev, Valid: len(diags) == 0, Deployed: deployed, Diagnostics: diags}
-	ctx, cancel := r.gitContext(ctx)
+	ctx, cancel := r.statusContext(ctx)
 	defer cancel()
 	if _, err := r.opts.Source.WriteFiles(ctx, msg, map[string][]byte{statusIndex: marshal(doc)}, nil); err != nil {
 		return fmt.Errorf("write status commit: %w", err)

@@ -282,15 +282,25 @@ func reportResult(w io.Writer, res *reconciler.Result) error {
 		fmt.Fprintf(w, "Revision %s: no changes.\n", short(res.Revision))
 	}
 	for _, op := range res.Operations {
-		ok := 0
+		ok, back := 0, 0
 		for _, r := range op.Results {
-			if r.Status == state.InstanceOperationComplete {
+			switch {
+			case r.RolledBack:
+				back++
+			case r.Status == state.InstanceOperationComplete:
 				ok++
 			}
 		}
-		fmt.Fprintf(w, "%s %s %s %s (%d/%d instances)\n", op.StackSet, op.Kind, short(op.Revision), op.Status, ok, len(op.Results))
+		rolled := ""
+		if back > 0 {
+			rolled = fmt.Sprintf(", %d rolled back", back)
+		}
+		fmt.Fprintf(w, "%s %s %s %s (%d/%d instances%s)\n", op.StackSet, op.Kind, short(op.Revision), op.Status, ok, len(op.Results), rolled)
 		for _, r := range op.Results {
-			if r.Status != state.InstanceOperationComplete {
+			switch {
+			case r.RolledBack:
+				fmt.Fprintf(w, "  %s/%s rolled back to the previous revision\n", r.Region, r.Account)
+			case r.Status != state.InstanceOperationComplete:
 				fmt.Fprintf(w, "  %s/%s %s %s\n", r.Region, r.Account, r.Status, r.Reason)
 			}
 		}

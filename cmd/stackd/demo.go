@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path"
@@ -21,6 +23,7 @@ import (
 	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/examples"
 	"github.com/stackd/stackd/reconciler"
+	"github.com/stackd/stackd/state"
 )
 
 func newDemoCommand() *cobra.Command {
@@ -115,30 +118,41 @@ func runDemo(ctx context.Context, w io.Writer, dir string) error {
 		return err
 	}
 
-	d.title("A second commit: a new image and a third replica")
+	// A stand-in for the service each instance runs, for the rollout's
+	// health checks: it answers for the image deployed to that instance.
+	health := httptest.NewServer(demoHealth(cfg.targetsRoot))
+	defer health.Close()
+
+	d.title("A second commit: a new image, a third replica, and a canary rollout")
 	web := filepath.Join(repoDir, "web.hcl")
 	src, err := os.ReadFile(web)
 	if err != nil {
 		return err
 	}
 	changed := strings.Replace(strings.Replace(string(src), `"nginx:1.25"`, `"nginx:1.27"`, 1), "replicas = 2", "replicas = 3", 1)
+	rollout := fmt.Sprintf(demoRollout, health.URL)
+	changed = strings.TrimSuffix(strings.TrimSpace(changed), "}") + "\n" + rollout + "}\n"
 	if err := os.WriteFile(web, []byte(changed), 0o644); err != nil {
 		return err
 	}
-	if err := commitAll(repo, "web: nginx 1.27, three replicas"); err != nil {
+	if err := commitAll(repo, "web: nginx 1.27, three replicas, canary rollout"); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, `web.hcl: image = "nginx:1.27", replicas = 3`)
+	fmt.Fprintf(w, "web.hcl: image = \"nginx:1.27\", replicas = 3, and\n\n%s\n", indent(rollout, "  "))
+	fmt.Fprintf(w, "The health check is answered by a stand-in service on %s\n(healthy unless the instance runs nginx:1.28-rc).\n", health.URL)
 
 	d.title("stackd plan: the Modify change set")
 	if err := d.plan(ctx, a); err != nil {
 		return err
 	}
-	d.title("stackd apply")
+	d.title("stackd apply: a canary rollout in batches of 1, 2, 3, each behind a health gate")
 	if err := d.apply(ctx, a); err != nil {
 		return err
 	}
 	if err := d.showStatus(ctx, a, "web"); err != nil {
+		return err
+	}
+	if err := d.statusLog(repo, 4); err != nil {
 		return err
 	}
 
@@ -190,6 +204,37 @@ func runDemo(ctx context.Context, w io.Writer, dir string) error {
 		fmt.Fprintf(w, "    %s\n", l)
 	}
 
+	d.title("A bad commit: nginx:1.28-rc fails its health check in the canary batch")
+	src, err = os.ReadFile(web)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(web, []byte(strings.Replace(string(src), `"nginx:1.27"`, `"nginx:1.28-rc"`, 1)), 0o644); err != nil {
+		return err
+	}
+	if err := commitAll(repo, "web: nginx 1.28-rc"); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, `web.hcl: image = "nginx:1.28-rc"`)
+	res, err := a.rec.Reconcile(ctx)
+	if err != nil {
+		return err
+	}
+	_ = reportResult(w, res) // it fails: that is the point
+	if len(res.Operations) != 1 || res.Operations[0].Status != state.OperationRolledBack {
+		return fmt.Errorf("the bad commit was not rolled back")
+	}
+	if err := d.showStatus(ctx, a, "web"); err != nil {
+		return err
+	}
+	images := map[string]int{}
+	for _, t := range []string{"eu-west-1", "us-east-1", "ap-south-1"} {
+		for _, acct := range []string{"111111111111", "222222222222"} {
+			images[deployedImage(cfg.targetsRoot, t, acct)]++
+		}
+	}
+	fmt.Fprintf(w, "\nDeployed images now: %v — the canary went back to nginx:1.27, the other\ninstances were never touched. stackd does not retry it: the next commit is reconciled as usual.\n", images)
+
 	d.title("Where everything is")
 	inst := filepath.Join(cfg.targetsRoot, "111111111111", "eu-west-1")
 	fmt.Fprintf(w, "repository     %s\n", repoDir)
@@ -215,6 +260,91 @@ func runDemo(ctx context.Context, w io.Writer, dir string) error {
 	fmt.Fprintf(w, "  %s status --state-dir %s\n", self, cfg.stateDir)
 	fmt.Fprintf(w, "  %s run --repo %s --state-dir %s --targets-root %s   # then commit to the repository\n", self, repoDir, cfg.stateDir, cfg.targetsRoot)
 	fmt.Fprintf(w, "\nRemove it all with: rm -rf %s\n", dir)
+	return nil
+}
+
+// demoRollout is the rollout block the demo's second commit adds; %s is
+// the health server's URL.
+const demoRollout = `  rollout {
+    pattern       = "canary"   # 1 instance, then 2, then the remaining 3
+    batch_size    = 1
+    growth_factor = 2
+    on_failure    = "rollback"
+
+    health_check {
+      url      = "%s/healthz/${target.region}/${target.account}"
+      expect   = 200
+      timeout  = "1s"
+      interval = "100ms"
+      healthy  = 2
+      deadline = "2s"
+    }
+  }
+`
+
+// demoHealth answers /healthz/REGION/ACCOUNT for the instance's deployed
+// web/app.conf: 200 unless it runs nginx:1.28-rc.
+func demoHealth(targetsRoot string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/healthz/"), "/")
+		if len(parts) != 2 {
+			http.NotFound(w, r)
+			return
+		}
+		switch img := deployedImage(targetsRoot, parts[0], parts[1]); img {
+		case "":
+			http.Error(w, "not deployed", http.StatusServiceUnavailable)
+		case "nginx:1.28-rc":
+			http.Error(w, img+" fails its readiness probe", http.StatusServiceUnavailable)
+		default:
+			fmt.Fprintf(w, "ok: %s\n", img)
+		}
+	})
+}
+
+// deployedImage reads the image from an instance's web/app.conf.
+func deployedImage(targetsRoot, region, account string) string {
+	b, err := os.ReadFile(filepath.Join(targetsRoot, filepath.Base(account), filepath.Base(region), "web", "app.conf"))
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if img, ok := strings.CutPrefix(l, "image="); ok {
+			return img
+		}
+	}
+	return ""
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = prefix + l
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// statusLog prints the newest n commits of the status branch.
+func (d *demo) statusLog(repo *git.Repository, n int) error {
+	ref, err := repo.Reference(plumbing.NewBranchReferenceName("stackd/status"), true)
+	if err != nil {
+		return err
+	}
+	iter, err := repo.Log(&git.LogOptions{From: ref.Hash()})
+	if err != nil {
+		return err
+	}
+	defer iter.Close()
+	fmt.Fprintf(d.w, "\ngit log --oneline stackd/status (one commit per batch):\n")
+	for i := 0; i < n; i++ {
+		c, err := iter.Next()
+		if err != nil {
+			break
+		}
+		fmt.Fprintf(d.w, "  %s %s\n", c.Hash.String()[:7], strings.SplitN(c.Message, "\n", 2)[0])
+	}
 	return nil
 }
 

@@ -760,20 +760,63 @@ func TestDemo(t *testing.T) {
 		"~ file.config",
 		"Status commit",
 		"stackd: web CreateStackInstances",
-		"stackd: web DeployStackSet",
+		"sizes=[1,2,3]",
+		"rollout batch passed its gate batch=3 batches=3",
+		"web DeployStackSet",
+		"6 of 6 instances will be updated",
+		"changesets/feature/more-replicas/web.md",
+		"ROLLED_BACK (0/6 instances, 1 rolled back)",
+		"Deployed images now: map[nginx:1.27:6]",
 	} {
 		if !strings.Contains(res.stdout, want) {
 			t.Errorf("demo output does not mention %q:\n%s", want, res.stdout)
 		}
 	}
 	checkNoSecret(t, "the demo's output", res.stdout)
-	// The last operation's status commit is shown; the pull-request change
-	// set committed after it is shown by its path.
+
+	// The status branch, newest first: the bad commit rolled back, the
+	// pull request's change set, then the canary rollout, one commit per
+	// batch, and the first deployment.
 	history := readHistory(t, filepath.Join(dir, "repo"))
-	if len(history) < 2 || !strings.HasPrefix(history[0].Message, "stackd: plan feature/more-replicas") {
-		t.Fatalf("status history: %+v", history)
+	var subjects []string
+	for _, c := range history {
+		subjects = append(subjects, strings.SplitN(c.Message, "\n", 2)[0])
 	}
-	if !strings.Contains(res.stdout, history[1].Hash[:7]) || !strings.Contains(res.stdout, "changesets/feature/more-replicas/web.md") || !strings.Contains(res.stdout, "6 of 6 instances will be updated") {
-		t.Errorf("the demo does not show its last status commit %s and the pull-request change set:\n%s", history[1].Hash[:7], res.stdout)
+	want := []*regexp.Regexp{
+		regexp.MustCompile(`^stackd: web DeployStackSet [0-9a-f]{7} ROLLED_BACK \(0/6\)$`),
+		regexp.MustCompile(`^stackd: plan feature/more-replicas`),
+		regexp.MustCompile(`^stackd: web DeployStackSet [0-9a-f]{7} SUCCEEDED \(6/6\)$`),
+		regexp.MustCompile(`^stackd: web DeployStackSet [0-9a-f]{7} RUNNING \(3/3\) batch 2/3$`),
+		regexp.MustCompile(`^stackd: web DeployStackSet [0-9a-f]{7} RUNNING \(1/1\) batch 1/3$`),
+		regexp.MustCompile(`^stackd: web CreateStackInstances [0-9a-f]{7} SUCCEEDED \(6/6\)$`),
+	}
+	if len(subjects) < len(want) {
+		t.Fatalf("status history %q, want at least %d commits", subjects, len(want))
+	}
+	for i, re := range want {
+		if !re.MatchString(subjects[i]) {
+			t.Errorf("status commit %d is %q, want %s; history %q", i, subjects[i], re, subjects)
+		}
+	}
+	if !strings.Contains(history[0].Message, "batch 1 of 3 failed its health check") {
+		t.Errorf("the rollback's status commit does not say which batch failed and why:\n%s", history[0].Message)
+	}
+	// The demo shows the status commits it talks about.
+	for _, i := range []int{0, 2} {
+		if !strings.Contains(res.stdout, history[i].Hash[:7]) {
+			t.Errorf("the demo does not show status commit %s (%s):\n%s", history[i].Hash[:7], subjects[i], res.stdout)
+		}
+	}
+	// On disk: every instance runs the canary's good image again.
+	for _, region := range []string{"eu-west-1", "us-east-1", "ap-south-1"} {
+		for _, acct := range []string{"111111111111", "222222222222"} {
+			b, err := os.ReadFile(filepath.Join(dir, "targets", acct, region, "web", "app.conf"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), "image=nginx:1.27\n") || !strings.Contains(string(b), "replicas=3\n") {
+				t.Errorf("%s/%s app.conf after the demo:\n%s", region, acct, b)
+			}
+		}
 	}
 }
