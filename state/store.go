@@ -88,6 +88,8 @@ type Store struct {
 type config struct {
 	syncWrites bool
 	gcInterval time.Duration
+	// gcDone, if set, is called after each value-log GC pass.
+	gcDone func()
 }
 
 func defaultConfig() config {
@@ -143,7 +145,7 @@ func open(dir string, c config) (*Store, error) {
 	}
 	s := &Store{db: db, stop: make(chan struct{})}
 	s.wg.Add(1)
-	go s.gcLoop(c.gcInterval)
+	go s.gcLoop(c.gcInterval, c.gcDone)
 	return s, nil
 }
 
@@ -169,7 +171,7 @@ func removeEmptyFiles(dir string) bool {
 }
 
 // gcLoop runs value-log GC every interval until Close.
-func (s *Store) gcLoop(interval time.Duration) {
+func (s *Store) gcLoop(interval time.Duration, done func()) {
 	defer s.wg.Done()
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -186,6 +188,9 @@ func (s *Store) gcLoop(interval time.Duration) {
 				return
 			default:
 			}
+		}
+		if done != nil {
+			done()
 		}
 	}
 }

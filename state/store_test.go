@@ -770,7 +770,13 @@ func TestBackupRestore(t *testing.T) {
 }
 
 func TestValueLogGCStopsOnClose(t *testing.T) {
-	s, err := open(filepath.Join(t.TempDir(), "state"), config{gcInterval: time.Millisecond})
+	passes := make(chan struct{}, 1)
+	s, err := open(filepath.Join(t.TempDir(), "state"), config{gcInterval: time.Millisecond, gcDone: func() {
+		select {
+		case passes <- struct{}{}:
+		default:
+		}
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -781,7 +787,15 @@ func TestValueLogGCStopsOnClose(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(20 * time.Millisecond)
+	// Close while the loop runs: after a GC pass over the garbage, and
+	// likely during the next.
+	for range 2 {
+		select {
+		case <-passes:
+		case <-time.After(time.Minute):
+			t.Fatal("no value-log GC pass within a minute at a 1ms interval")
+		}
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
