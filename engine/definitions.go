@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
@@ -664,8 +665,15 @@ func ParseAccountsCSV(src []byte) ([]string, error) {
 	for lineNo, line := range strings.Split(s, "\n") {
 		for _, f := range strings.Split(line, ",") {
 			id := strings.TrimSpace(f)
+			// Spreadsheets export fields quoted: "111111111111".
+			if len(id) >= 2 && id[0] == '"' && id[len(id)-1] == '"' {
+				id = strings.TrimSpace(id[1 : len(id)-1])
+			}
 			if id == "" {
 				continue
+			}
+			if len(out) == 0 && isAccountsHeader(id) {
+				return nil, fmt.Errorf("line %d: %q looks like a column header; an accounts file lists account ids only, so remove the header line", lineNo+1, id)
 			}
 			if !targetIDRe.MatchString(id) {
 				return nil, fmt.Errorf("line %d: %q is not an account id (1-64 letters, digits, '.', '_' or '-')", lineNo+1, id)
@@ -681,6 +689,25 @@ func ParseAccountsCSV(src []byte) ([]string, error) {
 		return nil, fmt.Errorf("the file lists no accounts")
 	}
 	return out, nil
+}
+
+// isAccountsHeader reports whether the first field of an accounts file is
+// a column header ("Account ID", "account_id", "AccountId", "accounts",
+// "id") rather than an account: deploying to an account named
+// "account_id" is never what was meant.
+func isAccountsHeader(field string) bool {
+	norm := strings.Map(func(r rune) rune {
+		switch r {
+		case ' ', '_', '-', '.':
+			return -1
+		}
+		return unicode.ToLower(r)
+	}, field)
+	switch norm {
+	case "id", "ids", "account", "accounts", "accountid", "accountids", "accountno", "accountnumber", "memberaccount", "memberaccountid", "targetaccount", "targetaccountid":
+		return true
+	}
+	return false
 }
 
 func (ss *StackSet) loadPreferences(b *hcl.Block) hcl.Diagnostics {

@@ -551,6 +551,13 @@ func TestParseAccountsCSV(t *testing.T) {
 		{"\xff\xfe", nil, "UTF-8"},
 		{"", nil, "no accounts"},
 		{strings.Repeat("1", MaxAccountsFileSize+1), nil, "100 KB"},
+		{"\"111\",\"222\"\r\n\" 333 \"\r\n", []string{"111", "222", "333"}, ""},
+		{"Account ID\n111\n222\n", nil, `line 1: "Account ID" looks like a column header`},
+		{"\ufeff\"account_id\"\r\n111\r\n", nil, "column header"},
+		{"\n\nAccountId,Name\n111,prod\n", nil, "line 3: \"AccountId\" looks like a column header"},
+		{"111\naccounts\n", []string{"111", "accounts"}, ""}, // not first: an account named so
+		{"\"111", nil, "not an account id"},
+		{"\"\"", nil, "no accounts"},
 	}
 	for _, tc := range cases {
 		got, err := ParseAccountsCSV([]byte(tc.in))
