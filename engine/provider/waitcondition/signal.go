@@ -180,7 +180,7 @@ func parseSignal(body []byte) (signal, *SignalError) {
 		case "status":
 			var s string
 			if s, err = str(k, raw, false); err == nil && s != "" {
-				sig.Status = strings.ToUpper(s)
+				sig.Status = asciiUpper(s)
 			}
 		case "reason":
 			sig.Reason, err = str(k, raw, false)
@@ -213,4 +213,15 @@ func parseSignal(body []byte) (signal, *SignalError) {
 		return sig, refuse(http.StatusBadRequest, CodeMalformed, "The signal's id may be at most 256 characters.")
 	}
 	return sig, nil
+}
+
+// asciiUpper upper-cases ASCII letters only: "success" is a SUCCESS, while
+// "ſuccess" (whose long s strings.ToUpper maps to S) stays invalid.
+func asciiUpper(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'a' <= r && r <= 'z' {
+			return r - 'a' + 'A'
+		}
+		return r
+	}, s)
 }

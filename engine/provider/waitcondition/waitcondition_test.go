@@ -198,8 +198,8 @@ func TestCountedSuccessSignalsCompleteWithData(t *testing.T) {
 		t.Fatalf("completed after one distinct signal: %+v", r)
 	default:
 	}
-	// CloudFormation's body.
-	e.signal(e.p, tok, `{"Status": "SUCCESS", "Reason": "ok", "UniqueId": "web-2", "Data": {"port": 80}}`)
+	// CloudFormation's body (status in any ASCII case).
+	e.signal(e.p, tok, `{"Status": "Success", "Reason": "ok", "UniqueId": "web-2", "Data": {"port": 80}}`)
 	r := <-done
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -347,6 +347,7 @@ func TestRefusals(t *testing.T) {
 		{"not JSON", e.p, tok, `status=SUCCESS`, 400, CodeMalformed},
 		{"status not a string", e.p, tok, `{"status": 1}`, 400, CodeMalformed},
 		{"unknown status", e.p, tok, `{"status": "DONE"}`, 400, CodeInvalidStatus},
+		{"a long s is no s", e.p, tok, `{"status": "\u017fuccess"}`, 400, CodeInvalidStatus},
 		{"status twice", e.p, tok, `{"status": "SUCCESS", "Status": "FAILURE"}`, 400, CodeMalformed},
 		{"id and UniqueId", e.p, tok, `{"id": "a", "UniqueId": "b"}`, 400, CodeMalformed},
 	}
