@@ -259,6 +259,7 @@ func runDemo(ctx context.Context, w io.Writer, dir string) error {
 	}
 	fmt.Fprintf(w, "  %s status --state-dir %s\n", self, cfg.stateDir)
 	fmt.Fprintf(w, "  %s run --repo %s --state-dir %s --targets-root %s   # then commit to the repository\n", self, repoDir, cfg.stateDir, cfg.targetsRoot)
+	fmt.Fprintf(w, "    (the demo's stand-in health service is gone with it: remove the health_check\n     block from web.hcl first, or every rollout fails its gate and rolls back)\n")
 	fmt.Fprintf(w, "\nRemove it all with: rm -rf %s\n", dir)
 	return nil
 }
