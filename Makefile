@@ -3,7 +3,7 @@ GO      ?= go
 BIN     ?= bin/stackd
 PKGS    := ./...
 
-.PHONY: all build test demo lint bench verify clean
+.PHONY: all build test demo lint bench chaos fuzz verify clean
 
 all: build
 
@@ -26,6 +26,23 @@ BENCHFLAGS ?=
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 	$(GO) run ./cmd/stackd bench $(BENCHFLAGS)
+
+# The crash test with more kills than CI's 30: make chaos KILLS=200
+# (STACKD_CHAOS_SEED=N replays a run).
+KILLS ?= 100
+
+chaos:
+	STACKD_CHAOS_KILLS=$(KILLS) $(GO) test -race -count=1 -timeout 60m -run '^TestChaosKillAndRestart$$' -v ./cmd/stackd/
+
+# Every fuzz target for FUZZTIME each (CI runs only the seed corpora).
+FUZZTIME ?= 10m
+
+fuzz:
+	@for t in $$(grep -rlE '^func Fuzz' --include='*_test.go' . | xargs -n1 dirname | sort -u); do \
+	  for f in $$(grep -hoE '^func Fuzz[A-Za-z0-9_]+' $$t/*_test.go | cut -c6-); do \
+	    echo "== $$t $$f"; $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$t || exit 1; \
+	  done; \
+	done
 
 verify: lint
 	$(GO) mod tidy
