@@ -48,12 +48,12 @@ output "o" { value = rec.x[0].id }`))
 		// Valid definitions must evaluate without panicking.
 		e := New(reg)
 		for _, ss := range d.StackSets {
-			for _, tg := range ss.Targets() {
-				p, pdiags := e.Plan(&Instance{StackSet: ss, StackSetID: "id", Target: tg}, nil)
+			// One target each: the others differ only in target.*.
+			if tgs := ss.Targets(); len(tgs) > 0 {
+				p, pdiags := e.Plan(&Instance{StackSet: ss, StackSetID: "id", Target: tgs[0]}, nil)
 				if !pdiags.HasErrors() && p == nil {
 					t.Fatal("nil plan without errors")
 				}
-				break
 			}
 		}
 	})

@@ -711,17 +711,16 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 		}
 	}
 	order, cycle := g.order()
-	if cycle != nil {
-		for i, n := range cycle {
-			next := cycle[(i+1)%len(cycle)]
-			if w, ok := waitEdges[[2]string{n, next}]; ok {
-				return diags.Append(&hcl.Diagnostic{
-					Severity: hcl.DiagError, Summary: "Wait condition can never complete",
-					Detail: fmt.Sprintf("%s needs %s complete, so it must run after %s, which references %s's handle_url to signal it; but %s depends on %s (cycle: %s). Remove that dependency, or have %s read only handle_url.",
-						n, w, next, w, next, n, cycleString(cycle), n),
-					Subject: ptrRange(ranges[next]),
-				})
-			}
+	// Over a cycle through a wait condition's handle_url, say so.
+	for i, n := range cycle {
+		next := cycle[(i+1)%len(cycle)]
+		if w, ok := waitEdges[[2]string{n, next}]; ok {
+			return diags.Append(&hcl.Diagnostic{
+				Severity: hcl.DiagError, Summary: "Wait condition can never complete",
+				Detail: fmt.Sprintf("%s needs %s complete, so it must run after %s, which references %s's handle_url to signal it; but %s depends on %s (cycle: %s). Remove that dependency, or have %s read only handle_url.",
+					n, w, next, w, next, n, cycleString(cycle), n),
+				Subject: ptrRange(ranges[next]),
+			})
 		}
 	}
 	if cycle != nil {

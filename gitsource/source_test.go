@@ -26,7 +26,7 @@ var definitions = map[string]string{
 
 func TestLocalRepository(t *testing.T) {
 	ctx := testCtx(t)
-	dir, head := newWorkRepo(t, definitions)
+	dir, _ := newWorkRepo(t, definitions)
 	// An executable, and symbolic links to a file and to a directory.
 	writeFiles(t, dir, map[string]string{"bin/run.sh": "#!/bin/sh\n"})
 	if err := os.Chmod(filepath.Join(dir, "bin/run.sh"), 0o755); err != nil {
@@ -39,7 +39,7 @@ func TestLocalRepository(t *testing.T) {
 	}
 	runGit(t, dir, "add", "-A")
 	runGit(t, dir, "commit", "-q", "-m", "Add tools\n\nWith a body.")
-	head = runGit(t, dir, "rev-parse", "HEAD")
+	head := runGit(t, dir, "rev-parse", "HEAD")
 	runGit(t, dir, "branch", "feature/x", "HEAD~1")
 	first := runGit(t, dir, "rev-parse", "HEAD~1")
 

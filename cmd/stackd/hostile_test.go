@@ -9,7 +9,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -644,35 +643,4 @@ func TestHostileWebhooks(t *testing.T) {
 	if err := d.stop(t); err != nil {
 		t.Errorf("stackd run returned %v", err)
 	}
-}
-
-// snapshotNoLinks is snapshot that records symbolic links without
-// following them.
-func snapshotNoLinks(t *testing.T, root string) map[string]fileState {
-	t.Helper()
-	out := map[string]fileState{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		st := fileState{Mode: info.Mode()}
-		if d.Type().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			st.Content, st.ModTime = string(b), info.ModTime()
-		}
-		out[filepath.ToSlash(rel)] = st
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }

@@ -670,7 +670,8 @@ func TestUpdate(t *testing.T) {
 				string(del.ResourceProperties) != `{"size":1}` || del.OldResourceProperties != nil {
 				t.Errorf("cleanup request %+v", del)
 			}
-			if del.RequestID == "req-u" || custom.DeleteOldRequestID("req-u") != custom.DeleteOldRequestID("req-u") {
+			again := custom.DeleteOldRequestID("req-u")
+			if del.RequestID == "req-u" || again != del.RequestID {
 				t.Errorf("cleanup request id %q must differ from the update's and be deterministic", del.RequestID)
 			}
 		})
