@@ -109,6 +109,11 @@ type rolloutRun struct {
 	// prevRev is the revision a rollback re-deploys ("" for a stack set
 	// never deployed: a rollback then deletes what was created).
 	prevRev string
+	// prev is the stack set at prevRev once loaded (prevLoaded): loaded
+	// when the rollout starts, so that a rollback does not depend on the
+	// revision still being readable from Git by then.
+	prev       *engine.StackSet
+	prevLoaded bool
 	// prior are the results an interrupted run of the operation recorded.
 	prior []state.InstanceResult
 	// regionTotal counts the operation's instances per region (the base
@@ -152,6 +157,11 @@ func (o *opRun) runRollout(ctx context.Context, prefs engine.OperationPreference
 		resumed = &p
 		rr.prevRev = p.PreviousRevision
 		rr.prior = slices.Clone(o.op.Results)
+	}
+	if rr.spec.OnFailure == engine.OnFailureRollback {
+		if _, err := rr.previous(ctx); err != nil {
+			o.log.Warn().Str("error", o.redact(err.Error())).Str("previous", rr.prevName()).Msg("the previous revision does not load now; a rollback will try again")
+		}
 	}
 	o.ro = rr
 	o.r.rollouts.Store(o.j.name, rr)
@@ -823,8 +833,8 @@ func (rr *rolloutRun) rollback(ctx context.Context) (restored, failed int, err e
 // previous loads the stack set at the previous revision (nil when there
 // is none: a rollback deletes what the operation created).
 func (rr *rolloutRun) previous(ctx context.Context) (*engine.StackSet, error) {
-	if rr.prevRev == "" {
-		return nil, nil
+	if rr.prevRev == "" || rr.prevLoaded {
+		return rr.prev, nil
 	}
 	o := rr.o
 	fsys, err := o.r.opts.Source.Tree(ctx, rr.prevRev)
@@ -839,6 +849,7 @@ func (rr *rolloutRun) previous(ctx context.Context) (*engine.StackSet, error) {
 	if ss == nil {
 		return nil, fmt.Errorf("revision %s has no stack set %q", short(rr.prevRev), o.j.name)
 	}
+	rr.prev, rr.prevLoaded = ss, true
 	return ss, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -858,5 +859,53 @@ func TestRolloutResumesHolding(t *testing.T) {
 	}
 	if diff := cmp.Diff([]int{2, 2, 1}, batchSizesOf(op)); diff != "" {
 		t.Errorf("batches across the restart (-want +got):\n%s", diff)
+	}
+}
+
+// The previous revision is loaded when a rollout that may roll back
+// starts: a commit that is gone from the repository by the time a batch
+// fails (a force-push, then a re-cloned cache or a gc) is still rolled
+// back to.
+func TestRolloutRollbackOutlivesThePreviousCommit(t *testing.T) {
+	c := newCtl()
+	clock := newFakeClock(true)
+	hs := newHealthServer(t)
+	regions := fourRegions[:2]
+	accounts := accountIDs(1)
+	rollout := "batch_size = 1\non_failure = \"rollback\"\n" + hs.healthBlock("")
+	h, rev1 := newRolloutHarness(t, c, clock, map[string]string{"web.hcl": rolloutHCL("web", "v1", regions, accounts, "", rollout)})
+	if op := reconcileOp(t, h, "web"); op.Status != state.OperationSucceeded {
+		t.Fatalf("first operation %s (%s), want SUCCEEDED", op.Status, op.Reason)
+	}
+
+	hs.set(regions[1], http.StatusServiceUnavailable)
+	commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v2", regions, accounts, "", rollout)}, "v2")
+	c.gate("web")
+	wait := background(t, h)
+	c.waitFor(t, "batch 1 in flight", func() bool { return len(c.blockedIn("web", regions[0])) == 1 })
+	// rev1's commit disappears from the repository.
+	obj := filepath.Join(h.repo, ".git", "objects", rev1[:2], rev1[2:])
+	if err := os.Remove(obj); err != nil {
+		t.Fatalf("remove the commit object (it should be loose): %v", err)
+	}
+	if err := exec.Command("git", "-C", h.repo, "cat-file", "-e", rev1).Run(); err == nil {
+		t.Fatalf("commit %s is still in the repository", rev1[:7])
+	}
+	c.open("web")
+
+	res := wait()
+	if len(res.Operations) != 1 {
+		t.Fatalf("operations %+v", res.Operations)
+	}
+	op := res.Operations[0]
+	if op.Status != state.OperationRolledBack || !strings.Contains(op.Reason, "batch 2 of 2 failed its health check") || !strings.Contains(op.Reason, "rolled back 2 instances to "+rev1[:7]) {
+		t.Fatalf("operation %s (%s), want ROLLED_BACK after batch 2, 2 instances back at %s", op.Status, op.Reason, rev1[:7])
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, tag := range c.world {
+		if tag != "v1" {
+			t.Errorf("%s is at %s after the rollback, want v1", k, tag)
+		}
 	}
 }
