@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path"
@@ -120,8 +120,14 @@ func runDemo(ctx context.Context, w io.Writer, dir string) error {
 
 	// A stand-in for the service each instance runs, for the rollout's
 	// health checks: it answers for the image deployed to that instance.
-	health := httptest.NewServer(demoHealth(cfg.targetsRoot))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	health := &http.Server{Handler: demoHealth(cfg.targetsRoot), ReadHeaderTimeout: 5 * time.Second}
+	go health.Serve(ln)
 	defer health.Close()
+	healthURL := "http://" + ln.Addr().String()
 
 	d.title("A second commit: a new image, a third replica, and a canary rollout")
 	web := filepath.Join(repoDir, "web.hcl")
@@ -130,7 +136,7 @@ func runDemo(ctx context.Context, w io.Writer, dir string) error {
 		return err
 	}
 	changed := strings.Replace(strings.Replace(string(src), `"nginx:1.25"`, `"nginx:1.27"`, 1), "replicas = 2", "replicas = 3", 1)
-	rollout := fmt.Sprintf(demoRollout, health.URL)
+	rollout := fmt.Sprintf(demoRollout, healthURL)
 	changed = strings.TrimSuffix(strings.TrimSpace(changed), "}") + "\n" + rollout + "}\n"
 	if err := os.WriteFile(web, []byte(changed), 0o644); err != nil {
 		return err
@@ -139,7 +145,7 @@ func runDemo(ctx context.Context, w io.Writer, dir string) error {
 		return err
 	}
 	fmt.Fprintf(w, "web.hcl: image = \"nginx:1.27\", replicas = 3, and\n\n%s\n", indent(rollout, "  "))
-	fmt.Fprintf(w, "The health check is answered by a stand-in service on %s\n(healthy unless the instance runs nginx:1.28-rc).\n", health.URL)
+	fmt.Fprintf(w, "The health check is answered by a stand-in service on %s\n(healthy unless the instance runs nginx:1.28-rc).\n", healthURL)
 
 	d.title("stackd plan: the Modify change set")
 	if err := d.plan(ctx, a); err != nil {
