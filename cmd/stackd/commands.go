@@ -296,14 +296,16 @@ func reportResult(w io.Writer, res *reconciler.Result) error {
 			rolled = fmt.Sprintf(", %d rolled back", back)
 		}
 		fmt.Fprintf(w, "%s %s %s %s (%d/%d instances%s)\n", op.StackSet, op.Kind, short(op.Revision), op.Status, ok, len(op.Results), rolled)
+		var lines []instanceLine
 		for _, r := range op.Results {
 			switch {
 			case r.RolledBack:
-				fmt.Fprintf(w, "  %s/%s rolled back to the previous revision\n", r.Region, r.Account)
+				lines = append(lines, instanceLine{r.Region + "/" + r.Account, "rolled back to the previous revision", ""})
 			case r.Status != state.InstanceOperationComplete:
-				fmt.Fprintf(w, "  %s/%s %s %s\n", r.Region, r.Account, r.Status, r.Reason)
+				lines = append(lines, instanceLine{r.Region + "/" + r.Account, r.Status, r.Reason})
 			}
 		}
+		printInstanceLines(w, lines)
 	}
 	if res.Failed() {
 		return exitError{1}
@@ -509,8 +511,12 @@ func printStatus(w io.Writer, st *state.Store, only []string, asJSON bool) error
 			fmt.Fprintf(w, "  %-22s %d\n", k, byStatus[k])
 		}
 		if op := d.LastOperation; op != nil {
-			fmt.Fprintf(w, "  last operation: %s %s at %s (%d/%d succeeded, %d failed, %d cancelled)\n",
-				op.Kind, op.Status, short(op.Revision), op.Counts.Succeeded, op.Counts.Total, op.Counts.Failed, op.Counts.Cancelled)
+			rolled := ""
+			if op.Counts.RolledBack > 0 {
+				rolled = fmt.Sprintf(", %d rolled back", op.Counts.RolledBack)
+			}
+			fmt.Fprintf(w, "  last operation: %s %s at %s (%d/%d succeeded, %d failed, %d cancelled%s)\n",
+				op.Kind, op.Status, short(op.Revision), op.Counts.Succeeded, op.Counts.Total, op.Counts.Failed, op.Counts.Cancelled, rolled)
 			if ro := op.Rollout; ro != nil {
 				if op.Status == state.OperationRunning {
 					fmt.Fprintf(w, "  rollout: %s, batch %d of %d (%s)\n", ro.Pattern, ro.Batch, ro.Batches, ro.Phase)
@@ -522,13 +528,56 @@ func printStatus(w io.Writer, st *state.Store, only []string, asJSON bool) error
 				fmt.Fprintf(w, "  reason: %s\n", op.Reason)
 			}
 		}
+		var lines []instanceLine
 		for _, in := range d.Instances {
 			if in.Status != state.InstanceOperationComplete {
-				fmt.Fprintf(w, "  %s/%s %s %s\n", in.Region, in.Account, in.Status, in.Reason)
+				lines = append(lines, instanceLine{in.Region + "/" + in.Account, in.Status, in.Reason})
 			}
 		}
+		printInstanceLines(w, lines)
 	}
 	return nil
+}
+
+// instanceLine is an instance worth a line: its status and why.
+type instanceLine struct{ target, status, reason string }
+
+// maxListed bounds the instances listed for one status and reason.
+const maxListed = 12
+
+// printInstanceLines prints one line per instance, except that instances
+// sharing a status and reason (the 995 instances a stopped rollout
+// cancelled) are printed once, with their count and the first few.
+func printInstanceLines(w io.Writer, lines []instanceLine) {
+	type group struct {
+		instanceLine
+		targets []string
+	}
+	var groups []*group
+	byKey := map[[2]string]*group{}
+	for _, l := range lines {
+		k := [2]string{l.status, l.reason}
+		g := byKey[k]
+		if g == nil {
+			g = &group{instanceLine: l}
+			byKey[k] = g
+			groups = append(groups, g)
+		}
+		g.targets = append(g.targets, l.target)
+	}
+	for _, g := range groups {
+		what := strings.TrimSpace(g.status + " " + g.reason)
+		if len(g.targets) == 1 {
+			fmt.Fprintf(w, "  %s %s\n", g.targets[0], what)
+			continue
+		}
+		shown := g.targets[:min(len(g.targets), maxListed)]
+		more := ""
+		if n := len(g.targets) - len(shown); n > 0 {
+			more = fmt.Sprintf(" and %d more", n)
+		}
+		fmt.Fprintf(w, "  %d instances %s\n    %s%s\n", len(g.targets), what, strings.Join(shown, ", "), more)
+	}
 }
 
 func newStateCommand() *cobra.Command {
