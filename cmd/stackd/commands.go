@@ -313,6 +313,14 @@ func reportResult(w io.Writer, res *reconciler.Result) error {
 	return nil
 }
 
+// plural is "1 stack set", "2 stack sets".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 func short(rev string) string {
 	if len(rev) > 7 {
 		return rev[:7]
@@ -438,7 +446,7 @@ func newValidateCommand() *cobra.Command {
 			for _, ss := range defs.StackSets {
 				n += len(ss.Targets())
 			}
-			fmt.Fprintf(out, "%s is valid: %d stack sets, %d instances.\n", args[0], len(defs.StackSets), n)
+			fmt.Fprintf(out, "%s is valid: %s, %s.\n", args[0], plural(len(defs.StackSets), "stack set"), plural(n, "instance"))
 			return nil
 		},
 	}

@@ -719,7 +719,7 @@ func TestValidate(t *testing.T) {
 		wantCode int
 		wantOut  string
 	}{
-		{name: "quickstart", wantCode: 0, wantOut: "1 stack sets, 6 instances"},
+		{name: "quickstart", wantCode: 0, wantOut: "is valid: 1 stack set, 6 instances."},
 		{
 			name: "syntax error", old: `description = "frontend configuration"`, new: `description = = "frontend configuration"`,
 			mark: "= =", wantCode: 1, wantOut: "does not validate",
