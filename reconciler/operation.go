@@ -495,9 +495,9 @@ func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
 	op.Status = state.OperationSucceeded
 	if cancelled > 0 || failed > 0 && o.exceeded(failed) {
 		op.Status = state.OperationFailed
-		op.Reason = fmt.Sprintf("%d instances failed, %d cancelled: failure tolerance exceeded", failed, cancelled)
+		op.Reason = fmt.Sprintf("%s failed, %d cancelled: failure tolerance exceeded", plural(failed, "instance"), cancelled)
 	} else if failed > 0 {
-		op.Reason = fmt.Sprintf("%d instances failed within the failure tolerance", failed)
+		op.Reason = fmt.Sprintf("%s failed within the failure tolerance", plural(failed, "instance"))
 	}
 	// A rollout that stopped says why (which batch, what failed, what the
 	// rollback did).

@@ -369,7 +369,7 @@ func (rr *rolloutRun) runBatch(ctx context.Context, n int, batch []*work) error 
 	interrupted := func() bool { return ctx.Err() != nil || o.r.isStopping() }
 	total := o.op.Rollout.Batches
 	exceeded := func(region string, failed, tolerance int) error {
-		return &batchFailure{batch: n, reason: fmt.Sprintf("batch %d of %d failed: failure tolerance exceeded in region %s (%d instances failed, tolerance %d)%s", n, total, region, failed, tolerance, o.firstFailure(byRegion[region]))}
+		return &batchFailure{batch: n, reason: fmt.Sprintf("batch %d of %d failed: failure tolerance exceeded in region %s (%s failed, tolerance %d)%s", n, total, region, plural(failed, "instance"), tolerance, o.firstFailure(byRegion[region]))}
 	}
 	// An abort lets the instances in flight finish and starts no other.
 	abortedDuring := func() error {
@@ -495,7 +495,7 @@ func (rr *rolloutRun) gate(ctx context.Context, n int, done []engine.Target) err
 	}
 	reason := fmt.Sprintf("batch %d of %d failed its health check: %s", n, total, bad[0])
 	if len(bad) > 1 {
-		reason += fmt.Sprintf(" (and %d more instances)", len(bad)-1)
+		reason += fmt.Sprintf(" (and %s more)", plural(len(bad)-1, "instance"))
 	}
 	return &batchFailure{batch: n, reason: o.redact(reason)}
 }
@@ -748,10 +748,10 @@ func (rr *rolloutRun) fail(ctx context.Context, bf *batchFailure) {
 			rr.reason += fmt.Sprintf("; rollback to %s failed: %v", rr.prevName(), err)
 		case failed > 0:
 			rr.outcome = state.OperationRollbackFailed
-			rr.reason += fmt.Sprintf("; rollback to %s failed for %d of %d instances", rr.prevName(), failed, restored+failed)
+			rr.reason += fmt.Sprintf("; rollback to %s failed for %d of %s", rr.prevName(), failed, plural(restored+failed, "instance"))
 		default:
 			rr.outcome = state.OperationRolledBack
-			rr.reason += fmt.Sprintf("; rolled back %d instances to %s", restored, rr.prevName())
+			rr.reason += fmt.Sprintf("; rolled back %s to %s", plural(restored, "instance"), rr.prevName())
 		}
 	case bf.aborted:
 		rr.outcome = state.OperationStopped

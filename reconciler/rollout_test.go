@@ -572,7 +572,7 @@ func TestRolloutFailureTolerance(t *testing.T) {
 		status    string
 		reason    string
 	}{
-		{"within tolerance", []int{1}, "rollback", state.OperationSucceeded, "1 instances failed within the failure tolerance"},
+		{"within tolerance", []int{1}, "rollback", state.OperationSucceeded, "1 instance failed within the failure tolerance"},
 		// STRICT mode runs batch 3 one at a time once a failure is counted:
 		// account 4 fails, account 5 never starts; 5 instances changed.
 		{"exceeded, rollback", []int{1, 4}, "rollback", state.OperationRolledBack, "batch 3 of 4 failed: failure tolerance exceeded in region eu-west-1 (2 instances failed, tolerance 1); first failure eu-west-1/100000000004: Apply failed; ctl.unit: ctl: injected failure for eu-west-1/100000000004; rolled back 5 instances"},

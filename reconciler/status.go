@@ -262,3 +262,11 @@ func (r *Reconciler) writeIndex(ctx context.Context, rev, deployed string, diags
 func ctyJSON(v cty.Value) (json.RawMessage, error) {
 	return ctyjson.Marshal(v, v.Type())
 }
+
+// plural is "1 instance", "2 instances".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
