@@ -210,6 +210,9 @@ func mdHead(cs *StackSetChangeSet, opts MarkdownOptions) string {
 	fmt.Fprintf(&b, "| to update | %d | `~` to change | %d |\n", s.InstancesToUpdate, s.ResourcesToModify)
 	fmt.Fprintf(&b, "| to delete | %d | `-/+` to replace | %d |\n", s.InstancesToDelete, s.ResourcesToReplace)
 	fmt.Fprintf(&b, "| unchanged | %d | `-` to destroy | %d |\n\n", s.InstancesUnchanged, s.ResourcesToRemove)
+	if cs.Rollout != nil {
+		fmt.Fprintf(&b, "**Rollout:** %s.\n\n", cs.Rollout)
+	}
 	return b.String()
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -281,6 +282,44 @@ func TestBatchSizesInvariant(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+func TestRolloutPlanInChangeSets(t *testing.T) {
+	for _, tc := range []struct {
+		r    Rollout
+		want string
+	}{
+		{Rollout{Pattern: PatternCanary, BatchSize: 1, GrowthFactor: 2, OnFailure: OnFailureRollback, HealthCheck: &HealthCheck{}},
+			"canary in 3 batches (1, 2, 3), each health-checked, on failure rollback"},
+		{Rollout{Pattern: PatternRolling, BatchSize: 6, GrowthFactor: 1, OnFailure: OnFailureStop, Pause: 30 * time.Second},
+			"rolling in 1 batch (6), pause 30s, on failure stop"},
+		{Rollout{Pattern: PatternRolling, BatchSize: 4, GrowthFactor: 1, OnFailure: OnFailureStop, UntilPromoted: true},
+			"rolling in 2 batches (4, 2), each held until stackd promote, on failure stop"},
+	} {
+		p := tc.r.PlanRollout(make([]bool, 6), 0)
+		if got := p.String(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.r, got, tc.want)
+		}
+		cs := &StackSetChangeSet{StackSetName: "web", Revision: "0123456789", Action: InstanceUpdate, Rollout: p}
+		var text, md strings.Builder
+		if err := RenderText(&text, cs, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := RenderMarkdown(&md, cs, MarkdownOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(text.String(), "\nRollout: "+tc.want+".\n") || !strings.Contains(md.String(), "**Rollout:** "+tc.want+".") {
+			t.Errorf("the change set does not show the rollout:\n%s\n%s", text.String(), md.String())
+		}
+		b, err := json.Marshal(cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back StackSetChangeSet
+		if err := json.Unmarshal(b, &back); err != nil || back.Rollout == nil || !slices.Equal(back.Rollout.Batches, p.Batches) {
+			t.Errorf("JSON round trip of %s: %+v %v", b, back.Rollout, err)
 		}
 	}
 }

@@ -725,7 +725,43 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 		j.kind = KindDeleteStackInstances
 		j.changeSet.Action = engine.InstanceUpdate
 	}
+	if keep && ss != nil && ss.Rollout != nil {
+		plan, err := r.rolloutPlan(j)
+		if err != nil {
+			return diags, err
+		}
+		j.changeSet.Rollout = plan
+	}
 	return diags, nil
+}
+
+// rolloutPlan is how the job's instances to create or update will roll out
+// (nil when there are none), as runRollout will batch them.
+func (r *Reconciler) rolloutPlan(j *job) (*engine.RolloutPlan, error) {
+	var inService []bool
+	touched := map[engine.Target]bool{}
+	for _, w := range j.works {
+		touched[w.target] = true
+		if w.action == engine.InstanceCreate || w.action == engine.InstanceUpdate {
+			inService = append(inService, w.inService)
+		}
+	}
+	if len(inService) == 0 {
+		return nil, nil
+	}
+	untouched := 0
+	if j.recorded != nil {
+		ins, err := r.opts.Store.Instances(j.recorded.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range ins {
+			if !touched[engine.Target{Region: in.Region, Account: in.Account}] && in.Status == state.InstanceOperationComplete {
+				untouched++
+			}
+		}
+	}
+	return j.desired.Rollout.PlanRollout(inService, untouched), nil
 }
 
 // resources reads an instance's recorded resources in the engine's form.

@@ -370,6 +370,21 @@ func TestRolloutBatchSizes(t *testing.T) {
 			clock := newFakeClock(true)
 			accounts := accountIDs(tc.accounts)
 			h, _ := newRolloutHarness(t, c, clock, map[string]string{"web.hcl": rolloutHCL("web", "v1", tc.regions, accounts, "", tc.rollout)})
+			// The change set shows the batches the operation then runs.
+			planned := func(want []int) {
+				t.Helper()
+				res, err := h.rec.Plan(context.Background(), "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(res.ChangeSets) != 1 || res.ChangeSets[0].Rollout == nil {
+					t.Fatalf("plan %+v has no rollout", res)
+				}
+				if diff := cmp.Diff(want, res.ChangeSets[0].Rollout.Batches); diff != "" {
+					t.Errorf("planned batches (-want +got):\n%s", diff)
+				}
+			}
+			planned(tc.create)
 			op := reconcileOp(t, h, "web")
 			if op.Status != state.OperationSucceeded {
 				t.Fatalf("create operation %s (%s), want SUCCEEDED", op.Status, op.Reason)
@@ -394,6 +409,7 @@ func TestRolloutBatchSizes(t *testing.T) {
 			}
 
 			commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v2", tc.regions, accounts, "", tc.rollout)}, "v2")
+			planned(tc.update)
 			op = reconcileOp(t, h, "web")
 			if op.Status != state.OperationSucceeded {
 				t.Fatalf("update operation %s (%s), want SUCCEEDED", op.Status, op.Reason)

@@ -760,6 +760,7 @@ func TestDemo(t *testing.T) {
 		"~ file.config",
 		"Status commit",
 		"stackd: web CreateStackInstances",
+		"Rollout: canary in 3 batches (1, 2, 3), each health-checked, on failure rollback.",
 		"sizes=[1,2,3]",
 		"rollout batch passed its gate batch=3 batches=3",
 		"web DeployStackSet",
