@@ -68,7 +68,7 @@ func (p *RolloutPlan) String() string {
 	switch p.Pause {
 	case "":
 	case "until_promoted":
-		s += ", each held until stackd promote"
+		s += ", held between batches until stackd promote"
 	default:
 		s += ", pause " + p.Pause
 	}

@@ -296,7 +296,7 @@ func TestRolloutPlanInChangeSets(t *testing.T) {
 		{Rollout{Pattern: PatternRolling, BatchSize: 6, GrowthFactor: 1, OnFailure: OnFailureStop, Pause: 30 * time.Second},
 			"rolling in 1 batch (6), pause 30s, on failure stop"},
 		{Rollout{Pattern: PatternRolling, BatchSize: 4, GrowthFactor: 1, OnFailure: OnFailureStop, UntilPromoted: true},
-			"rolling in 2 batches (4, 2), each held until stackd promote, on failure stop"},
+			"rolling in 2 batches (4, 2), held between batches until stackd promote, on failure stop"},
 	} {
 		p := tc.r.PlanRollout(make([]bool, 6), 0)
 		if got := p.String(); got != tc.want {
