@@ -212,9 +212,6 @@ func (r *Reconciler) Reconcile(ctx context.Context) (*Result, error) {
 	return res, p.wait(res, ctx)
 }
 
-// start does the synchronous part of a pass: fetch, validate and plan the
-// head, and dispatch its operations to the stack sets' runners. The
-// returned pass (nil when nothing was dispatched) completes when they end.
 // gitContext is ctx, also ended by a stop: a fetch or push to a stalled
 // remote must not hold up the shutdown (it would until --git-timeout),
 // while provider calls in flight get the grace period.
@@ -261,6 +258,9 @@ func (r *Reconciler) stopBounded(ctx context.Context, grace time.Duration) (cont
 	return gctx, cancel
 }
 
+// start does the synchronous part of a pass: fetch, validate and plan the
+// head, and dispatch its operations to the stack sets' runners. The
+// returned pass (nil when nothing was dispatched) completes when they end.
 func (r *Reconciler) start(ctx context.Context) (*Result, *pass, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -739,9 +739,7 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 // (nil when there are none), as runRollout will batch them.
 func (r *Reconciler) rolloutPlan(j *job) (*engine.RolloutPlan, error) {
 	var inService []bool
-	touched := map[engine.Target]bool{}
 	for _, w := range j.works {
-		touched[w.target] = true
 		if w.action == engine.InstanceCreate || w.action == engine.InstanceUpdate {
 			inService = append(inService, w.inService)
 		}
@@ -749,17 +747,9 @@ func (r *Reconciler) rolloutPlan(j *job) (*engine.RolloutPlan, error) {
 	if len(inService) == 0 {
 		return nil, nil
 	}
-	untouched := 0
-	if j.recorded != nil {
-		ins, err := r.opts.Store.Instances(j.recorded.ID)
-		if err != nil {
-			return nil, err
-		}
-		for _, in := range ins {
-			if !touched[engine.Target{Region: in.Region, Account: in.Account}] && in.Status == state.InstanceOperationComplete {
-				untouched++
-			}
-		}
+	untouched, err := r.untouchedInService(j)
+	if err != nil {
+		return nil, err
 	}
 	return j.desired.Rollout.PlanRollout(inService, untouched), nil
 }

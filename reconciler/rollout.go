@@ -179,7 +179,7 @@ func (o *opRun) runRollout(ctx context.Context, prefs engine.OperationPreference
 			deploy = append(deploy, w)
 		}
 	}
-	untouched, err := o.untouchedInService()
+	untouched, err := o.r.untouchedInService(o.j)
 	if err != nil {
 		o.log.Warn().Err(err).Msg("cannot count the instances in service; counting none")
 	}
@@ -255,15 +255,18 @@ func sizes(batches [][]*work) []int {
 	return out
 }
 
-// untouchedInService counts the stack set's instances the operation does
-// not touch whose last operation completed.
-func (o *opRun) untouchedInService() (int, error) {
-	ins, err := o.r.opts.Store.Instances(o.j.recorded.ID)
+// untouchedInService counts the stack set's instances the job does not
+// touch whose last operation completed (min_in_service counts them).
+func (r *Reconciler) untouchedInService(j *job) (int, error) {
+	if j.recorded == nil {
+		return 0, nil
+	}
+	ins, err := r.opts.Store.Instances(j.recorded.ID)
 	if err != nil {
 		return 0, err
 	}
 	touched := map[engine.Target]bool{}
-	for _, w := range o.j.works {
+	for _, w := range j.works {
 		touched[w.target] = true
 	}
 	n := 0
