@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -351,6 +352,56 @@ func (h *HealthCheck) URLFor(ss *StackSet, stackSetID string, t Target, outputs 
 		return "", fmt.Errorf("health_check url %q is not an http:// or https:// URL", u)
 	}
 	return u, nil
+}
+
+// RolloutPlan is how an operation's instances will roll out: a reviewer
+// sees the batches before the change merges.
+type RolloutPlan struct {
+	Pattern string `json:"Pattern"`
+	// Batches are the batch sizes, in order (region then account).
+	Batches []int `json:"Batches"`
+	// Pause is a duration ("30s"), "until_promoted", or empty.
+	Pause       string `json:"Pause,omitempty"`
+	HealthCheck bool   `json:"HealthCheck"`
+	OnFailure   string `json:"OnFailure"`
+}
+
+// PlanRollout is the rollout plan of r over the instances an operation
+// deploys (see BatchSizes for inService and untouched).
+func (r *Rollout) PlanRollout(inService []bool, untouched int) *RolloutPlan {
+	p := &RolloutPlan{Pattern: r.Pattern, Batches: r.BatchSizes(inService, untouched), HealthCheck: r.HealthCheck != nil, OnFailure: r.OnFailure}
+	switch {
+	case r.UntilPromoted:
+		p.Pause = "until_promoted"
+	case r.Pause > 0:
+		p.Pause = r.Pause.String()
+	}
+	return p
+}
+
+// String is the plan in a sentence: "canary in 3 batches (1, 2, 3),
+// health-checked, pause 30s, on failure rollback".
+func (p *RolloutPlan) String() string {
+	sizes := make([]string, len(p.Batches))
+	for i, n := range p.Batches {
+		sizes[i] = strconv.Itoa(n)
+	}
+	batches := "1 batch"
+	if len(p.Batches) != 1 {
+		batches = fmt.Sprintf("%d batches", len(p.Batches))
+	}
+	s := fmt.Sprintf("%s in %s (%s)", p.Pattern, batches, strings.Join(sizes, ", "))
+	if p.HealthCheck {
+		s += ", each health-checked"
+	}
+	switch p.Pause {
+	case "":
+	case "until_promoted":
+		s += ", held between batches until stackd promote"
+	default:
+		s += ", pause " + p.Pause
+	}
+	return s + ", on failure " + p.OnFailure
 }
 
 // BatchSizes splits the instances of an operation into batches, in order.

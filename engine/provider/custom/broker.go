@@ -161,7 +161,7 @@ func (b *Broker) Deliver(token string, body []byte, contentType string) error {
 		return refuse(http.StatusUnauthorized, CodeInvalidSignature, "The response URL's signature does not verify.")
 	case errors.Is(err, errTokenExpired):
 		return refuse(http.StatusGone, CodeExpired, "The response URL expired at %s.", claims.Expires.UTC().Format(time.RFC3339))
-	case errors.Is(err, errTokenMalformed), err != nil:
+	case err != nil: // malformed
 		return refuse(http.StatusNotFound, CodeUnknownToken, "The response URL is not one stackd issued.")
 	}
 	resp, derr := parseResponse(body)

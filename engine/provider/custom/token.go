@@ -12,7 +12,6 @@ const tokenDomain = "stackd/v1/responses\x00"
 
 // Token verification failures; Deliver turns them into a *DeliveryError.
 var (
-	errTokenMalformed = presign.ErrMalformed
 	errTokenSignature = presign.ErrSignature
 	errTokenExpired   = presign.ErrExpired
 )
@@ -36,7 +35,7 @@ func signToken(key []byte, c tokenClaims) (string, error) {
 	})
 }
 
-// verifyToken returns errTokenMalformed, errTokenSignature or errTokenExpired.
+// verifyToken returns presign.ErrMalformed, errTokenSignature or errTokenExpired.
 func verifyToken(key []byte, token string, now time.Time) (tokenClaims, error) {
 	c, err := presign.Verify(key, tokenDomain, token, now)
 	return tokenClaims{
