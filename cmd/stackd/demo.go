@@ -131,17 +131,11 @@ func runDemo(ctx context.Context, w io.Writer, dir string) error {
 
 	d.title("A second commit: a new image, a third replica, and a canary rollout")
 	web := filepath.Join(repoDir, "web.hcl")
-	src, err := os.ReadFile(web)
-	if err != nil {
-		return err
-	}
-	changed := strings.Replace(strings.Replace(string(src), `"nginx:1.25"`, `"nginx:1.27"`, 1), "replicas = 2", "replicas = 3", 1)
 	rollout := fmt.Sprintf(demoRollout, healthURL)
-	changed = strings.TrimSuffix(strings.TrimSpace(changed), "}") + "\n" + rollout + "}\n"
-	if err := os.WriteFile(web, []byte(changed), 0o644); err != nil {
-		return err
-	}
-	if err := commitAll(repo, "web: nginx 1.27, three replicas, canary rollout"); err != nil {
+	if err := commitEdit(repo, web, "web: nginx 1.27, three replicas, canary rollout", func(src string) string {
+		src = strings.Replace(strings.Replace(src, `"nginx:1.25"`, `"nginx:1.27"`, 1), "replicas = 2", "replicas = 3", 1)
+		return strings.TrimSuffix(strings.TrimSpace(src), "}") + "\n" + rollout + "}\n"
+	}); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "web.hcl: image = \"nginx:1.27\", replicas = 3, and\n\n%s\n", indent(rollout, "  "))
@@ -171,14 +165,9 @@ func runDemo(ctx context.Context, w io.Writer, dir string) error {
 	if err := wt.Checkout(&git.CheckoutOptions{Branch: branch, Create: true}); err != nil {
 		return err
 	}
-	src, err = os.ReadFile(web)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(web, []byte(strings.Replace(string(src), "replicas = 3", "replicas = 5", 1)), 0o644); err != nil {
-		return err
-	}
-	if err := commitAll(repo, "web: five replicas"); err != nil {
+	if err := commitEdit(repo, web, "web: five replicas", func(src string) string {
+		return strings.Replace(src, "replicas = 3", "replicas = 5", 1)
+	}); err != nil {
 		return err
 	}
 	if err := wt.Checkout(&git.CheckoutOptions{Branch: plumbing.NewBranchReferenceName("main")}); err != nil {
@@ -211,14 +200,9 @@ func runDemo(ctx context.Context, w io.Writer, dir string) error {
 	}
 
 	d.title("A bad commit: nginx:1.28-rc fails its health check in the canary batch")
-	src, err = os.ReadFile(web)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(web, []byte(strings.Replace(string(src), `"nginx:1.27"`, `"nginx:1.28-rc"`, 1)), 0o644); err != nil {
-		return err
-	}
-	if err := commitAll(repo, "web: nginx 1.28-rc"); err != nil {
+	if err := commitEdit(repo, web, "web: nginx 1.28-rc", func(src string) string {
+		return strings.Replace(src, `"nginx:1.27"`, `"nginx:1.28-rc"`, 1)
+	}); err != nil {
 		return err
 	}
 	fmt.Fprintln(w, `web.hcl: image = "nginx:1.28-rc"`)
@@ -422,6 +406,18 @@ func initRepo(dir string) (*git.Repository, error) {
 		return nil, err
 	}
 	return repo, nil
+}
+
+// commitEdit rewrites a file of the work tree with edit and commits it.
+func commitEdit(repo *git.Repository, file, msg string, edit func(string) string) error {
+	src, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(file, []byte(edit(string(src))), 0o644); err != nil {
+		return err
+	}
+	return commitAll(repo, msg)
 }
 
 func commitAll(repo *git.Repository, msg string) error {
