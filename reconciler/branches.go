@@ -41,13 +41,18 @@ func ChangeSetPath(branch, stackSet, ext string) string {
 // last planned, against the current state, and writes its change sets —
 // or its diagnostics — to the status branch: one commit per planned head.
 // Change sets of branches that no longer exist are removed.
+//
+// Branches are untrusted: each is planned under Options.PlanBudget without
+// the state's sensitive values, and a panic or an exhausted budget is that
+// branch's diagnostic. PlanBranches never takes the lock the deploy
+// branch's reconcile holds, so Run calls it from a worker of its own.
 func (r *Reconciler) PlanBranches(ctx context.Context) error {
 	lister, ok := r.opts.Source.(BranchLister)
 	if !ok {
 		return nil
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.branchMu.Lock()
+	defer r.branchMu.Unlock()
 	defer r.reportGitFaults()
 	ctx, cancel := r.gitContext(ctx)
 	defer cancel()
@@ -115,7 +120,7 @@ func WriteDiagnosticsMarkdown(w io.Writer, revision string, diags []engine.Diagn
 }
 
 func (r *Reconciler) planBranch(ctx context.Context, branch, head string) error {
-	res, err := r.planRevision(ctx, head)
+	res, err := r.planBudgeted(ctx, head, true)
 	if err != nil {
 		return err
 	}

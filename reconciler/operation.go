@@ -534,6 +534,7 @@ func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
 		}
 	}
 	o.r.opts.Metrics.OperationFinished(op.Kind, op.Status)
+	o.r.stateGen.Add(1)
 	o.event("", "", "", op.Status, op.Reason)
 	o.log.Info().Str("status", op.Status).Int("instances", len(op.Results)).Int("failed", failed).Int("cancelled", cancelled).
 		Dur("duration", op.Ended.Sub(op.Started)).Msg("operation finished")

@@ -69,7 +69,18 @@ type Options struct {
 	// keeps no idle connections). Each request gets the health check's
 	// timeout through its context.
 	HealthClient *http.Client
+	// PlanBudget bounds the time planning one untrusted ref may take (a
+	// pull-request branch, or a ref other than the deploy branch's head
+	// asked for through Plan); default DefaultPlanBudget. A plan over its
+	// budget ends with a diagnostic saying so.
+	PlanBudget time.Duration
 }
+
+// DefaultPlanBudget is the default Options.PlanBudget: a fleet of 10,000
+// instances of a 10-resource template plans in about 5 s on two cores, so
+// 60 s leaves room for honest work while a hostile branch is stopped long
+// before it matters.
+const DefaultPlanBudget = 60 * time.Second
 
 // Metrics is what the reconciler reports to monitoring.
 type Metrics interface {
@@ -126,6 +137,9 @@ func (o *Options) Validate() error {
 	if o.Clock == nil {
 		o.Clock = realClock{}
 	}
+	if o.PlanBudget <= 0 {
+		o.PlanBudget = DefaultPlanBudget
+	}
 	if o.HealthClient == nil {
 		o.HealthClient = defaultHealthClient
 	}
@@ -133,10 +147,25 @@ func (o *Options) Validate() error {
 }
 
 // Reconciler turns commits into operations. Reconcile passes are serialized.
+//
+// Planning untrusted refs (pull-request branches, Plan of any other ref)
+// never takes mu: a branch that is slow or hostile to plan cannot hold up
+// the deploy branch. PlanBranches passes are serialized by branchMu, Plan
+// calls by planSem, and both share the cache of finished plans.
 type Reconciler struct {
 	opts Options
 	log  zerolog.Logger
-	mu   sync.Mutex
+	// mu serializes reconcile passes of the deploy branch.
+	mu sync.Mutex
+	// branchMu serializes PlanBranches passes.
+	branchMu sync.Mutex
+	// planSem bounds the Plan calls that plan at the same time.
+	planSem chan struct{}
+	// plans caches finished plans (see planCache).
+	plans planCache
+	// stateGen counts the operations that finished: a cached plan made
+	// before the state changed is not reused.
+	stateGen atomic.Int64
 	// stopping is closed when Run's context ends: no new instance starts.
 	stopping <-chan struct{}
 	healthMu sync.Mutex
@@ -170,7 +199,10 @@ func New(opts Options) (*Reconciler, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	return &Reconciler{opts: opts, log: opts.Log, runners: map[string]*runner{}, inflight: make(chan struct{}, opts.MaxInFlight)}, nil
+	return &Reconciler{
+		opts: opts, log: opts.Log, runners: map[string]*runner{},
+		inflight: make(chan struct{}, opts.MaxInFlight), planSem: make(chan struct{}, 1),
+	}, nil
 }
 
 // Result summarises one reconcile pass.
@@ -360,10 +392,14 @@ func (r *Reconciler) unfinished() ([]state.Operation, error) {
 
 // job is the work of one stack set at one revision.
 type job struct {
-	name     string
-	rev      string
-	desired  *engine.StackSet // nil: the block was removed (DeleteStackSet)
-	recorded *state.StackSet  // nil: new stack set
+	name string
+	rev  string
+	// untrusted is set when rev is not the deploy branch's head (a
+	// pull-request branch): its plan must not see the sensitive values
+	// recorded in the state (DESIGN §9, untrusted input).
+	untrusted bool
+	desired   *engine.StackSet // nil: the block was removed (DeleteStackSet)
+	recorded  *state.StackSet  // nil: new stack set
 	// newID is the id a new stack set will get (chosen before planning so
 	// plans and instance hashes use it).
 	newID string
@@ -407,7 +443,7 @@ const actionSkip = "Skip"
 func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...string) (*Result, *pass, error) {
 	log := r.log.With().Str("revision", short(rev)).Logger()
 	res := &Result{Revision: rev}
-	jobs, diags, err := r.prepare(ctx, rev, modeApply)
+	jobs, diags, err := r.prepare(ctx, rev, modeApply, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -484,7 +520,10 @@ func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...
 // that exists in the definitions or in the state. Except in modeWorks,
 // every instance that must change is planned (so evaluation errors reject
 // the commit before anything is applied).
-func (r *Reconciler) prepare(ctx context.Context, rev string, mode planMode) ([]*job, hcl.Diagnostics, error) {
+//
+// untrusted marks a revision that is not the deploy branch's head (only in
+// modePlan): see job.untrusted.
+func (r *Reconciler) prepare(ctx context.Context, rev string, mode planMode, untrusted bool) ([]*job, hcl.Diagnostics, error) {
 	fsys, err := r.opts.Source.Tree(ctx, rev)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read tree %s: %w", short(rev), err)
@@ -506,11 +545,11 @@ func (r *Reconciler) prepare(ctx context.Context, rev string, mode planMode) ([]
 	}
 	var jobs []*job
 	for _, ss := range defs.StackSets {
-		jobs = append(jobs, &job{name: ss.Name, rev: rev, desired: ss, recorded: byName[ss.Name]})
+		jobs = append(jobs, &job{name: ss.Name, rev: rev, desired: ss, recorded: byName[ss.Name], untrusted: untrusted})
 		delete(byName, ss.Name)
 	}
 	for _, name := range sortedNames(byName) {
-		jobs = append(jobs, &job{name: name, rev: rev, recorded: byName[name]})
+		jobs = append(jobs, &job{name: name, rev: rev, recorded: byName[name], untrusted: untrusted})
 	}
 	// Decide the instances first (cheap: hashes), then plan them. A pass
 	// planning more instances than keepPlansLimit validates each plan and

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/stackd/stackd/engine"
@@ -68,13 +69,21 @@ func (r *Reconciler) Run(ctx context.Context, trigger <-chan struct{}, grace tim
 	// On return, operations in flight finish (or are cancelled when the
 	// grace period ends) before Run returns.
 	defer r.Wait()
+	// Pull-request branches are planned by a worker of their own, after
+	// each fetch: a branch slow or hostile to plan never delays the next
+	// reconcile of the deploy branch. It stops at once on a stop.
+	branches := make(chan struct{}, 1)
+	var branchWorker sync.WaitGroup
+	branchWorker.Go(func() { r.planBranchesLoop(ctx, branches) })
+	defer branchWorker.Wait()
 	const minBackoff, maxBackoff = time.Second, 5 * time.Minute
 	backoff := minBackoff
 	for {
 		res, _, err := r.start(work)
 		if err == nil {
-			if perr := r.PlanBranches(work); perr != nil {
-				r.log.Warn().Err(perr).Msg("planning pull-request branches failed")
+			select {
+			case branches <- struct{}{}:
+			default: // a pass is due already; it will see this fetch
 			}
 		}
 		r.setHealth(res, err)
@@ -108,6 +117,20 @@ func (r *Reconciler) Run(ctx context.Context, trigger <-chan struct{}, grace tim
 	}
 }
 
+// planBranchesLoop runs PlanBranches on every signal until ctx ends.
+func (r *Reconciler) planBranchesLoop(ctx context.Context, signal <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-signal:
+		}
+		if err := r.PlanBranches(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn().Err(err).Msg("planning pull-request branches failed")
+		}
+	}
+}
+
 func (r *Reconciler) isStopping() bool {
 	if r.stopping == nil {
 		return false
@@ -131,11 +154,18 @@ var commitRe = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
 // Plan computes, without applying anything, what reconciling ref (a
 // branch name or a full commit hash) would do against the current state.
+//
+// It never waits for the deploy branch's reconcile: a ref other than the
+// deploy branch's head is untrusted and planned under Options.PlanBudget
+// without the state's sensitive values, as pull-request branches are. A
+// plan of the same revision against the same state is answered from the
+// cache (what PlanBranches or an earlier call planned). Calls plan one at
+// a time; one that waits gives up when ctx ends (the client went away).
 func (r *Reconciler) Plan(ctx context.Context, ref string) (*PlanResult, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	defer r.reportGitFaults()
-	if err := r.opts.Source.Fetch(ctx); err != nil {
+	fctx, cancel := r.gitContext(ctx)
+	defer cancel()
+	if err := r.opts.Source.Fetch(fctx); err != nil {
 		return nil, fmt.Errorf("fetch: %w", err)
 	}
 	if ref == "" {
@@ -144,16 +174,27 @@ func (r *Reconciler) Plan(ctx context.Context, ref string) (*PlanResult, error) 
 	rev := ref
 	if !commitRe.MatchString(ref) {
 		var err error
-		if rev, err = r.opts.Source.Head(ctx, ref); err != nil {
+		if rev, err = r.opts.Source.Head(fctx, ref); err != nil {
 			return nil, fmt.Errorf("resolve %s: %w", ref, err)
 		}
 	}
-	return r.planRevision(ctx, rev)
+	deployHead, err := r.opts.Source.Head(fctx, r.opts.Branch)
+	untrusted := err != nil || rev != deployHead
+	if res := r.plans.get(rev, untrusted, r.stateGen.Load()); res != nil {
+		return res, nil
+	}
+	select {
+	case r.planSem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-r.planSem }()
+	return r.planBudgeted(ctx, rev, untrusted)
 }
 
-// planRevision plans a commit (r.mu held).
-func (r *Reconciler) planRevision(ctx context.Context, rev string) (*PlanResult, error) {
-	jobs, diags, err := r.prepare(ctx, rev, modePlan)
+// planRevision plans a commit for a change set. untrusted: see job.untrusted.
+func (r *Reconciler) planRevision(ctx context.Context, rev string, untrusted bool) (*PlanResult, error) {
+	jobs, diags, err := r.prepare(ctx, rev, modePlan, untrusted)
 	if err != nil {
 		return nil, err
 	}

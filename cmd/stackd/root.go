@@ -57,6 +57,7 @@ type repoConfig struct {
 	externalURL                      string
 	customCA                         string
 	gitTimeout                       time.Duration
+	planBudget                       time.Duration
 }
 
 func (c *repoConfig) addFlags(cmd *cobra.Command) {
@@ -74,6 +75,7 @@ func (c *repoConfig) addFlags(cmd *cobra.Command) {
 	f.StringVar(&c.logFormat, "log-format", "auto", "log format: json, console, auto (console on a terminal)")
 	f.StringVar(&c.externalURL, "external-url", "http://127.0.0.1:7070", "URL under which custom-resource providers reach this daemon's response URLs")
 	f.StringVar(&c.customCA, "custom-ca-file", "", "PEM CA certificates trusted (besides the system's) for custom-resource service tokens over https")
+	f.DurationVar(&c.planBudget, "plan-budget", reconciler.DefaultPlanBudget, "time budget of planning one untrusted ref (a pull-request branch, or any ref but the deploy branch's head through the API)")
 	f.StringVar(&c.prBranches, "pr-branches", "*", "pattern (path.Match) of the branches planned as pull requests; the deploy and status branches never are")
 	f.StringVar(&c.forgeURL, "forge-url", "", "GitHub-compatible REST API base URL for pull-request comments (e.g. https://api.github.com)")
 	f.StringVar(&c.forgeRepo, "forge-repo", "", "owner/name of the repository on the forge")
@@ -322,6 +324,7 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	rec, err := reconciler.New(reconciler.Options{
 		Source: src, Store: st, Engine: eng, Branch: c.branch, Path: c.path, Log: log,
 		StatusBranch: c.statusBranch, PRBranches: c.prBranches, Notifier: notifier, Metrics: metrics,
+		PlanBudget: c.planBudget,
 	})
 	if err != nil {
 		st.Close()
