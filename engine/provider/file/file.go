@@ -194,12 +194,9 @@ func (p *Provider) Delete(ctx context.Context, req provider.Request) error {
 	}
 	defer root.Close()
 	dir := dirOf(name)
+	// A write of this file interrupted by a crash may have left a temporary
+	// file: the sweep removes it (once per directory and process).
 	p.temps.sweep(root, instDir, dir)
-	// A write of this file interrupted by a crash may have left its
-	// temporary file (the sweep above runs once per directory and process).
-	if err := p.temps.removeStale(root, instDir, dir+tmpName(path.Base(path.Clean(name)))); err != nil {
-		return fmt.Errorf("delete file %q: remove stale temporary file: %w", name, err)
-	}
 	fi, err := root.Lstat(name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -248,19 +245,16 @@ func (t *temps) writeAtomic(root *os.Root, instDir, name string, data []byte, mo
 	case !fi.Mode().IsRegular():
 		return fmt.Errorf("write file %q: exists and is not a regular file", name)
 	}
-	dir, base := path.Split(path.Clean(name))
+	dir, _ := path.Split(path.Clean(name))
 	if dir != "" {
 		if err := root.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("write file %q: create directory: %w", name, err)
 		}
 	}
-	// A fixed temporary name per target file: a crash leaves at most one
-	// behind, and the next attempt replaces it (or a sweep removes it).
-	tmp := dir + tmpName(base)
+	// A temporary name of its own per write: concurrent writes never share
+	// one, and what a crash leaves behind is swept (see temps).
+	tmp := dir + newTmpName()
 	defer t.begin(instDir, tmp)()
-	if err := root.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("write file %q: remove stale temporary file: %w", name, err)
-	}
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("write file %q: %w", name, err)

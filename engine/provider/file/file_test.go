@@ -8,7 +8,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -499,17 +501,21 @@ func TestCreateTwiceIsIdempotent(t *testing.T) {
 	}
 }
 
-func TestStaleTemporaryFileIsReplaced(t *testing.T) {
+// A crash between writing a temporary file and the rename leaves it
+// behind; the next process sweeps it the first time it touches the
+// directory.
+func TestStaleTemporaryFileIsSwept(t *testing.T) {
 	p, inst := setup(t)
 	ctx := context.Background()
 	if _, err := p.Create(ctx, provider.Request{Target: target, Properties: props("f", "1")}); err != nil {
 		t.Fatal(err)
 	}
-	// Simulate a crash between writing the temporary file and the rename:
-	// leave a stale file under the temporary name the provider uses.
+	// The crashed process's leftovers: the old derived name and a random one.
 	h := sha256.Sum256([]byte("f"))
 	mustWrite(t, filepath.Join(inst, ".stackd-tmp-"+hex.EncodeToString(h[:])[:16]), "half")
-	if _, err := p.Create(ctx, provider.Request{Target: target, Properties: props("f", "2")}); err != nil {
+	mustWrite(t, filepath.Join(inst, ".stackd-tmp-0123456789abcdef"), "half")
+	restarted := file.New(file.Options{Root: filepath.Dir(filepath.Dir(inst))})
+	if _, err := restarted.Create(ctx, provider.Request{Target: target, Properties: props("f", "2")}); err != nil {
 		t.Fatalf("Create after crash: %v", err)
 	}
 	if diff := cmp.Diff([]string{"f"}, listTree(t, inst)); diff != "" {
@@ -517,6 +523,34 @@ func TestStaleTemporaryFileIsReplaced(t *testing.T) {
 	}
 	if c := readFile(t, filepath.Join(inst, "f")); c != "2" {
 		t.Errorf("content = %q, want %q", c, "2")
+	}
+}
+
+// Concurrent writes of one file each use a temporary file of their own:
+// none removes another's, all succeed, and the file holds one whole write.
+func TestConcurrentWritesOfOneFile(t *testing.T) {
+	p, inst := setup(t)
+	ctx := context.Background()
+	const writers = 8
+	contents := make([]string, writers)
+	errs := make(chan error, writers)
+	for i := range writers {
+		contents[i] = strings.Repeat(string(rune('a'+i)), 64<<10)
+		go func() {
+			_, err := p.Create(ctx, provider.Request{Target: target, Properties: props("same.txt", contents[i])})
+			errs <- err
+		}()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent Create: %v", err)
+		}
+	}
+	if diff := cmp.Diff([]string{"same.txt"}, listTree(t, inst)); diff != "" {
+		t.Errorf("instance root (-want +got):\n%s", diff)
+	}
+	if got := readFile(t, filepath.Join(inst, "same.txt")); !slices.Contains(contents, got) {
+		t.Errorf("same.txt holds %d bytes that are no single write's content", len(got))
 	}
 }
 

@@ -1,6 +1,8 @@
 package file
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"io/fs"
 	"os"
@@ -10,13 +12,17 @@ import (
 )
 
 // tmpPrefix starts the name of every temporary file writeAtomic creates. The
-// full name is tmpPrefix and 16 hex digits derived from the target's base
-// name (tmpName), so a write interrupted by a crash leaves at most one per
-// target file, and the names are recognisable for the sweep.
+// full name is tmpPrefix and 16 random hex digits (newTmpName): unique per
+// write, so two writes never share (and remove) one temporary file, and
+// recognisable for the sweep that removes those a crash left behind.
 const tmpPrefix = ".stackd-tmp-"
 
-// tmpName is the temporary file writeAtomic uses for a file named base.
-func tmpName(base string) string { return tmpPrefix + sum([]byte(base))[:16] }
+// newTmpName is the name of a new temporary file.
+func newTmpName() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return tmpPrefix + hex.EncodeToString(b[:])
+}
 
 // isTmpName reports whether name has the exact form tmpName produces.
 func isTmpName(name string) bool {

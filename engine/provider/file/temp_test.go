@@ -24,7 +24,7 @@ func TestSweepKeepsTemporaryFilesInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	inUse, stale := tmpName("a.txt"), tmpName("b.txt")
+	inUse, stale := newTmpName(), newTmpName()
 	for _, name := range []string{inUse, stale} {
 		if err := os.WriteFile(filepath.Join(instDir, name), []byte("half"), 0o600); err != nil {
 			t.Fatal(err)
@@ -58,7 +58,7 @@ func TestIsTmpName(t *testing.T) {
 		name string
 		want bool
 	}{
-		{tmpName("x"), true},
+		{newTmpName(), true},
 		{".stackd-tmp-0123456789abcdef", true},
 		{".stackd-tmp-0123456789abcde", false},
 		{".stackd-tmp-0123456789abcdef0", false},
