@@ -284,6 +284,10 @@ func relPath(file, p string, rng hcl.Range, what string) (string, *hcl.Diagnosti
 	return full, nil
 }
 
+// ReservedStackSetName is the name no stack set may have (in any case):
+// stackd's own status files on the status branch use it.
+const ReservedStackSetName = "stackd"
+
 func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provider.Registry, templates map[string]*Template, org *Organization) (*StackSet, hcl.Diagnostics) {
 	name := b.Labels[0]
 	ss := &StackSet{Name: name, DeclRange: b.DefRange, PermissionModel: "SELF_MANAGED", Vars: map[string]cty.Value{}}
@@ -296,6 +300,10 @@ func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provide
 	if !stackSetNameRe.MatchString(name) {
 		diags = diags.Append(errorf(b.LabelRanges[0], "Invalid stack_set name",
 			"Stack set name %q is not valid: it must start with a letter and hold at most 128 letters, digits, '_' or '-'.", name))
+	} else if strings.EqualFold(name, ReservedStackSetName) {
+		diags = diags.Append(errorf(b.LabelRanges[0], "Reserved stack_set name",
+			"Stack set name %q is reserved: stackd writes its own status to status/%s.json and changesets/<branch>/%s.json. Choose another name.",
+			name, ReservedStackSetName, ReservedStackSetName))
 	}
 	content, cdiags := b.Body.Content(stackSetSchema)
 	diags = append(diags, cdiags...)

@@ -144,6 +144,9 @@ type ResourcePlan struct {
 	// DeposedCleanup: an earlier create_before_destroy replacement left
 	// its old object to delete; the apply deletes it.
 	DeposedCleanup bool
+	// DeclRange is where the resource is declared (zero for a resource
+	// only recorded: one removed from the template).
+	DeclRange hcl.Range
 }
 
 // InstancePlan is the immutable plan of one stack instance.
@@ -286,6 +289,9 @@ func (e *Engine) Plan(inst *Instance, recorded []ResourceState) (*InstancePlan, 
 	}
 	diags = append(diags, w.walk()...)
 	if diags.HasErrors() {
+		return nil, diags
+	}
+	if diags = append(diags, checkFileOwners(w.plan)...); diags.HasErrors() {
 		return nil, diags
 	}
 	return w.plan, diags
@@ -1011,7 +1017,7 @@ func (w *walker) value(p provider.Provider, schema provider.Schema, rp *Resource
 
 // diff compares the evaluated properties with the recorded resource.
 func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after cty.Value, meta json.RawMessage) *ResourcePlan {
-	rp := &ResourcePlan{Address: addr, Base: r.Addr(), Type: r.Type, After: after, Replacement: ReplacementFalse, Module: w.moduleInfo(), metadata: meta}
+	rp := &ResourcePlan{Address: addr, Base: r.Addr(), Type: r.Type, After: after, Replacement: ReplacementFalse, Module: w.moduleInfo(), metadata: meta, DeclRange: r.DeclRange}
 	for _, d := range r.deps {
 		rp.deps = append(rp.deps, w.prefix+d)
 	}

@@ -128,12 +128,12 @@ func (r *Reconciler) planBranch(ctx context.Context, branch, head string) error 
 	summary := []string{}
 	if len(res.Diagnostics) > 0 {
 		doc := IndexStatus{Revision: head, Valid: false, Diagnostics: res.Diagnostics}
-		files[ChangeSetPath(branch, "stackd", "json")] = marshal(doc)
+		files[ChangeSetPath(branch, engine.ReservedStackSetName, "json")] = marshal(doc)
 		var md bytes.Buffer
 		WriteDiagnosticsMarkdown(&md, head, res.Diagnostics)
-		files[ChangeSetPath(branch, "stackd", "md")] = md.Bytes()
+		files[ChangeSetPath(branch, engine.ReservedStackSetName, "md")] = md.Bytes()
 		summary = append(summary, fmt.Sprintf("%d errors", len(res.Diagnostics)))
-		r.notify(ctx, branch, "stackd", md.String())
+		r.notify(ctx, branch, engine.ReservedStackSetName, md.String())
 	}
 	for _, cs := range res.ChangeSets {
 		var js bytes.Buffer

@@ -398,6 +398,9 @@ type job struct {
 	// pull-request branch): its plan must not see the sensitive values
 	// recorded in the state (DESIGN §9, untrusted input).
 	untrusted bool
+	// files are the files the planned instances manage, by target (for
+	// checkFileOwners).
+	files map[engine.Target][]engine.FileClaim
 	desired   *engine.StackSet // nil: the block was removed (DeleteStackSet)
 	recorded  *state.StackSet  // nil: new stack set
 	// newID is the id a new stack set will get (chosen before planning so
@@ -629,7 +632,7 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 			j.changeSet.Add(ic)
 		}
 	}
-	j.works, j.kind = nil, ""
+	j.works, j.kind, j.files = nil, "", nil
 	if j.recorded == nil && j.desired != nil && mode != modePlan && j.newID == "" {
 		j.newID = uuid.NewString()
 	}
@@ -710,6 +713,12 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 					}
 					// One instance's errors are enough to reject the commit.
 					return append(diags, pdiags...), nil
+				}
+				if files := p.Files(); len(files) > 0 {
+					if j.files == nil {
+						j.files = map[engine.Target][]engine.FileClaim{}
+					}
+					j.files[t] = files
 				}
 				if !j.dropPlans {
 					w.plan = p

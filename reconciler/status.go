@@ -19,7 +19,7 @@ import (
 // Paths on the status branch.
 const (
 	statusDir   = "status/"
-	statusIndex = "status/stackd.json"
+	statusIndex = "status/" + engine.ReservedStackSetName + ".json"
 )
 
 // StatusPath is the status document of a stack set on the status branch.

@@ -1,0 +1,166 @@
+package main
+
+// Ownership and names (DESIGN §9): two resources may not manage one file on
+// one target, within a template or across stack sets, and no stack set may
+// take the name of stackd's own status files. Each attack is a commit
+// pushed to a running daemon (a real process): it is rejected with a
+// diagnostic naming both owners, nothing is applied, and what is deployed
+// stays as it was.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/stackd/stackd/reconciler"
+)
+
+// apiStackSet is a second stack set beside the quickstart's web, on one of
+// web's targets, whose file resource writes path.
+func apiStackSet(name, path string) map[string]string {
+	return map[string]string{
+		name + ".hcl": fmt.Sprintf(`stack_set %q {
+  template = "./templates/%s"
+  vars     = { tag = "v1" }
+  deployment_targets {
+    regions  = ["eu-west-1"]
+    accounts = ["111111111111"]
+  }
+}
+`, name, name),
+		"templates/" + name + "/main.hcl": fmt.Sprintf(`variable "tag" { type = string }
+
+resource "file" "config" {
+  path    = %q
+  content = "tag=${var.tag}\n"
+}
+`, path),
+	}
+}
+
+// waitRejected waits until the status branch's index reports rev rejected
+// and returns its diagnostics.
+func waitRejected(t *testing.T, p *proc, repo, rev string) []string {
+	t.Helper()
+	var idx reconciler.IndexStatus
+	eventually(t, 30*time.Second, func() bool {
+		head := statusHead(t, repo)
+		b, ok := head.Files["status/stackd.json"]
+		if !ok || json.Unmarshal(b, &idx) != nil {
+			return false
+		}
+		return idx.Revision == rev
+	}, "the daemon never reported %s in status/stackd.json; logs:\n%s", rev, p.log)
+	if idx.Valid {
+		t.Fatalf("revision %s was accepted, want it rejected", rev)
+	}
+	var out []string
+	for _, d := range idx.Diagnostics {
+		out = append(out, d.String())
+	}
+	return out
+}
+
+// waitSucceeded waits for the status commit of stackSet's operation at rev.
+func waitSucceeded(t *testing.T, p *proc, repo, stackSet, rev string) statusCommit {
+	t.Helper()
+	var head statusCommit
+	eventually(t, 60*time.Second, func() bool {
+		head = statusHead(t, repo)
+		return strings.HasPrefix(head.Message, "stackd: "+stackSet+" ") && strings.Contains(head.Message, rev[:7])
+	}, "no status commit of %s at %s; logs:\n%s", stackSet, rev, p.log)
+	if !strings.Contains(head.Message, "SUCCEEDED") {
+		t.Fatalf("status commit %q, want SUCCEEDED; logs:\n%s", head.Message, p.log)
+	}
+	return head
+}
+
+func wantDiagnostic(t *testing.T, diags []string, parts ...string) {
+	t.Helper()
+	for _, d := range diags {
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(d, p)
+		}
+		if ok {
+			return
+		}
+	}
+	t.Errorf("no diagnostic containing all of %q; got:\n%s", parts, strings.Join(diags, "\n"))
+}
+
+func TestFileOwnership(t *testing.T) {
+	t.Parallel()
+	binary := stackdBinary(t)
+	f := newFixture(t)
+	rev1 := runGit(t, f.repo, "rev-parse", "HEAD")
+	p := startProc(t, binary, nil, append([]string{"run"}, f.flags("--listen", "127.0.0.1:0", "--interval", "1h")...)...)
+	waitSucceeded(t, p, f.repo, "web", rev1)
+	deployed := snapshot(t, f.targets)
+
+	// 1. A second stack set writing web's file on one of web's targets.
+	writeTree(t, f.repo, apiStackSet("api", "./web//app.conf"))
+	rev := f.commit(t, "api: takes web's app.conf")
+	diags := waitRejected(t, p, f.repo, rev)
+	wantDiagnostic(t, diags, "Two stack sets manage one file", `"web/app.conf"`, "eu-west-1/111111111111",
+		`file.config (recorded in the state) of stack set "web"`, `file.config (templates/api/main.hcl:3) of stack set "api"`, "templates/api/main.hcl:3")
+
+	// 2. Two resources of one template writing one file.
+	runGit(t, f.repo, "rm", "-q", "-r", "api.hcl", "templates/api")
+	appendTo(t, f.repo, qsTemplate, "\nresource \"file\" \"shadow\" {\n  path    = \"web/./app.conf\"\n  content = \"shadow\"\n}\n")
+	rev = f.commit(t, "web: a second resource writes app.conf")
+	diags = waitRejected(t, p, f.repo, rev)
+	line := lineOf(t, f.repo, qsTemplate, `resource "file" "shadow"`)
+	wantDiagnostic(t, diags, "Two resources manage one file", `"web/app.conf"`,
+		fmt.Sprintf("file.config (%s:%d)", qsTemplate, lineOf(t, f.repo, qsTemplate, `resource "file" "config"`)),
+		fmt.Sprintf("file.shadow (%s:%d)", qsTemplate, line))
+
+	// 3. Stack sets named like stackd's own status files, in any case.
+	runGit(t, f.repo, "checkout", "-q", rev1, "--", qsTemplate)
+	for _, name := range []string{"stackd", "StackD"} {
+		files := apiStackSet(name, "own/"+name+".conf")
+		writeTree(t, f.repo, files)
+		rev = f.commit(t, "a stack set named "+name)
+		diags = waitRejected(t, p, f.repo, rev)
+		wantDiagnostic(t, diags, "Reserved stack_set name", fmt.Sprintf("%s.hcl:1", name))
+		for rel := range files {
+			runGit(t, f.repo, "rm", "-q", "-r", strings.SplitN(rel, "/main.hcl", 2)[0])
+		}
+	}
+
+	// Nothing of the rejected commits was applied.
+	if diff := cmp.Diff(deployed, snapshot(t, f.targets)); diff != "" {
+		t.Errorf("rejected commits changed the targets:\n%s", diff)
+	}
+
+	// 4. The same stack set on its own path deploys; web is untouched.
+	writeTree(t, f.repo, apiStackSet("api", "api/app.conf"))
+	rev = f.commit(t, "api: its own file")
+	waitSucceeded(t, p, f.repo, "api", rev)
+	if got := readFile(t, filepath.Join(f.instanceDir("eu-west-1", "111111111111"), "api", "app.conf")); got != "tag=v1\n" {
+		t.Errorf("api/app.conf = %q", got)
+	}
+	checkDeployed(t, f, qsRegions, qsAccounts, "nginx:1.25")
+
+	// 5. Deleting api removes its file and leaves web's alone.
+	runGit(t, f.repo, "rm", "-q", "-r", "api.hcl", "templates/api")
+	rev = f.commit(t, "remove api")
+	waitSucceeded(t, p, f.repo, "api", rev)
+	if _, err := os.Stat(filepath.Join(f.instanceDir("eu-west-1", "111111111111"), "api", "app.conf")); !os.IsNotExist(err) {
+		t.Errorf("api/app.conf after deleting api: %v, want it gone", err)
+	}
+	checkDeployed(t, f, qsRegions, qsAccounts, "nginx:1.25")
+	if p.done() {
+		t.Fatalf("the daemon exited; logs:\n%s", p.log)
+	}
+	p.signal(t, 15)
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Errorf("stackd run exited %d after SIGTERM; logs:\n%s", code, p.log)
+	}
+}

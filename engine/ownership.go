@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"fmt"
+	"path"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// fileType is the resource type of the built-in file provider, whose
+// physical id is the file's path below the instance root.
+const fileType = "file"
+
+// FileClaim is a file an instance's plan manages: one owner per path and
+// target (DESIGN §9), within a template and across stack sets.
+type FileClaim struct {
+	// Path is the cleaned slash path below the instance root.
+	Path string
+	// Sensitive is set when the path was computed from a sensitive value:
+	// messages must not print it.
+	Sensitive bool
+	// Address is the resource's address ("file.config", with module prefix).
+	Address string
+	// DeclRange is where the resource is declared; zero for a claim read
+	// from the state.
+	DeclRange hcl.Range
+	// Deleting is set when applying the plan deletes the file: it is
+	// still managed until then.
+	Deleting bool
+}
+
+// Describe names the claim's path for a message: the path, or "a file
+// whose path is sensitive".
+func (c FileClaim) Describe() string {
+	if c.Sensitive {
+		return "a file whose path is sensitive"
+	}
+	return fmt.Sprintf("file %q", c.Path)
+}
+
+// Where is the claim's resource and declaration for a message.
+func (c FileClaim) Where() string {
+	if c.DeclRange.Filename == "" {
+		return c.Address + " (recorded in the state)"
+	}
+	return fmt.Sprintf("%s (%s:%d)", c.Address, c.DeclRange.Filename, c.DeclRange.Start.Line)
+}
+
+// Files lists the files the plan manages: those of its file resources
+// whose path is known, including those it deletes (Deleting).
+func (p *InstancePlan) Files() []FileClaim {
+	var out []FileClaim
+	for _, rp := range p.Resources {
+		if rp.Type != fileType {
+			continue
+		}
+		if rp.Action == Delete {
+			if rp.PhysicalID != "" {
+				out = append(out, FileClaim{Path: path.Clean(rp.PhysicalID), Address: rp.Address, Deleting: true})
+			}
+			continue
+		}
+		if c, ok := fileClaim(rp); ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func fileClaim(rp *ResourcePlan) (FileClaim, bool) {
+	if rp.After == cty.NilVal {
+		return FileClaim{}, false
+	}
+	v, marks := rp.After.UnmarkDeepWithPaths()
+	if !v.IsKnown() || v.IsNull() || !v.Type().IsObjectType() || !v.Type().HasAttribute("path") {
+		return FileClaim{}, false
+	}
+	pv := v.GetAttr("path")
+	if !pv.IsKnown() || pv.IsNull() || pv.Type() != cty.String {
+		return FileClaim{}, false
+	}
+	sensitive := false
+	for _, m := range marks {
+		// The whole object, or its path attribute, is marked.
+		if len(m.Path) == 0 || len(m.Path) == 1 && m.Path[0] == (cty.GetAttrStep{Name: "path"}) {
+			sensitive = true
+		}
+	}
+	return FileClaim{Path: path.Clean(pv.AsString()), Sensitive: sensitive, Address: rp.Address, DeclRange: rp.DeclRange}, true
+}
+
+// RecordedFiles lists the files recorded resources manage (their physical
+// ids), for checking ownership against instances that are not planned.
+func RecordedFiles(recorded []ResourceState) []FileClaim {
+	var out []FileClaim
+	for _, r := range recorded {
+		if r.Type != fileType || r.PhysicalID == "" {
+			continue
+		}
+		out = append(out, FileClaim{Path: path.Clean(r.PhysicalID), Address: r.Address})
+		if r.Deposed != nil && r.Deposed.PhysicalID != "" && r.Deposed.PhysicalID != r.PhysicalID {
+			out = append(out, FileClaim{Path: path.Clean(r.Deposed.PhysicalID), Address: r.Address + " (deposed)"})
+		}
+	}
+	return out
+}
+
+// checkFileOwners rejects a plan in which two resources manage one file:
+// deleting either would delete the other's file, and the two would
+// overwrite each other on every apply.
+func checkFileOwners(p *InstancePlan) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	owner := map[string]FileClaim{}
+	for _, c := range p.Files() {
+		if c.Deleting {
+			continue // removals are applied before anything is written
+		}
+		prev, ok := owner[c.Path]
+		if !ok {
+			owner[c.Path] = c
+			continue
+		}
+		diags = diags.Append(&hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Two resources manage one file",
+			Detail: fmt.Sprintf("%s is managed by both %s and %s. A file may have only one owner, or deleting one resource would delete the other's file: remove one of them or give it another path.",
+				c.Describe(), prev.Where(), c.Where()),
+			Subject: c.DeclRange.Ptr(),
+		})
+	}
+	return diags
+}
