@@ -64,10 +64,13 @@ func (e *Engine) Apply(ctx context.Context, p *InstancePlan, j Journal, obs Obse
 	}
 	observe := obs
 	obs = func(ev Event) {
-		ev.Err = red.Error(ev.Err)
+		ev.Err, ev.Detail = red.Error(ev.Err), red.Redact(ev.Detail)
 		observe(ev)
 	}
-	res, err := e.apply(ctx, p, j, obs, red)
+	if p.Instance.Untrusted {
+		return nil, errUntrustedApply
+	}
+	res, err := e.apply(provider.WithRedactor(ctx, red), p, j, obs, red)
 	return res, red.Error(err)
 }
 
@@ -235,7 +238,7 @@ func (e *Engine) waitFor(ctx context.Context, target provider.Target, m *member,
 // diagError turns diagnostics into one error.
 func diagError(diags hcl.Diagnostics) error {
 	var msgs []string
-	for _, d := range DiagnosticsJSON(diags) {
+	for _, d := range DiagnosticsJSON(sanitizeDiagnostics(diags, nil)) {
 		if d.Severity == "error" {
 			msgs = append(msgs, d.String())
 		}
@@ -435,7 +438,7 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 	if rec.Attributes, err = EncodeValue(attrs); err != nil {
 		return fail(err)
 	}
-	rec.Sensitive = append(rec.Sensitive, result.SensitiveAttributes...)
+	rec.Sensitive = resultSensitive(p, target, rp.After, rec, rr, result)
 	rec.PhysicalID = result.PhysicalID
 	rec.Status = StatusApplied
 	if err := j.Save(ctx, rec); err != nil {

@@ -105,6 +105,9 @@ type Instance struct {
 	// Vars, when non-nil, replaces the instance's variables (by default the
 	// stack set's, with its matching instance_override applied).
 	Vars map[string]cty.Value
+	// Untrusted plans a ref that is not the deploy branch: the sensitive
+	// values recorded for its resources are unknown (sensitive_state.go).
+	Untrusted bool
 }
 
 func (in *Instance) providerTarget() provider.Target {
@@ -195,7 +198,7 @@ func (p *InstancePlan) Changes() []Change {
 	var out []Change
 	for _, r := range p.Resources {
 		if r.Action != NoOp {
-			out = append(out, r.Change)
+			out = append(out, p.change(r))
 		}
 	}
 	return out
@@ -276,13 +279,14 @@ func (e *Engine) SetClock(c Clock) { e.clock = c }
 
 // Load loads definitions with this engine's providers (see Load).
 func (e *Engine) Load(fsys fs.FS, dir string) (*Definitions, hcl.Diagnostics) {
-	return Load(fsys, dir, e.providers)
+	return loadRedacted(Load(fsys, dir, e.providers))
 }
 
 // Plan evaluates the instance's template and diffs it against the recorded
 // resources. Evaluation errors are diagnostics; a plan with errors must not be
 // applied.
-func (e *Engine) Plan(inst *Instance, recorded []ResourceState) (*InstancePlan, hcl.Diagnostics) {
+func (e *Engine) Plan(inst *Instance, recorded []ResourceState) (_ *InstancePlan, diags hcl.Diagnostics) {
+	defer func() { diags = planDiagnostics(inst, recorded, diags) }()
 	w, diags := e.newWalker(inst, recorded)
 	if diags.HasErrors() {
 		return nil, diags
@@ -987,7 +991,7 @@ func (w *walker) value(p provider.Provider, schema provider.Schema, rp *Resource
 	}
 	if rp.Action == NoOp {
 		rr := w.plan.recorded[rp.Address]
-		for k, v := range markAttrs(rr.attrs(), rr.Sensitive).AsValueMap() {
+		for k, v := range w.recordedAttrs(rr).AsValueMap() {
 			attrs[k] = v
 		}
 		return cty.ObjectVal(attrs)
@@ -1117,7 +1121,7 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 		m := after.AsValueMap()
 		for n := range m {
 			if r.Lifecycle.isIgnored(n) && rr.inputs().Type().HasAttribute(n) {
-				m[n] = rr.inputs().GetAttr(n)
+				m[n] = rp.Before.GetAttr(n) // marked as recorded
 			}
 		}
 		rp.After = cty.ObjectVal(m)

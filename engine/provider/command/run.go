@@ -20,6 +20,15 @@ import (
 	"github.com/stackd/stackd/engine/provider"
 )
 
+// ScriptEnv is the environment variable that hands a command its script:
+// the shell runs scriptRunner, which evaluates it.
+const ScriptEnv = "STACKD_SCRIPT"
+
+// scriptRunner is the shell's -c argument: it runs the script in
+// $STACKD_SCRIPT, which it first removes from the environment so that
+// what the script starts does not inherit it.
+const scriptRunner = `__stackd_script=$` + ScriptEnv + `; unset ` + ScriptEnv + `; eval "$__stackd_script"`
+
 const (
 	// maxStdoutAttr caps attribute "stdout".
 	maxStdoutAttr = 64 << 10
@@ -105,7 +114,11 @@ func (p *Provider) run(ctx context.Context, req provider.Request, cfg config, ac
 		return output{}, fmt.Errorf("%s command: %w", action, err)
 	}
 
-	cmd := exec.CommandContext(ctx, p.opts.Shell, "-c", script)
+	// The script is not an argument: its text may hold sensitive values
+	// (create = "curl -u admin:${var.password} …"), and every user of the
+	// machine can read a process's arguments (ps, /proc/PID/cmdline).
+	// The environment is readable only by the process's own user.
+	cmd := exec.CommandContext(ctx, p.opts.Shell, "-c", scriptRunner)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
 		"STACKD_STACK_SET="+req.Target.StackSetName,
@@ -119,6 +132,8 @@ func (p *Provider) run(ctx context.Context, req provider.Request, cfg config, ac
 		cmd.Env = append(cmd.Env, "STACKD_PHYSICAL_ID="+physicalID)
 	}
 	cmd.Env = append(cmd.Env, cfg.env()...)
+	// Last: it wins over an environment entry of the same name.
+	cmd.Env = append(cmd.Env, ScriptEnv+"="+script)
 	cmd.Stdin = nil // /dev/null
 	stdout := &headBuffer{max: maxStdoutCapture}
 	stderr := &tailBuffer{max: maxStderrTail * 4}
@@ -146,7 +161,7 @@ func (p *Provider) run(ctx context.Context, req provider.Request, cfg config, ac
 		// The shell exited 0 but a background child kept stdout or stderr
 		// open; what was printed until then is the output.
 	case errors.As(err, &exitErr):
-		e := &ExitError{Command: action, Code: exitErr.ExitCode(), Stderr: stderrTail(stderr.String())}
+		e := &ExitError{Command: action, Code: exitErr.ExitCode(), Stderr: stderrTail(stderr.redacted(provider.RedactorFrom(ctx)))}
 		if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			e.Signal = ws.Signal().String()
 		}
@@ -319,3 +334,12 @@ func (b *tailBuffer) Write(p []byte) (int, error) {
 }
 
 func (b *tailBuffer) String() string { return string(b.buf) }
+
+// redacted is what the buffer kept with every sensitive value r knows
+// replaced, before stderrTail cuts it: a cut through a secret would leave
+// a piece no later redaction recognises. (The buffer's own cut, at its
+// start, is never in the tail: the buffer keeps four times as much as
+// the tail.)
+func (b *tailBuffer) redacted(r provider.Redactor) string {
+	return r.Redact(string(b.buf))
+}

@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"errors"
+	"slices"
+	"sort"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/stackd/stackd/engine/provider"
+)
+
+// Sensitive values recorded in the state.
+//
+// What a provider returns is derived from what it was sent: when a
+// resource's properties hold a sensitive value, the attributes computed
+// from them are sensitive too. A provider that plans its attributes tells
+// which (provider.AttributePlanner: file's id follows from the path alone,
+// its sha256 from the content alone); a provider with open attributes runs
+// code that may print anything it was given (a command printing
+// {"token": "<reversed password>"}, a custom resource echoing a property in
+// Data without NoEcho), so all it returns is sensitive (see
+// derivedAttributes). The names are recorded with the resource
+// (ResourceState.Sensitive), so later plans mark the values they read.
+//
+// The physical id of every built-in provider is its "id" attribute: when
+// that attribute is sensitive, change sets print the physical id as
+// SensitivePlaceholder.
+//
+// An untrusted plan (Instance.Untrusted: a ref that is not the deploy
+// branch) does not see the recorded sensitive values at all: they are
+// unknown there, still marked sensitive, so a pull request cannot compute
+// on them — not even to make an error message or a file path out of them.
+
+// errUntrustedApply refuses to apply a plan made for an untrusted ref.
+var errUntrustedApply = errors.New("a plan of an untrusted ref (not the deploy branch) cannot be applied")
+
+// physicalIDAttr is the attribute holding a resource's physical id.
+const physicalIDAttr = "id"
+
+// resultSensitive returns the names of the sensitive attributes to record
+// for a resource applied with props (its properties, marked) to which the
+// provider p answered res: rec's names (the sensitive properties), the
+// attributes the provider says are sensitive, and the attributes derived
+// from a sensitive property. The "id" attribute is not derived when it is
+// stackd's own request id (the command provider's fallback) or the
+// physical id the resource already had, recorded as not sensitive.
+func resultSensitive(p provider.Provider, target provider.Target, props cty.Value, rec ResourceState, prev *recordedResource, res provider.Result) []string {
+	names := append(slices.Clone(rec.Sensitive), res.SensitiveAttributes...)
+	for _, name := range derivedAttributes(p, target, props, res.Attributes) {
+		if name == physicalIDAttr && ownPhysicalID(res.Attributes[name], rec, prev) {
+			continue
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return slices.Compact(names)
+}
+
+// derivedAttributes names the attributes among attrs that derive from a
+// sensitive value of props (the properties, marked). A provider that plans
+// attributes (provider.AttributePlanner) says which by their marks; one
+// with open attributes (provider.Schema.OpenAttributes: command's JSON
+// output, custom's Data) returns whatever the code it runs computed from
+// what it was sent, so every attribute it does not plan is derived. A
+// provider with a closed list of attributes marks its sensitive ones
+// itself (Result.SensitiveAttributes).
+func derivedAttributes(p provider.Provider, target provider.Target, props cty.Value, attrs map[string]cty.Value) []string {
+	if p == nil || props == cty.NilVal || !isSensitive(props) {
+		return nil
+	}
+	var planned map[string]cty.Value
+	if ap, ok := p.(provider.AttributePlanner); ok {
+		planned = ap.PlanAttributes(target, props)
+	}
+	open := p.Schema().OpenAttributes
+	var out []string
+	for name := range attrs {
+		if pv, ok := planned[name]; ok && isSensitive(pv) || !ok && open {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ownPhysicalID reports whether an "id" attribute v is not derived from
+// the properties: stackd's request id, or the physical id the resource
+// already had when that one was not sensitive.
+func ownPhysicalID(v cty.Value, rec ResourceState, prev *recordedResource) bool {
+	if v.IsNull() || !v.IsKnown() || v.Type() != cty.String {
+		return false
+	}
+	id := v.AsString()
+	if id == rec.RequestID {
+		return true
+	}
+	return prev != nil && id == prev.PhysicalID && !slices.Contains(prev.Sensitive, physicalIDAttr)
+}
+
+// recordedAttrs is a recorded resource's attributes as references see
+// them: the sensitive ones marked. An untrusted plan withholds them, and
+// also the attributes derived from sensitive properties that an older
+// stackd recorded without saying so (the "id" aside).
+func (w *walker) recordedAttrs(rr *recordedResource) cty.Value {
+	attrs := markAttrs(rr.attrs(), rr.Sensitive)
+	if !w.inst.Untrusted {
+		return attrs
+	}
+	if attrs.Type().IsObjectType() {
+		props := markAttrs(rr.inputs(), rr.Sensitive)
+		var derived []string
+		for _, n := range derivedAttributes(w.e.providers[rr.Type], w.inst.providerTarget(), props, attrs.AsValueMap()) {
+			if n != physicalIDAttr {
+				derived = append(derived, n)
+			}
+		}
+		attrs = markAttrs(attrs, derived)
+	}
+	return withholdSensitive(attrs)
+}
+
+// withholdSensitive replaces every attribute of an object that is or
+// holds a sensitive value with an unknown value of its type, marked
+// sensitive.
+func withholdSensitive(obj cty.Value) cty.Value {
+	if obj.IsNull() || !obj.IsKnown() || !obj.Type().IsObjectType() {
+		return obj
+	}
+	m := obj.AsValueMap()
+	changed := false
+	for k, v := range m {
+		if isSensitive(v) {
+			un, _ := v.UnmarkDeep()
+			m[k] = cty.UnknownVal(un.Type()).Mark(markSensitive)
+			changed = true
+		}
+	}
+	if !changed {
+		return obj
+	}
+	return cty.ObjectVal(m)
+}
+
+// change is the change record of r as change sets show it: a physical id
+// recorded as sensitive reads SensitivePlaceholder.
+func (p *InstancePlan) change(r *ResourcePlan) Change {
+	c := r.Change
+	if c.ResourceChange.PhysicalResourceId == "" {
+		return c
+	}
+	if rr := p.recorded[r.Address]; rr != nil && slices.Contains(rr.Sensitive, physicalIDAttr) {
+		c.ResourceChange.PhysicalResourceId = SensitivePlaceholder
+	}
+	return c
+}
