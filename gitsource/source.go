@@ -66,6 +66,10 @@ type Source struct {
 	// waiting for it can honour a context.
 	sem  chan struct{}
 	repo *git.Repository
+	// hdrs reads object headers for repository handle hdrsOf (guarded by sem); see
+	// objectHeaders.
+	hdrs   *headers
+	hdrsOf *git.Repository
 	// straggler, when not nil, is closed when a network operation that outlived its
 	// deadline returns at last (see bounded). Until then it still uses repo, so whoever
 	// takes sem waits for it too (guarded by sem).
@@ -390,7 +394,7 @@ func (s *Source) Branches(ctx context.Context) (map[string]string, error) {
 func (s *Source) Commit(ctx context.Context, hash string) (CommitInfo, error) {
 	var info CommitInfo
 	err := s.read(ctx, func(r *git.Repository) error {
-		c, err := resolveCommit(r, hash)
+		c, err := s.resolveCommit(r, hash)
 		if err != nil {
 			return err
 		}
@@ -410,9 +414,15 @@ func (s *Source) Commit(ctx context.Context, hash string) (CommitInfo, error) {
 	return info, nil
 }
 
+// maxCommitSize bounds a commit object stackd decodes: 4 MiB. A branch is untrusted, and
+// go-git decodes a commit whole, message included; real commits are a few hundred bytes,
+// long messages a few kilobytes.
+const maxCommitSize = 4 << 20
+
 // resolveCommit finds the commit rev names. A missing or non-commit object gives
-// ErrCommitNotFound.
-func resolveCommit(r *git.Repository, rev string) (*object.Commit, error) {
+// ErrCommitNotFound; one over maxCommitSize, ErrTooLarge (from its header, before it is
+// read). Callers hold s.sem.
+func (s *Source) resolveCommit(r *git.Repository, rev string) (*object.Commit, error) {
 	var h plumbing.Hash
 	if len(rev) == 40 && plumbing.IsHash(rev) {
 		h = plumbing.NewHash(rev)
@@ -422,6 +432,9 @@ func resolveCommit(r *git.Repository, rev string) (*object.Commit, error) {
 			return nil, fmt.Errorf("%w: %w", ErrCommitNotFound, err)
 		}
 		h = *resolved
+	}
+	if _, err := s.objectStat(r, h, maxCommitSize); errors.Is(err, ErrTooLarge) {
+		return nil, fmt.Errorf("commit %s: %w", short(h), err)
 	}
 	c, err := object.GetCommit(r.Storer, h)
 	if errors.Is(err, plumbing.ErrObjectNotFound) || errors.Is(err, object.ErrUnsupportedObject) {
