@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,8 +14,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/reconciler"
 )
 
 // Secrets never leave stackd (DESIGN §9): the values of sensitive
@@ -400,4 +406,318 @@ variable "pin" {
 	res = stackd(t, append([]string{"apply", "--log-level", "debug"}, f.flags()...)...)
 	lc.check("stackd apply of the rejected commit", res.stdout+res.stderr+fmt.Sprint(res.err))
 	t.Logf("looked for %d secrets in %d outputs (%d KB)", len(allSecrets), len(lc.channels), lc.bytes/1024)
+}
+
+// ---- untrusted branches and process arguments ------------------------------
+
+// The secrets of TestUntrustedBranchSeesNoSecrets; neither is a number, so
+// parseint fails on them (and on their reverses).
+const (
+	secretAPIKey = "ak-Vz8Qw3Rt6Yp"  // a sensitive variable, in a vars_file
+	secretDBPass = "db-Hn4Jc7Ws2MxL" // NoEcho Data of a custom resource
+)
+
+// secretForms are the secrets and what a template makes of them: their
+// reverses and base64 encodings.
+func secretForms() []string {
+	var out []string
+	for _, s := range []string{secretAPIKey, secretDBPass} {
+		r := []rune(s)
+		slices.Reverse(r)
+		out = append(out, s, string(r), base64.StdEncoding.EncodeToString([]byte(s)), base64.StdEncoding.EncodeToString([]byte(string(r))))
+	}
+	return out
+}
+
+// dbProvider is a custom-resource provider that answers every request with
+// NoEcho Data holding the database password.
+func dbProvider(w http.ResponseWriter, r *http.Request) {
+	var req map[string]any
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"Status": "SUCCESS", "RequestId": req["RequestId"], "StackId": req["StackId"],
+		"LogicalResourceId": req["LogicalResourceId"], "PhysicalResourceId": "db-main",
+		"NoEcho": true, "Data": map[string]any{"password": secretDBPass},
+	})
+}
+
+// untrustedTemplate is the deploy branch's template: a custom resource
+// with NoEcho data, a file made of it, a file whose path is the API key,
+// and a command whose text and environment hold the API key, which waits
+// on the fifo "release" in the instance root before printing a token made
+// from it.
+const untrustedTemplate = `variable "api_key" {
+  type      = string
+  sensitive = true
+}
+
+resource "custom" "db" {
+  type       = "Custom::DB"
+  properties = { name = "main" }
+}
+
+resource "file" "db_conf" {
+  path    = "db.conf"
+  content = custom.db.data.password
+}
+
+resource "file" "keyed" {
+  path    = "keys/${var.api_key}.txt"
+  content = "v1"
+}
+
+resource "command" "hold" {
+  create      = "key='${var.api_key}'; touch started; cat release >/dev/null; printf '{\"token\": \"tok-%s\"}' \"$TOKEN\""
+  environment = { TOKEN = var.api_key }
+}
+
+output "token" {
+  value = command.hold.token
+}
+`
+
+// A pull-request branch computes on the secrets stackd holds — the NoEcho
+// data recorded in the state, a sensitive variable — with functions that
+// fail and quote their argument; the deploy branch runs a command whose
+// text holds a secret. Nothing of the secrets (nor their reverses, nor
+// their base64) reaches the status branch, the daemon's logs, the API, the
+// CLI, or the argument list of any process on the machine.
+func TestUntrustedBranchSeesNoSecrets(t *testing.T) {
+	t.Parallel()
+	binary := stackdBinary(t)
+	psrv := httptest.NewServer(http.HandlerFunc(dbProvider))
+	t.Cleanup(psrv.Close)
+	dir := t.TempDir()
+	f := &fixture{repo: filepath.Join(dir, "repo"), state: filepath.Join(dir, "state"), targets: filepath.Join(dir, "targets")}
+	defs := `resource_type "Custom::DB" {
+  service_token = "` + psrv.URL + `"
+}
+
+stack_set "vault" {
+  template  = "./templates/vault"
+  vars_file = "./vault.tfvars"
+  deployment_targets {
+    regions  = ["eu-west-1"]
+    accounts = ["111111111111"]
+  }
+}
+`
+	writeTree(t, f.repo, map[string]string{
+		"vault.hcl":                defs,
+		"vault.tfvars":             `api_key = "` + secretAPIKey + `"` + "\n",
+		"templates/vault/main.hcl": untrustedTemplate,
+	})
+	runGit(t, f.repo, "init", "-q")
+	rev1 := f.commit(t, "vault")
+	inst := f.instanceDir("eu-west-1", "111111111111")
+	if err := os.MkdirAll(inst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(inst, "release"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	forms := secretForms()
+	var channels []string
+	check := func(channel, s string) {
+		t.Helper()
+		channels = append(channels, channel)
+		for _, sec := range forms {
+			if i := strings.Index(s, sec); i >= 0 {
+				lo, hi := max(0, i-120), min(len(s), i+len(sec)+60)
+				t.Errorf("%q leaks into %s: …%s…", sec, channel, s[lo:hi])
+			}
+		}
+	}
+
+	p := startProc(t, binary, nil, append([]string{"run"}, f.flags("--listen", "127.0.0.1:0", "--interval", "1h", "--log-level", "debug")...)...)
+	addr := p.addr(t)
+
+	// While the command runs (it waits on the fifo): every process's
+	// argument list.
+	eventually(t, 30*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(inst, "started"))
+		return err == nil
+	}, "the command never started; logs:\n%s", p.log)
+	procs, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	commandProcs := 0
+	for _, d := range procs {
+		args, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		check("the arguments of process "+filepath.Base(d), string(bytes.ReplaceAll(args, []byte{0}, []byte{' '})))
+		if env, _ := os.ReadFile(filepath.Join(d, "environ")); bytes.Contains(env, []byte("STACKD_LOGICAL_ID=command.hold\x00")) {
+			commandProcs++
+		}
+	}
+	if commandProcs == 0 {
+		t.Errorf("found no process of the command among %d: the test would prove nothing", len(procs))
+	}
+	release, err := os.OpenFile(filepath.Join(inst, "release"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release.Close()
+	eventually(t, 30*time.Second, func() bool {
+		st := statusHead(t, f.repo)
+		return strings.Contains(st.Message, rev1[:7]) && strings.Contains(st.Message, "SUCCEEDED")
+	}, "the deploy branch was never deployed; logs:\n%s", p.log)
+	if got := readFile(t, filepath.Join(inst, "db.conf")); got != secretDBPass {
+		t.Fatalf("db.conf = %q, want the NoEcho password: the test would prove nothing", got)
+	}
+	if _, err := os.Stat(filepath.Join(inst, "keys", secretAPIKey+".txt")); err != nil {
+		t.Fatalf("the file named after the API key is missing (%v): the test would prove nothing", err)
+	}
+
+	// Pull requests: one computes on the NoEcho password and changes the
+	// file named after the API key, one on the API key itself.
+	branch := func(name, extra string, change func()) string {
+		t.Helper()
+		runGit(t, f.repo, "checkout", "-q", "-b", name, "main")
+		appendTo(t, f.repo, "templates/vault/main.hcl", extra)
+		if change != nil {
+			change()
+		}
+		head := f.commit(t, name)
+		runGit(t, f.repo, "checkout", "-q", "main")
+		eventually(t, 30*time.Second, func() bool {
+			return strings.Contains(statusHead(t, f.repo).Message, "plan "+name+" "+head[:7])
+		}, "%s was never planned; logs:\n%s", name, p.log)
+		return head
+	}
+	branch("feature/probe", `
+resource "file" "probe" {
+  path    = "probe.txt"
+  content = "${parseint(strrev(custom.db.data.password), 10)}"
+}
+`, func() { replaceIn(t, f.repo, "templates/vault/main.hcl", `content = "v1"`, `content = "v2"`) })
+	branch("feature/apikey", `
+resource "file" "probe" {
+  path    = "probe.txt"
+  content = "${parseint(var.api_key, 10)}"
+}
+`, nil)
+
+	st := statusHead(t, f.repo)
+	var probe engine.StackSetChangeSet
+	if err := json.Unmarshal(st.Files[reconciler.ChangeSetPath("feature/probe", "vault", "json")], &probe); err != nil {
+		t.Errorf("no change set of feature/probe: %v (files %v)", err, keys(st.Files))
+	}
+	var probeContent any
+	var keyedID string
+	for _, ic := range probe.Instances {
+		for _, c := range ic.Changes {
+			rc := c.ResourceChange
+			switch rc.LogicalResourceId {
+			case "file.keyed":
+				keyedID = rc.PhysicalResourceId
+			case "file.probe":
+				for _, pc := range rc.PropertyChanges {
+					if pc.Name == "content" {
+						probeContent = pc.AfterValue
+					}
+				}
+			}
+		}
+	}
+	if len(probe.Diagnostics) > 0 || probeContent != engine.SensitivePlaceholder || keyedID != engine.SensitivePlaceholder {
+		t.Errorf("feature/probe: diagnostics %v, file.probe content %v, file.keyed physical id %q; want none, %s, %s",
+			probe.Diagnostics, probeContent, keyedID, engine.SensitivePlaceholder, engine.SensitivePlaceholder)
+	}
+	if md := string(st.Files[reconciler.ChangeSetPath("feature/apikey", "stackd", "md")]); !strings.Contains(md, "hidden because an argument is sensitive") {
+		t.Errorf("feature/apikey's diagnostics do not say the message is hidden:\n%s", md)
+	}
+
+	// The deploy branch computes on them too: rejected, and its
+	// diagnostics hide the messages.
+	appendTo(t, f.repo, "templates/vault/main.hcl", `
+resource "file" "probe" {
+  path    = "probe.txt"
+  content = "${parseint(strrev(custom.db.data.password), 10)}${parseint(var.api_key, 10)}"
+}
+`)
+	rev2 := f.commit(t, "compute on the secrets")
+	eventually(t, 30*time.Second, func() bool {
+		st := statusHead(t, f.repo)
+		return strings.Contains(st.Message, rev2[:7]) && strings.Contains(st.Message, "rejected")
+	}, "the deploy branch's bad commit was never rejected; logs:\n%s", p.log)
+
+	// Every API response.
+	api := func(path string) string {
+		t.Helper()
+		resp, err := httpClient.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		check("GET "+path, string(b))
+		return string(b)
+	}
+	if body := api("/v1/changesets?ref=feature/probe"); !strings.Contains(body, "file.probe") {
+		t.Errorf("GET /v1/changesets?ref=feature/probe does not show the probe: %s", body)
+	}
+	api("/v1/changesets?ref=feature/apikey")
+	api("/v1/changesets?ref=main")
+	api("/v1/stack_sets")
+	api("/v1/stack_sets/vault")
+	api("/v1/stack_sets/vault/instances")
+	api("/readyz")
+	api("/metrics")
+	hist, _, err := readStatusHistory(f.repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range hist {
+		check("status commit message "+c.Hash[:7], c.Message)
+		for name, b := range c.Files {
+			check(fmt.Sprintf("%s of status commit %s", name, c.Hash[:7]), string(b))
+			var doc struct {
+				LastOperation struct {
+					ID string `json:"id"`
+				} `json:"last_operation"`
+			}
+			if strings.HasPrefix(name, "status/") && json.Unmarshal(b, &doc) == nil && doc.LastOperation.ID != "" {
+				api("/v1/operations/" + doc.LastOperation.ID)
+				api("/v1/operations/" + doc.LastOperation.ID + "/events")
+			}
+		}
+	}
+
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Errorf("stackd run exited with %d", code)
+	}
+	logs := p.log.String()
+	if !strings.Contains(logs, `"level":"debug"`) {
+		t.Errorf("the daemon logged nothing at debug level: the test would prove nothing")
+	}
+	check("the daemon's logs", logs)
+
+	// The CLI, once the daemon is gone.
+	for _, args := range [][]string{
+		{"status", "--state-dir", f.state},
+		{"status", "vault", "--state-dir", f.state},
+		{"status", "--json", "--state-dir", f.state},
+		append([]string{"plan", "--ref", "feature/probe", "-o", "text"}, f.flags()...),
+		append([]string{"plan", "--ref", "feature/probe", "-o", "json"}, f.flags()...),
+		append([]string{"plan", "--ref", "feature/probe", "-o", "markdown"}, f.flags()...),
+		append([]string{"plan", "--ref", "feature/apikey", "-o", "json"}, f.flags()...),
+		append([]string{"plan", "-o", "text"}, f.flags()...),
+		append([]string{"plan", "-o", "markdown"}, f.flags()...),
+		{"validate", f.repo},
+		append([]string{"apply", "--log-level", "debug"}, f.flags()...),
+	} {
+		res := runBinary(t, binary, args...)
+		check("stackd "+strings.Join(args, " "), res.stdout+res.stderr)
+	}
+	t.Logf("looked for %d forms of 2 secrets in %d outputs", len(forms), len(channels))
 }
