@@ -142,6 +142,19 @@ func withholdSensitive(obj cty.Value) cty.Value {
 	return cty.ObjectVal(m)
 }
 
+// SensitivePhysicalID reports whether r's physical id was made from a
+// sensitive value (its "id" attribute is recorded as sensitive): messages
+// and change sets must print SensitivePlaceholder instead of it.
+func (r ResourceState) SensitivePhysicalID() bool {
+	return slices.Contains(r.Sensitive, physicalIDAttr)
+}
+
+// SensitivePhysicalID is ResourceState.SensitivePhysicalID of a deposed
+// object.
+func (d Deposed) SensitivePhysicalID() bool {
+	return slices.Contains(d.Sensitive, physicalIDAttr)
+}
+
 // change is the change record of r as change sets show it: a physical id
 // recorded as sensitive reads SensitivePlaceholder.
 func (p *InstancePlan) change(r *ResourcePlan) Change {
@@ -149,7 +162,7 @@ func (p *InstancePlan) change(r *ResourcePlan) Change {
 	if c.ResourceChange.PhysicalResourceId == "" {
 		return c
 	}
-	if rr := p.recorded[r.Address]; rr != nil && slices.Contains(rr.Sensitive, physicalIDAttr) {
+	if rr := p.recorded[r.Address]; rr != nil && rr.SensitivePhysicalID() {
 		c.ResourceChange.PhysicalResourceId = SensitivePlaceholder
 	}
 	return c
