@@ -74,6 +74,13 @@ type Options struct {
 	// asked for through Plan); default DefaultPlanBudget. A plan over its
 	// budget ends with a diagnostic saying so.
 	PlanBudget time.Duration
+	// AdoptEmptyState lets passes deploy from an empty state although the
+	// status branch shows deployed stack sets (see CheckState): every
+	// instance is then created again. Off by default.
+	AdoptEmptyState bool
+	// Space, if set, is asked before a pass starts operations; while it
+	// reports no room, the pass fails before anything is dispatched.
+	Space SpaceGate
 }
 
 // DefaultPlanBudget is the default Options.PlanBudget: a fleet of 10,000
@@ -183,6 +190,8 @@ type Reconciler struct {
 	// rollouts holds the running rollouts by stack set name (*rolloutRun),
 	// for Promote and Abort.
 	rollouts sync.Map
+	// stateKnown is set once the state is known not to be lost (checkState).
+	stateKnown atomic.Bool
 }
 
 // GitTypes returns the resource types (name → default service token)
@@ -314,6 +323,9 @@ func (r *Reconciler) start(ctx context.Context) (*Result, *pass, error) {
 		return nil, nil, fmt.Errorf("resolve branch %s: %w", r.opts.Branch, err)
 	}
 	defer func() { r.opts.Metrics.ReconcileDone(time.Since(began), err) }()
+	if err = r.checkState(ctx); err != nil {
+		return nil, nil, err
+	}
 	r.catchUpStatus(ctx)
 	unfinished, err := r.unfinished()
 	if err != nil {
@@ -326,6 +338,9 @@ func (r *Reconciler) start(ctx context.Context) (*Result, *pass, error) {
 		if rej, _ := r.opts.Store.Meta(metaRejectedRevision); string(rej) == head {
 			return &Result{Revision: head, UpToDate: true, Rejected: true}, nil, nil
 		}
+	}
+	if err = r.checkSpace(head); err != nil {
+		return nil, nil, err
 	}
 	res, p, err := r.reconcileRevision(ctx, head)
 	if err != nil || !res.Rejected {

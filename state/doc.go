@@ -44,6 +44,26 @@
 // (the reconciler calls it at operation and batch boundaries). One process holds the
 // directory lock; a second Open fails with ErrLocked.
 //
+// # Damage, backups and a full disk
+//
+// Open reads the directory before Badger does and refuses (ErrDamaged,
+// saying what is wrong, nothing changed) what Badger would otherwise turn
+// into an empty state, a panic or a silently dropped table: a missing or
+// unreadable MANIFEST next to table files, a listed table that is missing
+// or fails its checksums, a truncated KEYREGISTRY. A directory whose every
+// file is gone opens empty; telling that from a fresh start is the
+// reconciler's job (it compares with the status branch).
+//
+// Backup writes a versioned format with a trailer (record count, SHA-256);
+// BackupFile writes it 0600 to a temporary file, fsyncs, reads it back,
+// renames it into place and fsyncs the directory, so the previous backup
+// survives any failure. Restore verifies a whole backup before it writes
+// anything and builds the restored state in a new directory renamed into
+// place when complete (see backup.go for the format).
+//
+// Below MinFreeSpace free, writes and Open are refused with ErrNoSpace:
+// Badger writes through memory maps and would die of SIGBUS on a full disk.
+//
 // # Concurrency
 //
 // A Store is safe for concurrent use. Writes run in Badger transactions that

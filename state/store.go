@@ -1,10 +1,8 @@
 package state
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -43,6 +41,21 @@ var (
 	ErrNotEmpty = errors.New("state directory is not empty")
 	// ErrClosed: the store has been closed.
 	ErrClosed = errors.New("state store is closed")
+	// ErrDamaged: Open found the state directory damaged (a missing or
+	// unreadable MANIFEST, a table that is missing or fails its checksum,
+	// or anything Badger refuses or panics on while opening). Nothing in
+	// the directory was changed.
+	ErrDamaged = errors.New("state directory is damaged")
+	// ErrNoSpace: the state's file system has less than MinFreeSpace free:
+	// the write (or Open) was refused rather than risk Badger dying of
+	// SIGBUS on a full disk.
+	ErrNoSpace = errors.New("not enough free disk space for the state")
+	// ErrBadBackup: a backup is empty, truncated or corrupt (wrapped with
+	// what is wrong); Restore changed nothing.
+	ErrBadBackup = errors.New("not a complete stackd backup")
+	// ErrLegacyBackup: a backup in the format stackd wrote before backups
+	// carried a record count and a checksum; see RestoreLegacy.
+	ErrLegacyBackup = errors.New("backup in the earlier, unverifiable format (Badger's raw stream, no checksum)")
 )
 
 // SyncWrites is the Badger SyncWrites setting the store opens with. It is
@@ -73,6 +86,12 @@ const (
 // called after (or while) Close runs.
 type Store struct {
 	db *badger.DB
+	// dir is the state directory; writes are refused (ErrNoSpace) while
+	// free(dir) is below minFree (see MinFreeSpace).
+	dir     string
+	free    func(string) (uint64, error)
+	minFree uint64
+	space   spaceCache
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -90,10 +109,16 @@ type config struct {
 	gcInterval time.Duration
 	// gcDone, if set, is called after each value-log GC pass.
 	gcDone func()
+	// free reports the free bytes of a directory's file system (nil: not
+	// checked); minFree is the floor below which writes are refused.
+	free    func(string) (uint64, error)
+	minFree uint64
+	// spaceRecheck is how long a free-space reading above minFree holds.
+	spaceRecheck time.Duration
 }
 
 func defaultConfig() config {
-	return config{syncWrites: SyncWrites, gcInterval: gcInterval}
+	return config{syncWrites: SyncWrites, gcInterval: gcInterval, free: freeSpace, minFree: MinFreeSpace, spaceRecheck: spaceRecheck}
 }
 
 func badgerOptions(dir string, syncWrites bool) badger.Options {
@@ -107,18 +132,36 @@ func badgerOptions(dir string, syncWrites bool) badger.Options {
 }
 
 // Open opens the state in dir, creating dir if needed, and starts value-log
-// GC in the background.
+// GC in the background. Before Badger sees the directory, Open checks it
+// for damage that Badger would answer by deleting table files or by a
+// panic (see checkDir), and checks that its file system has MinFreeSpace
+// free; it changes nothing in a directory it refuses.
 //
 // Errors: ErrLocked (wrapped, with Badger's message) if another Store holds
-// dir; otherwise a wrapped I/O or Badger error.
+// dir; ErrDamaged (wrapped, saying what is wrong) for a damaged directory;
+// ErrNoSpace (wrapped) below MinFreeSpace; otherwise a wrapped I/O error.
 func Open(dir string) (*Store, error) {
 	return open(dir, defaultConfig())
 }
 
-func open(dir string, c config) (*Store, error) {
+func open(dir string, c config) (s *Store, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open state %s: %w", dir, err)
 	}
+	if c.free != nil {
+		if err := spaceFor(dir, c.free, c.minFree); err != nil {
+			return nil, fmt.Errorf("open state %s: %w", dir, err)
+		}
+	}
+	if err := checkDir(dir); err != nil {
+		return nil, err
+	}
+	// Badger panics on some damage in the opening goroutine too.
+	defer func() {
+		if p := recover(); p != nil {
+			s, err = nil, fmt.Errorf("open state %s: %w: Badger panicked opening it: %s", dir, ErrDamaged, firstLine(fmt.Sprint(p)))
+		}
+	}()
 	// A process killed while Badger created a memtable or value-log file
 	// leaves it empty, and Badger then refuses to open
 	// (dgraph-io/badger#2207). An empty file holds nothing: remove such
@@ -138,12 +181,10 @@ func open(dir string, c config) (*Store, error) {
 		db, err = badger.Open(badgerOptions(dir, c.syncWrites))
 	}
 	if err != nil {
-		if strings.Contains(err.Error(), "directory lock") {
-			return nil, fmt.Errorf("open state %s: %w: %v", dir, ErrLocked, err)
-		}
-		return nil, fmt.Errorf("open state %s: %w", dir, err)
+		return nil, classifyOpenError(dir, err)
 	}
-	s := &Store{db: db, stop: make(chan struct{})}
+	s = &Store{db: db, dir: dir, free: c.free, minFree: c.minFree, stop: make(chan struct{})}
+	s.space.ttl = c.spaceRecheck
 	s.wg.Add(1)
 	go s.gcLoop(c.gcInterval, c.gcDone)
 	return s, nil
@@ -181,8 +222,9 @@ func (s *Store) gcLoop(interval time.Duration, done func()) {
 			return
 		case <-t.C:
 		}
-		// Each successful run rewrote one file; keep going while it pays.
-		for s.db.RunValueLogGC(gcDiscardRatio) == nil {
+		// Each successful run rewrote one file; keep going while it pays
+		// (and while the disk has room for the rewrite).
+		for s.checkSpace() == nil && s.db.RunValueLogGC(gcDiscardRatio) == nil {
 			select {
 			case <-s.stop:
 				return
@@ -244,7 +286,13 @@ func convertErr(err error) error {
 
 // update runs fn in a read-write transaction, retrying on conflicts. fn must
 // be safe to run more than once: reset anything it captures at its start.
+//
+// Errors: ErrNoSpace (wrapped) when the disk is nearly full (see
+// MinFreeSpace), else what fn or Badger returned, converted.
 func (s *Store) update(fn func(txn *badger.Txn) error) error {
+	if err := s.checkSpace(); err != nil {
+		return err
+	}
 	for attempt := 0; ; attempt++ {
 		err := s.db.Update(fn)
 		if !errors.Is(err, badger.ErrConflict) || attempt == maxRetries {
@@ -376,6 +424,9 @@ func (s *Store) deleteInOrder(collect func(txn *badger.Txn) (keys, final [][]byt
 		return err
 	}
 	// Too big for one transaction: chunk. Blind deletes do not conflict.
+	if err := s.checkSpace(); err != nil {
+		return err
+	}
 	txn := s.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
 	for _, k := range keys {
@@ -408,133 +459,4 @@ func (s *Store) deleteInOrder(collect func(txn *badger.Txn) (keys, final [][]byt
 		}
 		return nil
 	})
-}
-
-// Backup writes a full backup of the state to w (Badger's backup format, as
-// read by Restore). It runs alongside other calls and sees one snapshot.
-//
-// Errors: ErrClosed, or a wrapped I/O or Badger error.
-func (s *Store) Backup(w io.Writer) error {
-	if s.db.IsClosed() {
-		return ErrClosed
-	}
-	if _, err := s.db.Backup(w, 0); err != nil {
-		return fmt.Errorf("backup state: %w", convertErr(err))
-	}
-	return nil
-}
-
-// Restore loads a backup written by Backup into dir, which must not exist or
-// be empty. It must not be open (no Store on it). If loading fails, whatever
-// Restore created in dir is removed again.
-//
-// Errors: ErrNotEmpty (wrapped) for a non-empty dir, ErrLocked if dir is
-// locked, or a wrapped I/O or Badger error (e.g. a malformed backup).
-func Restore(dir string, r io.Reader) (err error) {
-	entries, err := os.ReadDir(dir)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("restore state into %s: %w", dir, err)
-		}
-		defer func() {
-			if err != nil {
-				_ = os.RemoveAll(dir)
-			}
-		}()
-	case err != nil:
-		return fmt.Errorf("restore state into %s: %w", dir, err)
-	case len(entries) > 0:
-		return fmt.Errorf("restore state into %s: %w (it holds %d entries; restore into a new directory)", dir, ErrNotEmpty, len(entries))
-	default:
-		defer func() {
-			if err != nil {
-				removeContents(dir)
-			}
-		}()
-	}
-	db, err := badger.Open(badgerOptions(dir, false))
-	if err != nil {
-		if strings.Contains(err.Error(), "directory lock") {
-			return fmt.Errorf("restore state into %s: %w: %v", dir, ErrLocked, err)
-		}
-		return fmt.Errorf("restore state into %s: %w", dir, err)
-	}
-	if err := load(db, r); err != nil {
-		_ = db.Close()
-		return fmt.Errorf("restore state into %s: %w", dir, err)
-	}
-	if err := db.Close(); err != nil {
-		return fmt.Errorf("restore state into %s: %w", dir, err)
-	}
-	return nil
-}
-
-// maxBackupFrame bounds one length-prefixed frame of a backup stream. Badger
-// allocates a frame's length before reading it, so a malformed stream could
-// ask for any amount of memory; real frames stay far below this.
-const maxBackupFrame = 256 << 20
-
-// load runs db.Load on r, checking the frame lengths on the way so that a
-// malformed backup is an error and not a panic deep inside Badger.
-func load(db *badger.DB, r io.Reader) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("malformed backup: %v", p)
-		}
-	}()
-	fr := &frameReader{r: r}
-	err = db.Load(fr, 256)
-	if fr.err != nil {
-		return fr.err
-	}
-	return err
-}
-
-// frameReader passes a backup stream (frames of an 8-byte little-endian
-// length followed by that many bytes) through, failing on a frame longer
-// than maxBackupFrame.
-type frameReader struct {
-	r      io.Reader
-	head   [8]byte
-	inHead int    // bytes of the current length prefix read so far
-	body   uint64 // bytes of the current frame body still to come
-	err    error
-}
-
-func (f *frameReader) Read(p []byte) (int, error) {
-	if f.err != nil {
-		return 0, f.err
-	}
-	// Never read past the current length prefix, so it can be checked
-	// before Badger sees it.
-	if f.body == 0 {
-		p = p[:min(len(p), len(f.head)-f.inHead)]
-	} else {
-		p = p[:min(uint64(len(p)), f.body)]
-	}
-	n, err := f.r.Read(p)
-	if f.body > 0 {
-		f.body -= uint64(n)
-		return n, err
-	}
-	copy(f.head[f.inHead:], p[:n])
-	f.inHead += n
-	if f.inHead == len(f.head) {
-		f.inHead = 0
-		f.body = binary.LittleEndian.Uint64(f.head[:])
-		if f.body > maxBackupFrame {
-			f.err = fmt.Errorf("malformed backup: frame of %d bytes", f.body)
-			return 0, f.err
-		}
-	}
-	return n, err
-}
-
-// removeContents removes everything inside dir, best effort.
-func removeContents(dir string) {
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		_ = os.RemoveAll(filepath.Join(dir, e.Name()))
-	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -705,68 +704,6 @@ func TestOpenLocked(t *testing.T) {
 	if err := s3.Close(); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func TestBackupRestore(t *testing.T) {
-	s := newStore(t)
-	populate(t, s)
-	// Deleted and overwritten keys must not come back.
-	tmp := mustCreate(t, s, "tmp")
-	if err := s.DeleteStackSet(tmp.ID); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetMeta("schema", []byte("2")); err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := s.Backup(&buf); err != nil {
-		t.Fatal(err)
-	}
-	backup := buf.Bytes()
-
-	t.Run("new dir", func(t *testing.T) {
-		dir := filepath.Join(t.TempDir(), "restored", "state")
-		if err := Restore(dir, bytes.NewReader(backup)); err != nil {
-			t.Fatal(err)
-		}
-		r := openAt(t, dir)
-		if diff := cmp.Diff(dump(t, s), dump(t, r)); diff != "" {
-			t.Errorf("restored state (-original +restored):\n%s", diff)
-		}
-		checkClean(t, r)
-		if v, err := r.Meta("schema"); err != nil || string(v) != "2" {
-			t.Errorf("restored Meta = %q, %v; want 2", v, err)
-		}
-	})
-	t.Run("empty existing dir", func(t *testing.T) {
-		dir := t.TempDir()
-		if err := Restore(dir, bytes.NewReader(backup)); err != nil {
-			t.Fatal(err)
-		}
-		r := openAt(t, dir)
-		if got, want := len(dump(t, r)), len(dump(t, s)); got != want {
-			t.Errorf("restored %d keys, want %d", got, want)
-		}
-	})
-	t.Run("non-empty dir", func(t *testing.T) {
-		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, "x"), nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		err := Restore(dir, bytes.NewReader(backup))
-		if !errors.Is(err, ErrNotEmpty) {
-			t.Errorf("Restore into non-empty dir: got %v, want ErrNotEmpty", err)
-		}
-	})
-	t.Run("garbage", func(t *testing.T) {
-		dir := filepath.Join(t.TempDir(), "state")
-		if err := Restore(dir, strings.NewReader("this is not a backup at all")); err == nil {
-			t.Fatal("Restore(garbage) succeeded")
-		}
-		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("failed Restore left %s behind (%v)", dir, err)
-		}
-	})
 }
 
 func TestValueLogGCStopsOnClose(t *testing.T) {

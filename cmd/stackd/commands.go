@@ -57,6 +57,9 @@ func newRunCommand() *cobra.Command {
 				return err
 			}
 			defer a.Close()
+			if err := c.checkStateAtStart(ctx, a); err != nil {
+				return err
+			}
 			trigger := make(chan struct{}, 1)
 			kick := func() {
 				select {
@@ -110,6 +113,9 @@ func (a *app) apiHandler(token, webhookSecret string, kick func()) (http.Handler
 		GitTypes: a.rec.GitTypes, InUse: inUse(a.store), Trigger: kick,
 		ReconcileHealth: func() any { return a.rec.Health() },
 		Readiness: func() (bool, string) {
+			if ok, why := a.space.Ready(); !ok {
+				return false, why
+			}
 			h := a.rec.Health()
 			switch {
 			case h.LastSuccess.IsZero() && h.Err == "":
@@ -249,7 +255,7 @@ func newApplyCommand() *cobra.Command {
 			}
 			res, err := a.rec.Reconcile(ctx)
 			if err != nil {
-				return err
+				return c.explain(err)
 			}
 			// The same pass as the daemon's: pull-request branches too.
 			if err := a.rec.PlanBranches(ctx); err != nil {
@@ -615,7 +621,7 @@ func newStateCommand() *cobra.Command {
 	}
 	backup := &cobra.Command{
 		Use:   "backup FILE",
-		Short: "Write a full backup of the state to FILE",
+		Short: "Write a full backup of the state to FILE (0600, via a temporary file: the previous FILE survives any failure)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := state.Open(stateDir)
@@ -623,31 +629,43 @@ func newStateCommand() *cobra.Command {
 				return err
 			}
 			defer st.Close()
-			f, err := os.Create(args[0])
+			info, err := st.BackupFile(args[0])
 			if err != nil {
 				return err
 			}
-			if err := st.Backup(f); err != nil {
-				f.Close()
-				return err
-			}
-			return f.Close()
+			fmt.Fprintf(cmd.OutOrStdout(), "Backed up %s to %s (%s).\n", plural(int(info.Records), "record"), args[0], backupSummary(info))
+			return nil
 		},
 	}
+	var legacy bool
 	restore := &cobra.Command{
 		Use:   "restore FILE",
-		Short: "Restore a backup into an empty --state-dir",
+		Short: "Verify the backup in FILE, then restore it into a new or empty --state-dir",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := os.Open(args[0])
+			info, err := restoreBackup(stateDir, args[0], legacy)
 			if err != nil {
 				return err
 			}
-			defer f.Close()
-			return state.Restore(stateDir, f)
+			fmt.Fprintf(cmd.OutOrStdout(), "Restored %s from %s into %s (%s).\n", plural(int(info.Records), "record"), args[0], stateDir, backupSummary(info))
+			return nil
 		},
 	}
-	cmd.AddCommand(check, backup, restore)
+	restore.Flags().BoolVar(&legacy, "legacy", false, "FILE was written by an older stackd (Badger's raw format, no checksum): restore it without verification")
+	verify := &cobra.Command{
+		Use:   "verify FILE",
+		Short: "Check that FILE is a complete, intact backup (record count and checksum)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			info, err := verifyBackup(args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s is a complete backup: %s (%s).\n", args[0], plural(int(info.Records), "record"), backupSummary(info))
+			return nil
+		},
+	}
+	cmd.AddCommand(check, backup, restore, verify)
 	return cmd
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/stackd/stackd/engine/provider/waitcondition"
 	"github.com/stackd/stackd/gitsource"
 	"github.com/stackd/stackd/gitsource/forge"
+	"github.com/stackd/stackd/internal/diskspace"
 	"github.com/stackd/stackd/reconciler"
 	"github.com/stackd/stackd/state"
 )
@@ -58,6 +59,8 @@ type repoConfig struct {
 	customCA                         string
 	gitTimeout                       time.Duration
 	planBudget                       time.Duration
+	adoptEmptyState                  bool
+	minFreeSpace                     byteSize
 }
 
 func (c *repoConfig) addFlags(cmd *cobra.Command) {
@@ -68,6 +71,7 @@ func (c *repoConfig) addFlags(cmd *cobra.Command) {
 	f.StringVar(&c.path, "path", ".", "definitions directory inside the repository")
 	f.StringVar(&c.stateDir, "state-dir", ".stackd/state", "Badger state directory")
 	f.StringVar(&c.targetsRoot, "targets-root", ".stackd/targets", "root directory of file resources: <root>/<account>/<region>/")
+	c.addStateSafetyFlags(f)
 	f.StringVar(&c.cacheDir, "cache-dir", "", "where a remote repository is cloned (default: <parent of --state-dir>/git-cache)")
 	f.DurationVar(&c.gitTimeout, "git-timeout", gitsource.DefaultFetchTimeout, "bound on each fetch or push to a remote repository")
 	f.BoolVar(&c.allowCommand, "allow-command", true, "allow the command provider")
@@ -280,6 +284,7 @@ type app struct {
 	broker  *custom.Broker
 	signals *waitcondition.Provider
 	metrics *api.Metrics
+	space   *diskspace.Checker
 }
 
 func (a *app) Close() error { return a.store.Close() }
@@ -300,7 +305,7 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := state.Open(c.stateDir)
+	st, err := c.openState(log)
 	if err != nil {
 		return nil, err
 	}
@@ -316,6 +321,7 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	}
 	eng := engine.New(providers(c.targetsRoot, c.allowCommand, cp, wp))
 	metrics := api.NewMetrics()
+	space := c.spaceChecker(log, metrics)
 	notifier, err := c.notifier()
 	if err != nil {
 		st.Close()
@@ -324,11 +330,11 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	rec, err := reconciler.New(reconciler.Options{
 		Source: src, Store: st, Engine: eng, Branch: c.branch, Path: c.path, Log: log,
 		StatusBranch: c.statusBranch, PRBranches: c.prBranches, Notifier: notifier, Metrics: metrics,
-		PlanBudget: c.planBudget,
+		PlanBudget: c.planBudget, AdoptEmptyState: c.adoptEmptyState, Space: space,
 	})
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	return &app{store: st, source: src, engine: eng, rec: rec, log: log, broker: broker, signals: wp, metrics: metrics}, nil
+	return &app{store: st, source: src, engine: eng, rec: rec, log: log, broker: broker, signals: wp, metrics: metrics, space: space}, nil
 }
