@@ -82,9 +82,6 @@ type ModuleCall struct {
 // metadataRef keys a resource's metadata references in Resource.refs.
 const metadataRef = " metadata"
 
-// maxModuleDepth bounds module nesting.
-const maxModuleDepth = 8
-
 // Lifecycle holds a resource's lifecycle meta-arguments.
 type Lifecycle struct {
 	CreateBeforeDestroy bool
@@ -150,9 +147,6 @@ var lifecycleSchema = &hcl.BodySchema{
 // metaArguments are the resource arguments stackd itself interprets.
 var metaArguments = []string{"count", "for_each", "depends_on", "deletion_policy", "metadata"}
 
-// maxTemplateFileSize bounds each template and definitions file.
-const maxTemplateFileSize = 4 << 20
-
 // readHCLFiles parses every *.hcl file directly in dir, in name order.
 func readHCLFiles(parser *hclparse.Parser, fsys fs.FS, dir string, rng *hcl.Range) ([]*hcl.File, string, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
@@ -172,11 +166,11 @@ func readHCLFiles(parser *hclparse.Parser, fsys fs.FS, dir string, rng *hcl.Rang
 			continue
 		}
 		name := path.Join(dir, e.Name())
-		if info, err := e.Info(); err == nil && info.Size() > maxTemplateFileSize {
+		if info, err := e.Info(); err == nil && info.Size() > MaxTemplateFileSize {
 			diags = diags.Append(&hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "File too large",
-				Detail:   fmt.Sprintf("%s is %d bytes; definition and template files may be at most %d bytes.", name, info.Size(), maxTemplateFileSize),
+				Detail:   fmt.Sprintf("%s is %d bytes; definition and template files may be at most %d bytes.", name, info.Size(), MaxTemplateFileSize),
 				Subject:  rng,
 			})
 			continue
@@ -233,10 +227,10 @@ func (ld *loader) load(dir string, rng *hcl.Range) (*Template, hcl.Diagnostics) 
 			}}
 		}
 	}
-	if len(ld.stack) > maxModuleDepth {
+	if len(ld.stack) > MaxModuleDepth {
 		return nil, hcl.Diagnostics{{
 			Severity: hcl.DiagError, Summary: "Modules nested too deeply",
-			Detail:  fmt.Sprintf("Modules may be nested at most %d levels deep (%s).", maxModuleDepth, strings.Join(ld.stack, " -> ")),
+			Detail:  fmt.Sprintf("Modules may be nested at most %d levels deep (%s).", MaxModuleDepth, strings.Join(ld.stack, " -> ")),
 			Subject: rng,
 		}}
 	}
