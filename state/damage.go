@@ -183,12 +183,13 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// firstLine is the first non-empty line of s (Badger's panics carry dumps).
+// firstLine is the first line of s that says something (Badger's panics
+// carry dumps and "== ... ==" banners).
 func firstLine(s string) string {
 	for _, l := range strings.Split(s, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "==") {
 			return l
 		}
 	}
-	return s
+	return "no detail"
 }
