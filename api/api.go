@@ -59,13 +59,9 @@ type InUse func(name string) (bool, error)
 // empty). They count as registered and cannot be deleted through the API.
 type GitTypes func() map[string]string
 
-// Defaults of Options.
-const (
-	// DefaultMaxBodyBytes caps request bodies (webhook, responses, signals).
-	DefaultMaxBodyBytes = 1 << 20
-	// DefaultPlanTimeout bounds one GET /v1/changesets.
-	DefaultPlanTimeout = 2 * time.Minute
-)
+// DefaultPlanTimeout bounds one GET /v1/changesets (the default of
+// Options.PlanTimeout). Body and concurrency defaults are in limits.go.
+const DefaultPlanTimeout = 2 * time.Minute
 
 // Options configure a Server. Store is required; everything else is
 // optional, and a missing piece switches its feature off as documented on
@@ -108,8 +104,14 @@ type Options struct {
 	// Metrics is served at /metrics and counts requests. Nil: New creates
 	// one (then reachable with Server.Metrics).
 	Metrics *Metrics
-	// MaxBodyBytes caps request bodies (default DefaultMaxBodyBytes).
-	MaxBodyBytes int64
+	// HookLimits, SignedLimits and APILimits bound the webhook, the
+	// pre-signed routes (responses and signals) and the rest but the
+	// probes: body size and requests at once (defaults DefaultHookLimits,
+	// DefaultSignedLimits, DefaultAPILimits, field by field).
+	HookLimits, SignedLimits, APILimits Limits
+	// BodyTimeout bounds reading a request body once a handler starts
+	// (default DefaultBodyTimeout).
+	BodyTimeout time.Duration
 	// PlanTimeout bounds one change-set request (default
 	// DefaultPlanTimeout).
 	PlanTimeout time.Duration
@@ -132,8 +134,11 @@ func (o *Options) Validate() error {
 	if o.WebhookSecret != "" && o.Trigger == nil {
 		return errors.New("api: WebhookSecret is set but Trigger is nil")
 	}
-	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = DefaultMaxBodyBytes
+	o.HookLimits.fill(DefaultHookLimits)
+	o.SignedLimits.fill(DefaultSignedLimits)
+	o.APILimits.fill(DefaultAPILimits)
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = DefaultBodyTimeout
 	}
 	if o.PlanTimeout <= 0 {
 		o.PlanTimeout = DefaultPlanTimeout
@@ -155,6 +160,9 @@ type Server struct {
 	mux       *http.ServeMux
 	routes    []route
 	tokenHash [sha256.Size]byte
+	// slots bound the requests of each class served at once (classProbe
+	// has none).
+	slots map[class]chan struct{}
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -167,6 +175,11 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Log, mux: http.NewServeMux()}
 	if opts.Token != "" {
 		s.tokenHash = sha256.Sum256([]byte(opts.Token))
+	}
+	s.slots = map[class]chan struct{}{
+		classAPI:    make(chan struct{}, opts.APILimits.MaxInFlight),
+		classHook:   make(chan struct{}, opts.HookLimits.MaxInFlight),
+		classSigned: make(chan struct{}, opts.SignedLimits.MaxInFlight),
 	}
 	s.routes = s.routeTable()
 	for _, rt := range s.routes {

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -34,18 +33,24 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 // SignatureHeader is GitHub's webhook signature header.
 const SignatureHeader = "X-Hub-Signature-256"
 
-// validSignature reports whether header is "sha256=<hex HMAC-SHA256 of body
-// keyed with secret>", compared in constant time.
-func validSignature(secret, body []byte, header string) bool {
+// parseSignature returns the HMAC of header "sha256=<64 hex digits>", or
+// false when header is missing or malformed.
+func parseSignature(header string) ([]byte, bool) {
 	hexSum, ok := strings.CutPrefix(header, "sha256=")
 	if !ok {
-		return false
+		return nil, false
 	}
-	got, err := hex.DecodeString(hexSum)
-	if err != nil || len(got) != sha256.Size {
-		return false
+	sum, err := hex.DecodeString(hexSum)
+	if err != nil || len(sum) != sha256.Size {
+		return nil, false
 	}
-	mac := hmac.New(sha256.New, secret)
-	mac.Write(body)
-	return hmac.Equal(got, mac.Sum(nil))
+	return sum, true
+}
+
+// badSignature answers the 401 of a webhook whose signature is missing,
+// malformed or wrong.
+func badSignature(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", SignatureHeader)
+	writeError(w, http.StatusUnauthorized, CodeUnauthorized,
+		"Missing or invalid "+SignatureHeader+": expected sha256=<hex HMAC-SHA256 of the body with the webhook secret>.")
 }

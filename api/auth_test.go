@@ -90,7 +90,7 @@ func TestOptionsValidate(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Validate: %v", err)
 				}
-				if tc.opts.Metrics == nil || tc.opts.MaxBodyBytes != DefaultMaxBodyBytes || tc.opts.PlanTimeout != DefaultPlanTimeout || tc.opts.Now == nil {
+				if tc.opts.Metrics == nil || tc.opts.HookLimits != DefaultHookLimits || tc.opts.SignedLimits != DefaultSignedLimits || tc.opts.APILimits != DefaultAPILimits || tc.opts.BodyTimeout != DefaultBodyTimeout || tc.opts.PlanTimeout != DefaultPlanTimeout || tc.opts.Now == nil {
 					t.Errorf("defaults not filled: %+v", tc.opts)
 				}
 				return

@@ -37,9 +37,24 @@
 //     /metrics needs the token: it names stack sets.
 //   - The webhook triggers a fetch only after its signature checks out; a
 //     bad or missing signature is a 401 and nothing happens.
-//   - Bodies are capped (Options.MaxBodyBytes, 1 MiB by default; 413
-//     beyond). The server starts no goroutines and holds no global state:
-//     metrics live in their own registry (Metrics).
+//   - Bodies are limited before they are read: a Content-Length over the
+//     route's cap is a 413 before a byte is read, a body that crosses it
+//     (http.MaxBytesReader) a 413 at that byte, one slower than
+//     Options.BodyTimeout (10 s) a 408. Caps per route (limits.go): the
+//     webhook 25 MiB (GitHub's own cap), responses and signals 64 KiB (the
+//     sinks take 4 KiB and refuse more with their own 413), the rest 64
+//     KiB. Only the pre-signed routes hold a body in memory; the webhook
+//     hashes its body while it streams (a missing or malformed signature
+//     is refused before the body is read), promote and abort discard
+//     theirs.
+//   - Requests served at once are bounded per class of routes: the webhook
+//     16, responses and signals 64, everything else 32; the next one is a
+//     503 stackd.unavailable with Retry-After: 1, answered at once without
+//     reading its body. /healthz and /readyz are never bounded (constant
+//     work, no body; a bound would let a flood fail the real probe). A
+//     flood on one class never takes the slots of another.
+//   - The server starts no goroutines and holds no global state: metrics
+//     live in their own registry (Metrics).
 //
 // # Microversions
 //
@@ -50,16 +65,14 @@
 //
 // # Serving
 //
-// New returns an http.Handler; cmd owns the listener, TLS and timeouts.
-// Recommended http.Server settings:
-//
-//	ReadHeaderTimeout: 10 * time.Second
-//	ReadTimeout:       30 * time.Second  // bodies are at most 1 MiB
-//	WriteTimeout:      DefaultPlanTimeout + 30*time.Second // GET /v1/changesets plans
-//	IdleTimeout:       2 * time.Minute
-//	MaxHeaderBytes:    64 << 10
-//
-// and Shutdown with a deadline on SIGTERM.
+// New returns an http.Handler; NewHTTPServer an http.Server for it with
+// the timeouts of server.go (ReadHeaderTimeout 10 s, ReadTimeout 20 s as a
+// backstop to the handlers' own body deadline, WriteTimeout
+// DefaultPlanTimeout + 30 s, IdleTimeout 60 s, headers at most 32 KiB,
+// HTTP/2 receive buffers 256 KiB per connection). cmd owns the listener
+// and TLS, and Shuts the server down with a deadline on SIGTERM.
+// ExternalURL derives the base of pre-signed URLs from the listener when
+// --external-url is not given, and says how a given one contradicts it.
 //
 // # Imports
 //

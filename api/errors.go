@@ -21,6 +21,7 @@ const (
 	CodeMethodNotAllowed     = "stackd.method_not_allowed"     // 405
 	CodeInUse                = "stackd.resource_type_in_use"   // 409
 	CodeDeclaredInGit        = "stackd.resource_type_in_git"   // 409
+	CodeRequestTimeout       = "stackd.request_timeout"        // 408: body too slow
 	CodeTooLarge             = "stackd.request_too_large"      // 413
 	CodeInternal             = "stackd.internal"               // 500
 	CodePlanFailed           = "stackd.plan_failed"            // 500: Planner error

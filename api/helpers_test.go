@@ -75,6 +75,7 @@ type resp struct {
 	status int
 	header http.Header
 	body   []byte
+	close  bool // the server closes the connection (Connection: close)
 }
 
 func (e *env) do(r req) resp {
@@ -111,7 +112,7 @@ func doOn(t testing.TB, srv *httptest.Server, r req) resp {
 	if err != nil {
 		t.Fatalf("%s %s: read body: %v", method, r.path, err)
 	}
-	return resp{status: res.StatusCode, header: res.Header, body: b}
+	return resp{status: res.StatusCode, header: res.Header, body: b, close: res.Close}
 }
 
 // decode unmarshals the body into v, failing the test on error.
@@ -194,5 +195,5 @@ func readResp(t testing.TB, res *http.Response) resp {
 	if err != nil {
 		t.Fatalf("read body: %v", err)
 	}
-	return resp{status: res.StatusCode, header: res.Header, body: b}
+	return resp{status: res.StatusCode, header: res.Header, body: b, close: res.Close}
 }

@@ -2,33 +2,12 @@ package api
 
 import (
 	"cmp"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"strings"
 )
-
-// readBody reads the whole request body up to Options.MaxBodyBytes,
-// answering 413 beyond it.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	if r.ContentLength > s.opts.MaxBodyBytes {
-		writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge,
-			fmt.Sprintf("The body is larger than %d bytes.", s.opts.MaxBodyBytes))
-		return nil, false
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge,
-				fmt.Sprintf("The body is larger than %d bytes.", s.opts.MaxBodyBytes))
-			return nil, false
-		}
-		writeError(w, http.StatusBadRequest, CodeBadRequest, "Cannot read the request body.")
-		return nil, false
-	}
-	return body, true
-}
 
 // eventHeaders name the webhook event, GitHub's first (Gitea and Forgejo
 // send it too).
@@ -42,19 +21,26 @@ var fetchEvents = map[string]bool{"": true, "push": true, "create": true, "delet
 // of the body with Options.WebhookSecret) authenticates it; ping answers
 // 200; push (and create, delete, or no event header) calls Trigger and
 // answers 202; other events are acknowledged with 200 and ignored.
+//
+// The body is never held: a missing or malformed signature is refused
+// before it is read, and otherwise it streams through the HMAC (nothing
+// of its content is used but the signature), at most HookLimits.MaxBodyBytes.
 func (s *Server) gitHook(w http.ResponseWriter, r *http.Request) {
 	if s.opts.WebhookSecret == "" {
 		writeError(w, http.StatusNotFound, CodeNotConfigured, "The Git webhook is not configured (no webhook secret).")
 		return
 	}
-	body, ok := s.readBody(w, r)
+	want, ok := parseSignature(r.Header.Get(SignatureHeader))
 	if !ok {
+		badSignature(w)
 		return
 	}
-	if !validSignature([]byte(s.opts.WebhookSecret), body, r.Header.Get(SignatureHeader)) {
-		w.Header().Set("WWW-Authenticate", SignatureHeader)
-		writeError(w, http.StatusUnauthorized, CodeUnauthorized,
-			"Missing or invalid "+SignatureHeader+": expected sha256=<hex HMAC-SHA256 of the body with the webhook secret>.")
+	mac := hmac.New(sha256.New, []byte(s.opts.WebhookSecret))
+	if !s.copyBody(w, r, s.opts.HookLimits.MaxBodyBytes, mac) {
+		return
+	}
+	if !hmac.Equal(want, mac.Sum(nil)) {
+		badSignature(w)
 		return
 	}
 	var event string
@@ -92,7 +78,7 @@ func (s *Server) deliver(w http.ResponseWriter, r *http.Request, sink ResponseSi
 		writeError(w, http.StatusNotFound, CodeNotConfigured, what+" not enabled in this process.")
 		return
 	}
-	body, ok := s.readBody(w, r)
+	body, ok := s.readBody(w, r, s.opts.SignedLimits.MaxBodyBytes)
 	if !ok {
 		return
 	}

@@ -80,8 +80,8 @@ func TestGitHook(t *testing.T) {
 }
 
 func TestGitHookBodyLimit(t *testing.T) {
-	e := newEnv(t, nil)
-	body := strings.Repeat("x", DefaultMaxBodyBytes+1)
+	e := newEnv(t, func(o *Options) { o.HookLimits.MaxBodyBytes = 4096 })
+	body := strings.Repeat("x", 4097)
 	r := e.do(req{method: http.MethodPost, path: "/v1/hooks/git", body: body, noAuth: true,
 		header: map[string]string{SignatureHeader: sign("hook-secret", body), "X-GitHub-Event": "push"}})
 	r.wantStatus(t, "oversized push", http.StatusRequestEntityTooLarge)
@@ -202,7 +202,7 @@ func TestResponsesEmptyContentType(t *testing.T) {
 
 func TestResponsesLimits(t *testing.T) {
 	sink := &fakeSink{}
-	e := newEnv(t, func(o *Options) { o.Responses, o.MaxBodyBytes = sink, 4096 })
+	e := newEnv(t, func(o *Options) { o.Responses, o.SignedLimits.MaxBodyBytes = sink, 4096 })
 	r := e.do(req{method: http.MethodPut, path: "/v1/responses/t", body: strings.Repeat("x", 4097), noAuth: true})
 	r.wantStatus(t, "oversized", http.StatusRequestEntityTooLarge)
 	if len(sink.delivered()) != 0 {

@@ -242,3 +242,26 @@ func TestOpenAPIServed(t *testing.T) {
 		t.Error("served document is not JSON")
 	}
 }
+
+// Every bounded route documents its 503, and every route that reads a body
+// its 413 and 408.
+func TestOpenAPIDocumentsLimits(t *testing.T) {
+	doc := loadOpenAPI(t)
+	documented := doc.operations(t)
+	e := newEnv(t, nil)
+	for _, rt := range e.api.routes {
+		for m := range rt.methods {
+			key := m + " " + rt.path
+			op := documented[key]
+			if _, ok := op.Responses["503"]; rt.class != classProbe && !ok {
+				t.Errorf("%s: no 503 (the %s class is bounded)", key, rt.class)
+			}
+			readsBody := rt.class == classHook || rt.class == classSigned || strings.HasSuffix(rt.path, "/promote") || strings.HasSuffix(rt.path, "/abort")
+			for _, code := range []string{"408", "413"} {
+				if _, ok := op.Responses[code]; readsBody && !ok {
+					t.Errorf("%s: no %s (it reads a body)", key, code)
+				}
+			}
+		}
+	}
+}

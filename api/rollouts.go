@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/stackd/stackd/reconciler"
@@ -48,7 +49,7 @@ func (s *Server) steer(w http.ResponseWriter, r *http.Request, verb string, call
 		writeError(w, http.StatusNotFound, CodeNotConfigured, "Rollout control is not configured.")
 		return
 	}
-	if _, ok := s.readBody(w, r); !ok {
+	if !s.copyBody(w, r, s.opts.APILimits.MaxBodyBytes, io.Discard) {
 		return
 	}
 	name := r.PathValue("name")

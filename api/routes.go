@@ -2,10 +2,12 @@ package api
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,6 +28,7 @@ const (
 type route struct {
 	path    string // OpenAPI form, e.g. /v1/resource_types/{name}
 	auth    authMode
+	class   class // its Limits; classAPI unless set
 	methods map[string]http.HandlerFunc
 }
 
@@ -57,8 +60,8 @@ func (s *Server) routeTable() []route {
 	return []route{
 		{path: "/", auth: authNone, methods: get(s.versions)},
 		{path: "/openapi.json", auth: authNone, methods: get(s.openAPI)},
-		{path: "/healthz", auth: authNone, methods: get(s.healthz)},
-		{path: "/readyz", auth: authNone, methods: get(s.readyz)},
+		{path: "/healthz", auth: authNone, class: classProbe, methods: get(s.healthz)},
+		{path: "/readyz", auth: authNone, class: classProbe, methods: get(s.readyz)},
 		{path: "/metrics", auth: authBearer, methods: get(s.metrics)},
 		{path: "/v1/stack_sets", auth: authBearer, methods: get(s.listStackSets)},
 		{path: "/v1/stack_sets/{name}", auth: authBearer, methods: get(s.getStackSet)},
@@ -74,27 +77,32 @@ func (s *Server) routeTable() []route {
 			http.MethodPut:    s.putResourceType,
 			http.MethodDelete: s.deleteResourceType,
 		}},
-		{path: "/v1/hooks/git", auth: authSelf, methods: map[string]http.HandlerFunc{
+		{path: "/v1/hooks/git", auth: authSelf, class: classHook, methods: map[string]http.HandlerFunc{
 			http.MethodPost: s.gitHook,
 		}},
-		{path: "/v1/responses/{token}", auth: authSelf, methods: map[string]http.HandlerFunc{
+		{path: "/v1/responses/{token}", auth: authSelf, class: classSigned, methods: map[string]http.HandlerFunc{
 			http.MethodPut:  s.response,
 			http.MethodPost: s.response,
 		}},
-		{path: "/v1/signals/{token}", auth: authSelf, methods: map[string]http.HandlerFunc{
+		{path: "/v1/signals/{token}", auth: authSelf, class: classSigned, methods: map[string]http.HandlerFunc{
 			http.MethodPost: s.signal,
 		}},
 	}
 }
 
-// dispatch serves one route: authentication, then the method's handler or
-// a 405.
+// dispatch serves one route: a slot of its class (503 when none is free),
+// authentication, then the method's handler or a 405.
 func (s *Server) dispatch(rt route) http.Handler {
 	allow := rt.allow()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if rec, ok := w.(*recorder); ok {
 			rec.route = rt.path
 		}
+		release, ok := s.admit(w, rt.class)
+		if !ok {
+			return
+		}
+		defer release()
 		if rt.auth == authBearer && !s.authorized(w, r) {
 			return
 		}
@@ -115,25 +123,48 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 }
 
 // recorder captures the status and route of a response for metrics and
-// logs.
+// logs, and closes an HTTP/1 connection whose request body was not read
+// to its end.
 type recorder struct {
 	http.ResponseWriter
 	status int
 	route  string
+	body   *trackedBody // nil: no body
 }
 
 func (r *recorder) WriteHeader(code int) {
 	if r.status == 0 {
 		r.status = code
+		// A response to a request whose body is left unread (refused
+		// before reading it: 401, 413, 503, ...) closes the connection.
+		// Otherwise net/http would read up to 256 KiB of what is left,
+		// at the client's pace, before even sending the response.
+		if r.body != nil && !r.body.eof.Load() {
+			r.Header().Set("Connection", "close")
+		}
 	}
 	r.ResponseWriter.WriteHeader(code)
 }
 
 func (r *recorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
-		r.status = http.StatusOK
+		r.WriteHeader(http.StatusOK)
 	}
 	return r.ResponseWriter.Write(b)
+}
+
+// trackedBody is a request body that remembers reaching its end.
+type trackedBody struct {
+	io.ReadCloser
+	eof atomic.Bool
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof.Store(true)
+	}
+	return n, err
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
@@ -144,6 +175,10 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &recorder{ResponseWriter: w, route: "unmatched"}
+	if r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		rec.body = &trackedBody{ReadCloser: r.Body}
+		r.Body = rec.body
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
