@@ -61,8 +61,10 @@ func (s *Source) openRemote(ctx context.Context) error {
 }
 
 // initCache opens the bare cache clone, creating it if the directory is missing or
-// empty, and points its origin at the configured URL. A directory that holds no usable
-// bare repository is cleared first if it is stackd's (clearCache), else refused.
+// empty, and points its origin at the configured URL, without credentials. A directory
+// that holds no usable bare repository is cleared first if it is stackd's (clearCache),
+// else refused. The directory is made 0700 and the config 0600 (also those of a cache an
+// older stackd made); whatever go-git writes in it is private (see privateFS).
 func (s *Source) initCache() (created bool, err error) {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -79,11 +81,16 @@ func (s *Source) initCache() (created bool, err error) {
 			r = nil
 		}
 	}
+	if err := os.MkdirAll(s.dir, privateDirMode); err != nil {
+		return false, fmt.Errorf("create cache clone in %s: %w", s.dir, err)
+	}
+	if err := os.Chmod(s.dir, privateDirMode); err != nil {
+		return false, fmt.Errorf("cache directory %s: %w", s.dir, err)
+	}
 	if r == nil {
 		created = true
-		r, err = git.PlainInitWithOptions(s.dir, &git.PlainInitOptions{
-			Bare:        true,
-			InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName(s.opts.Branch)},
+		r, err = git.InitWithOptions(cacheStorage(s.dir), nil, git.InitOptions{
+			DefaultBranch: plumbing.NewBranchReferenceName(s.opts.Branch),
 		})
 		if err != nil {
 			return created, fmt.Errorf("create cache clone in %s: %w", s.dir, err)
@@ -93,11 +100,14 @@ func (s *Source) initCache() (created bool, err error) {
 	if err != nil {
 		return created, fmt.Errorf("cache clone %s: read config: %w", s.dir, err)
 	}
-	want := &config.RemoteConfig{Name: remoteName, URLs: []string{s.opts.Repo}, Fetch: []config.RefSpec{mirrorRefSpec}}
-	changed := false
-	if rc, ok := cfg.Remotes[remoteName]; !ok || len(rc.URLs) != 1 || rc.URLs[0] != s.opts.Repo ||
+	remote := s.creds.remote
+	want := &config.RemoteConfig{Name: remoteName, URLs: []string{remote}, Fetch: []config.RefSpec{mirrorRefSpec}}
+	changed := !cfg.Core.IsBare
+	cfg.Core.IsBare = true
+	if rc, ok := cfg.Remotes[remoteName]; !ok || len(rc.URLs) != 1 || rc.URLs[0] != remote ||
 		len(rc.Fetch) != 1 || rc.Fetch[0] != mirrorRefSpec {
-		// A cache reused for another URL is re-pointed; the next fetch prunes stale branches.
+		// A cache reused for another URL is re-pointed; the next fetch prunes stale
+		// branches. So is one whose URL held credentials (an older stackd wrote them).
 		cfg.Remotes[remoteName] = want
 		changed = true
 	}
@@ -110,13 +120,16 @@ func (s *Source) initCache() (created bool, err error) {
 			return created, fmt.Errorf("cache clone %s: write config: %w", s.dir, err)
 		}
 	}
+	if err := os.Chmod(filepath.Join(s.dir, "config"), privateFileMode); err != nil {
+		return created, fmt.Errorf("cache clone %s: %w", s.dir, err)
+	}
 	s.repo = r
 	return created, nil
 }
 
 // openBare opens the bare repository at dir.
 func openBare(dir string) (*git.Repository, error) {
-	r, err := git.PlainOpen(dir)
+	r, err := openCache(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +195,7 @@ func markedCache(dir string) bool {
 func (s *Source) fetchRemote(ctx context.Context) error {
 	if s.straggler != nil {
 		// A push of this call timed out and still runs: no second network operation.
-		return fmt.Errorf("fetch %s: %w", redactURL(s.opts.Repo), ErrStraggler)
+		return fmt.Errorf("fetch %s: %w", s.name(), ErrStraggler)
 	}
 	if why := s.cacheDamage(false); why != "" {
 		return s.reclone(ctx, why)
@@ -239,7 +252,7 @@ func (s *Source) cacheDamage(deep bool) string {
 	if err != nil {
 		return fmt.Sprintf("has an unreadable config (%v)", err)
 	}
-	if rc, ok := cfg.Remotes[remoteName]; !ok || len(rc.URLs) != 1 || rc.URLs[0] != s.opts.Repo {
+	if rc, ok := cfg.Remotes[remoteName]; !ok || len(rc.URLs) != 1 || rc.URLs[0] != s.creds.remote {
 		return "has lost its remote"
 	}
 	refs, err := s.repo.Storer.IterReferences()
@@ -278,6 +291,7 @@ func (s *Source) fetchOnce(ctx context.Context) error {
 			Tags:       git.NoTags,
 			Force:      true,
 			Prune:      true,
+			Auth:       s.creds.auth,
 		})
 	})
 	switch {
@@ -289,7 +303,7 @@ func (s *Source) fetchOnce(ctx context.Context) error {
 	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
 		err = fmt.Errorf("%w (%w)", ctxErr, err)
 	}
-	return fmt.Errorf("fetch %s: %w", redactURL(s.opts.Repo), err)
+	return fmt.Errorf("fetch %s: %w", s.name(), err)
 }
 
 // removeAllBranches empties the cache's refs/heads (the remote has no branches left).

@@ -47,7 +47,18 @@
 //     background, and the next use of the repository waits for it, for at most
 //     FetchTimeout (ErrStraggler). Every blocking method takes ctx first; Watch goroutines
 //     end when their context ends.
-//   - Credentials embedded in a URL never appear in an error message.
+//   - Credentials embedded in a URL are taken out of it when the Source opens and kept in
+//     memory as transport auth: the cache clone's config holds the URL without them, and
+//     no error, Fault or [Source.Name] holds them (errors are also scrubbed of them by
+//     string, in case a transport quotes what it was given). The cache directory is 0700,
+//     every directory in it 0700 and every file 0600 or 0400, whatever the umask.
+//   - Reading a tree is bounded before the work is done, since every branch but the deploy
+//     branch is untrusted: object sizes come from object headers (a loose object's zlib
+//     header, a packed one's header and, for a delta, the first bytes of its delta data and
+//     its chain of bases), never from inflating the object, and a Tree's fs.FS refuses a
+//     file over MaxFileSize (a symbolic link's target included), a delta built from too
+//     much, symbolic-link loops, over-long link targets, over-deep paths, over-large
+//     directories and, per FS, too many entries or bytes in all (see [Source.Tree]).
 //
 // go-git repository handles are not safe for concurrent use, so every access to the
 // repository (including each call on a Tree's fs.FS) takes one lock; a remote fetch or push

@@ -64,7 +64,7 @@ func (s *Source) Faults() []error {
 
 // fault records a fault for Faults.
 func (s *Source) fault(kind, branch, format string, args ...any) {
-	f := &Fault{Kind: kind, Branch: branch, Detail: fmt.Sprintf(format, args...)}
+	f := &Fault{Kind: kind, Branch: branch, Detail: s.scrubString(fmt.Sprintf(format, args...))}
 	s.faults.mu.Lock()
 	defer s.faults.mu.Unlock()
 	if len(s.faults.faults) >= maxFaults {

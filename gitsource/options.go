@@ -99,6 +99,9 @@ func isURL(repo string) bool {
 // password always, and for http(s) a lone user name too (tokens are often passed that way).
 func redactURL(raw string) string {
 	if !strings.Contains(raw, "://") {
+		if m := scpPassword.FindStringSubmatch(raw); m != nil {
+			return m[1] + ":xxxxx@" + m[3]
+		}
 		return raw
 	}
 	u, err := url.Parse(raw)

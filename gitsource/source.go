@@ -54,6 +54,9 @@ const (
 type Source struct {
 	opts  Options
 	local bool
+	// creds are the credentials Open took out of a URL (see splitCredentials); creds.remote
+	// is the URL without them, the only one used after Open.
+	creds credentials
 	// opened is when Open ran: ref locks older than it are leftovers.
 	opened time.Time
 	// dir is the local repository path, or the cache clone for a URL.
@@ -104,13 +107,14 @@ type CommitInfo struct {
 // wrapped transport error (e.g. go-git's transport.ErrRepositoryNotFound,
 // context.DeadlineExceeded) when the first fetch of a URL fails, in which case a cache
 // directory created by this call is removed again.
-func Open(ctx context.Context, opts Options) (*Source, error) {
+func Open(ctx context.Context, opts Options) (_ *Source, err error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	s := &Source{opts: opts, sem: make(chan struct{}, 1), opened: time.Now()}
-	var err error
+	defer func() { err = s.scrub(err) }()
 	if isURL(opts.Repo) {
+		s.creds = splitCredentials(opts.Repo)
 		err = s.openRemote(ctx)
 	} else {
 		err = s.openLocal()
@@ -219,7 +223,8 @@ func findGitDirs(dir string) (gitDir, commonDir string, err error) {
 //
 // Either way, a deploy branch that moved to a commit not descending from the head seen
 // by the previous Open or Fetch is recorded as a FaultForcePush (see Faults).
-func (s *Source) Fetch(ctx context.Context) error {
+func (s *Source) Fetch(ctx context.Context) (err error) {
+	defer func() { err = s.scrub(err) }()
 	if err := s.acquire(ctx); err != nil {
 		return err
 	}
@@ -261,7 +266,7 @@ func (s *Source) acquire(ctx context.Context) error {
 		return fmt.Errorf("%w (%w)", ctx.Err(), ErrStraggler)
 	case <-wait.C:
 		s.release()
-		return fmt.Errorf("%s: %w", redactURL(s.opts.Repo), ErrStraggler)
+		return fmt.Errorf("%s: %w", s.name(), ErrStraggler)
 	}
 }
 
@@ -322,7 +327,8 @@ func staleHandle(err error) bool {
 //
 // Errors: ErrBranchNotFound (also for a name Git would not accept), ErrRefDamaged (a
 // local repository's ref file of the branch is empty or garbled), or ctx.Err().
-func (s *Source) Head(ctx context.Context, branch string) (string, error) {
+func (s *Source) Head(ctx context.Context, branch string) (_ string, err error) {
+	defer func() { err = s.scrub(err) }()
 	if !validBranchName(branch) {
 		return "", fmt.Errorf("head of branch %q in %s: %w", branch, s.name(), ErrBranchNotFound)
 	}
@@ -334,7 +340,7 @@ func (s *Source) Head(ctx context.Context, branch string) (string, error) {
 		}
 	}
 	var hash string
-	err := s.read(ctx, func(r *git.Repository) error {
+	err = s.read(ctx, func(r *git.Repository) error {
 		ref, err := r.Reference(plumbing.NewBranchReferenceName(branch), true)
 		if err != nil {
 			return err
@@ -354,9 +360,10 @@ func (s *Source) Head(ctx context.Context, branch string) (string, error) {
 // Branches returns every branch as short name -> commit hash: all local branches of a
 // local repository, all branches of a remote as of the last Fetch. The status branch is
 // included. Errors: ctx.Err() or a storage error.
-func (s *Source) Branches(ctx context.Context) (map[string]string, error) {
+func (s *Source) Branches(ctx context.Context) (_ map[string]string, err error) {
+	defer func() { err = s.scrub(err) }()
 	out := make(map[string]string)
-	err := s.read(ctx, func(r *git.Repository) error {
+	err = s.read(ctx, func(r *git.Repository) error {
 		clear(out)
 		iter, err := r.Storer.IterReferences()
 		if err != nil {
@@ -391,9 +398,10 @@ func (s *Source) Branches(ctx context.Context) (map[string]string, error) {
 // (a branch name, an unambiguous short hash, "main~1").
 //
 // Errors: ErrCommitNotFound, or ctx.Err().
-func (s *Source) Commit(ctx context.Context, hash string) (CommitInfo, error) {
+func (s *Source) Commit(ctx context.Context, hash string) (_ CommitInfo, err error) {
+	defer func() { err = s.scrub(err) }()
 	var info CommitInfo
-	err := s.read(ctx, func(r *git.Repository) error {
+	err = s.read(ctx, func(r *git.Repository) error {
 		c, err := s.resolveCommit(r, hash)
 		if err != nil {
 			return err
@@ -443,10 +451,14 @@ func (s *Source) resolveCommit(r *git.Repository, rev string) (*object.Commit, e
 	return c, err
 }
 
+// Name is how the source refers to its repository in messages, and how its consumers
+// should in logs: the local repository's path, or the URL without credentials.
+func (s *Source) Name() string { return s.name() }
+
 // name is how errors refer to the repository.
 func (s *Source) name() string {
 	if s.local {
 		return s.dir
 	}
-	return redactURL(s.opts.Repo)
+	return s.creds.remote
 }

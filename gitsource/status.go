@@ -63,7 +63,8 @@ const (
 // Concurrent calls are serialized. Errors: ErrInvalidPath for a bad path in w; ErrRefDamaged;
 // ErrPushRejected (wrapping the last push error) when every attempt lost its race; a
 // wrapped transport error when a push fails for another reason; ctx.Err().
-func (s *Source) WriteStatus(ctx context.Context, w StatusWrite) (string, error) {
+func (s *Source) WriteStatus(ctx context.Context, w StatusWrite) (_ string, err error) {
+	defer func() { err = s.scrub(err) }()
 	edits, err := buildEdits(w)
 	if err != nil {
 		return "", err
@@ -208,6 +209,7 @@ func (s *Source) push(ctx context.Context, commit plumbing.Hash, ref plumbing.Re
 		return s.repo.PushContext(ctx, &git.PushOptions{
 			RemoteName: remoteName,
 			RefSpecs:   []config.RefSpec{config.RefSpec(commit.String() + ":" + ref.String())},
+			Auth:       s.creds.auth,
 		})
 	})
 	if errors.Is(err, git.NoErrAlreadyUpToDate) {
@@ -218,7 +220,7 @@ func (s *Source) push(ctx context.Context, commit plumbing.Hash, ref plumbing.Re
 		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
 			err = fmt.Errorf("%w (%w)", ctxErr, err)
 		}
-		return fmt.Errorf("push %s to %s: %w", ref.Short(), redactURL(s.opts.Repo), err)
+		return fmt.Errorf("push %s to %s: %w", ref.Short(), s.name(), err)
 	}
 	return nil
 }

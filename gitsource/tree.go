@@ -41,9 +41,10 @@ import (
 // Errors: ErrCommitNotFound, ErrTooLarge (a commit object over 4 MiB), or ctx.Err().
 // Errors from the FS's methods are *fs.PathError wrapping fs.ErrNotExist, fs.ErrInvalid,
 // ErrTooLarge (saying how large) or a storage error.
-func (s *Source) Tree(ctx context.Context, commit string) (fs.FS, error) {
+func (s *Source) Tree(ctx context.Context, commit string) (_ fs.FS, err error) {
+	defer func() { err = s.scrub(err) }()
 	var t *treeFS
-	err := s.read(ctx, func(r *git.Repository) error {
+	err = s.read(ctx, func(r *git.Repository) error {
 		c, err := s.resolveCommit(r, commit)
 		if err != nil {
 			return err
