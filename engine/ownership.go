@@ -57,7 +57,8 @@ func (p *InstancePlan) Files() []FileClaim {
 		}
 		if rp.Action == Delete {
 			if rp.PhysicalID != "" {
-				out = append(out, FileClaim{Path: path.Clean(rp.PhysicalID), Address: rp.Address, Deleting: true})
+				rr := p.recorded[rp.Address]
+				out = append(out, FileClaim{Path: path.Clean(rp.PhysicalID), Address: rp.Address, Deleting: true, Sensitive: rr != nil && rr.SensitivePhysicalID()})
 			}
 			continue
 		}
@@ -98,9 +99,9 @@ func RecordedFiles(recorded []ResourceState) []FileClaim {
 		if r.Type != fileType || r.PhysicalID == "" {
 			continue
 		}
-		out = append(out, FileClaim{Path: path.Clean(r.PhysicalID), Address: r.Address})
-		if r.Deposed != nil && r.Deposed.PhysicalID != "" && r.Deposed.PhysicalID != r.PhysicalID {
-			out = append(out, FileClaim{Path: path.Clean(r.Deposed.PhysicalID), Address: r.Address + " (deposed)"})
+		out = append(out, FileClaim{Path: path.Clean(r.PhysicalID), Address: r.Address, Sensitive: r.SensitivePhysicalID()})
+		if d := r.Deposed; d != nil && d.PhysicalID != "" && d.PhysicalID != r.PhysicalID {
+			out = append(out, FileClaim{Path: path.Clean(d.PhysicalID), Address: r.Address + " (deposed)", Sensitive: d.SensitivePhysicalID()})
 		}
 	}
 	return out
