@@ -43,13 +43,24 @@ func newRunCommand() *cobra.Command {
 		Short: "Run the daemon: reconcile every new commit of the deploy branch",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			token, err := readSecret(tokenFile)
+			token, err := readSecretFile("--api-token-file", tokenFile, "the bearer token the API requires")
 			if err != nil {
-				return fmt.Errorf("--api-token-file: %w", err)
+				return err
 			}
 			if token == "" && !loopback(listen) {
 				return fmt.Errorf("--api-token-file is required when --listen (%s) is not a loopback address", listen)
 			}
+			secret, err := readSecretFile("--webhook-secret-file", webhookSecret, "the push webhook's secret")
+			if err != nil {
+				return err
+			}
+			// Bound before anything else: the external URL of response and
+			// handle URLs comes from the real address (--listen :0 too).
+			l, err := c.listenAPI(listen, tlsCert, tlsKey)
+			if err != nil {
+				return err
+			}
+			defer l.ln.Close()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			a, err := c.open(ctx, cmd.ErrOrStderr())
@@ -67,18 +78,11 @@ func newRunCommand() *cobra.Command {
 				default:
 				}
 			}
-			secret, err := readSecret(webhookSecret)
-			if err != nil {
-				return fmt.Errorf("--webhook-secret-file: %w", err)
-			}
 			handler, err := a.apiHandler(token, secret, kick)
 			if err != nil {
 				return err
 			}
-			srv, err := serve(listen, handler, tlsCert, tlsKey, stdlog.New(a.log, "", 0))
-			if err != nil {
-				return err
-			}
+			srv := l.serve(a, handler)
 			defer srv.Close()
 			watch := a.source.Watch(ctx, interval)
 			go func() {
@@ -86,7 +90,8 @@ func newRunCommand() *cobra.Command {
 					kick()
 				}
 			}()
-			a.log.Info().Str("repo", c.repo).Str("branch", c.branch).Str("listen", srv.Addr).Bool("tls", tlsCert != "").Msg("stackd running")
+			a.log.Info().Str("repo", a.source.Name()).Str("branch", c.branch).Str("listen", srv.Addr).Bool("tls", tlsCert != "").
+				Str("external_url", c.externalURL).Msg("stackd running")
 			stopNotify := notifySystemd(ctx, a)
 			err = a.rec.Run(ctx, trigger, grace)
 			stopNotify()
@@ -101,8 +106,8 @@ func newRunCommand() *cobra.Command {
 	f.DurationVar(&grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long provider calls in flight may take to finish")
 	f.StringVar(&tlsCert, "tls-cert", "", "serve the API over TLS with this certificate (PEM)")
 	f.StringVar(&tlsKey, "tls-key", "", "private key of --tls-cert (PEM)")
-	f.StringVar(&tokenFile, "api-token-file", "", "file holding the bearer token the API requires (required unless --listen is a loopback address)")
-	f.StringVar(&webhookSecret, "webhook-secret-file", "", "file holding the secret of the push webhook's X-Hub-Signature-256")
+	f.StringVar(&tokenFile, "api-token-file", "", "file holding the bearer token the API requires (required unless --listen is a loopback address; an empty file is an error)")
+	f.StringVar(&webhookSecret, "webhook-secret-file", "", "file holding the secret of the push webhook's X-Hub-Signature-256 (an empty file is an error)")
 	return cmd
 }
 
@@ -151,31 +156,73 @@ func loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// serve starts the HTTP API (TLS when cert and key are given).
-func serve(addr string, h http.Handler, cert, key string, errLog *stdlog.Logger) (*http.Server, error) {
+// readSecretFile reads the secret in path, given with flag: surrounding
+// white space is dropped, and a file holding nothing else is an error,
+// never "no secret" (an empty token file must not switch authentication
+// off). No path: "". what says what the file must hold.
+func readSecretFile(flag, path, what string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", flag, err)
+	}
+	secret := strings.TrimSpace(string(b))
+	if secret == "" {
+		return "", fmt.Errorf("%s %s is empty or only white space: it must hold %s (to go without one, omit %s)", flag, path, what, flag)
+	}
+	return secret, nil
+}
+
+// apiListener is the HTTP API's bound address before it serves.
+type apiListener struct {
+	ln        net.Listener
+	cert, key string
+	warnings  []string // about --external-url, logged when serving starts
+}
+
+// listenAPI binds the API's address (after checking the TLS pair) and
+// resolves --external-url against it: without the flag it is derived from
+// the bound address (https with TLS, the real port even for :0); a given
+// one that contradicts the listener gets warnings.
+func (c *repoConfig) listenAPI(listen, cert, key string) (*apiListener, error) {
 	if (cert == "") != (key == "") {
 		return nil, fmt.Errorf("--tls-cert and --tls-key go together")
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", addr, err)
-	}
-	srv := &http.Server{
-		Addr: ln.Addr().String(), Handler: h,
-		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: api.DefaultPlanTimeout + 30*time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
-		ErrorLog: errLog, // TLS handshake errors and the like go to the structured log
-	}
 	if cert != "" {
 		if _, err := tls.LoadX509KeyPair(cert, key); err != nil {
-			ln.Close()
 			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
 		}
-		go srv.ServeTLS(ln, cert, key)
-	} else {
-		go srv.Serve(ln)
 	}
-	return srv, nil
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", listen, err)
+	}
+	ext, warnings, err := api.ExternalURL(c.externalURL, ln.Addr(), cert != "", os.Hostname)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("--external-url: %w", err)
+	}
+	c.externalURL = ext
+	return &apiListener{ln: ln, cert: cert, key: key, warnings: warnings}, nil
+}
+
+// serve starts serving h (TLS when a certificate was given) with the
+// API's timeouts and limits, and logs the --external-url warnings.
+func (l *apiListener) serve(a *app, h http.Handler) *http.Server {
+	for _, w := range l.warnings {
+		a.log.Warn().Str("listen", l.ln.Addr().String()).Msg(w)
+	}
+	// TLS handshake errors and the like go to the structured log.
+	srv := api.NewHTTPServer(h, stdlog.New(a.log, "", 0))
+	srv.Addr = l.ln.Addr().String()
+	if l.cert != "" {
+		go srv.ServeTLS(l.ln, l.cert, l.key)
+	} else {
+		go srv.Serve(l.ln)
+	}
+	return srv
 }
 
 // inUse reports whether a deployed template uses a custom resource type:
@@ -224,6 +271,27 @@ func newApplyCommand() *cobra.Command {
 		Short: "Reconcile the deploy branch once, then exit (non-zero if rejected or an instance failed)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Custom resources answering asynchronously, wait-condition
+			// signals, and promote/abort of a rollout held until promoted
+			// need the API while apply runs. It is bound first: the
+			// external URL comes from the real address.
+			var (
+				token string
+				l     *apiListener
+			)
+			if listen != "" {
+				var err error
+				if token, err = readSecretFile("--api-token-file", tokenFile, "the bearer token the API requires"); err != nil {
+					return err
+				}
+				if token == "" && !loopback(listen) {
+					return fmt.Errorf("--api-token-file is required when --listen (%s) is not a loopback address", listen)
+				}
+				if l, err = c.listenAPI(listen, tlsCert, tlsKey); err != nil {
+					return err
+				}
+				defer l.ln.Close()
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			a, err := c.open(ctx, cmd.ErrOrStderr())
@@ -231,27 +299,14 @@ func newApplyCommand() *cobra.Command {
 				return err
 			}
 			defer a.Close()
-			if listen != "" {
-				// Custom resources answering asynchronously, wait-condition
-				// signals, and promote/abort of a rollout held until promoted
-				// need the API while apply runs.
-				token, err := readSecret(tokenFile)
-				if err != nil {
-					return fmt.Errorf("--api-token-file: %w", err)
-				}
-				if token == "" && !loopback(listen) {
-					return fmt.Errorf("--api-token-file is required when --listen (%s) is not a loopback address", listen)
-				}
+			if l != nil {
 				handler, err := a.apiHandler(token, "", func() {})
 				if err != nil {
 					return err
 				}
-				srv, err := serve(listen, handler, tlsCert, tlsKey, stdlog.New(a.log, "", 0))
-				if err != nil {
-					return err
-				}
+				srv := l.serve(a, handler)
 				defer srv.Close()
-				a.log.Info().Str("listen", srv.Addr).Msg("API serving while apply runs")
+				a.log.Info().Str("listen", srv.Addr).Str("external_url", c.externalURL).Msg("API serving while apply runs")
 			}
 			res, err := a.rec.Reconcile(ctx)
 			if err != nil {
@@ -267,7 +322,7 @@ func newApplyCommand() *cobra.Command {
 	c.addFlags(cmd)
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "", "serve the HTTP API on this address while apply runs (for async custom-resource responses, wait-condition signals, promote and abort); empty: no API")
-	f.StringVar(&tokenFile, "api-token-file", "", "file holding the bearer token the API requires (required unless --listen is a loopback address)")
+	f.StringVar(&tokenFile, "api-token-file", "", "file holding the bearer token the API requires (required unless --listen is a loopback address; an empty file is an error)")
 	f.StringVar(&tlsCert, "tls-cert", "", "serve the API over TLS with this certificate (PEM)")
 	f.StringVar(&tlsKey, "tls-key", "", "private key of --tls-cert (PEM)")
 	return cmd
@@ -714,9 +769,9 @@ func newRolloutCommand(verb, short, done string) *cobra.Command {
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			token, err := readSecret(tokenFile)
+			token, err := readSecretFile("--api-token-file", tokenFile, "the API's bearer token")
 			if err != nil {
-				return fmt.Errorf("--api-token-file: %w", err)
+				return err
 			}
 			tr := &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}
 			if caFile != "" {
