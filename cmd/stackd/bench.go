@@ -10,9 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
-	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -22,7 +20,7 @@ import (
 )
 
 // benchScenarios are the end-to-end scenarios of `stackd bench`, in order.
-var benchScenarios = []string{"fleet-create", "fleet-update", "fleet-noop", "big-template", "push-latency", "scale"}
+var benchScenarios = []string{"fleet-create", "fleet-update", "fleet-noop", "big-template", "push-latency", "push-latency-busy", "scale"}
 
 type benchConfig struct {
 	scenario                     string
@@ -45,6 +43,8 @@ type benchResult struct {
 	InstancesPerSecond float64 `json:"instances_per_second,omitempty"`
 	ResourcesPerSecond float64 `json:"resources_per_second,omitempty"`
 	MedianSeconds      float64 `json:"median_seconds,omitempty"`
+	MinSeconds         float64 `json:"min_seconds,omitempty"`
+	MaxSeconds         float64 `json:"max_seconds,omitempty"`
 	PeakRSSMB          float64 `json:"peak_rss_mb"`
 }
 
@@ -54,8 +54,10 @@ func newBenchCommand() *cobra.Command {
 		Use:   "bench",
 		Short: "Measure stackd end to end on a generated fleet (one JSON line per scenario)",
 		Long: `bench generates a definitions repository in a temporary directory and measures
-the scenarios fleet-create, fleet-update, fleet-noop, big-template, push-latency
-and scale. With --scenario all (the default) each scenario runs in its own
+the scenarios fleet-create, fleet-update, fleet-noop, big-template, push-latency,
+push-latency-busy (the same while a pull-request branch that takes tens of
+seconds to plan is pushed before every commit; plan_seconds is one plan of that
+branch) and scale. With --scenario all (the default) each scenario runs in its own
 process, so that peak RSS is the scenario's own.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -255,7 +257,7 @@ func runBench(ctx context.Context, c benchConfig) (*benchResult, error) {
 		if c.regions == 10 && c.accounts == 100 {
 			res.Regions, res.Accounts = 100, 100
 		}
-	case "push-latency":
+	case "push-latency", "push-latency-busy":
 		// Latency, not throughput: one instance with one file.
 		res.Regions, res.Accounts, res.ResourcesPerInst = 1, 1, 1
 	}
@@ -318,7 +320,12 @@ func runBench(ctx context.Context, c benchConfig) (*benchResult, error) {
 		}
 		res.WallSeconds = res.ApplySeconds
 	case "push-latency":
-		res.MedianSeconds, err = fl.pushLatency(ctx, 20)
+		var lat []float64
+		if lat, err = fl.measurePushes(ctx, 20, nil); err == nil {
+			res.MedianSeconds, res.MinSeconds, res.MaxSeconds = lat[len(lat)/2], lat[0], lat[len(lat)-1]
+		}
+	case "push-latency-busy":
+		err = fl.pushLatencyBusy(ctx, 20, res)
 	default:
 		return nil, fmt.Errorf("unknown scenario %q (want all, %s)", c.scenario, strings.Join(benchScenarios, ", "))
 	}
@@ -331,55 +338,6 @@ func runBench(ctx context.Context, c benchConfig) (*benchResult, error) {
 	}
 	res.PeakRSSMB = peakRSSMB()
 	return res, nil
-}
-
-// pushLatency runs the daemon loop on the fleet's repository and measures,
-// for n commits, the time from the commit being written to the operation
-// starting (the reconciler's "operation started" log line).
-func (f *benchFleet) pushLatency(ctx context.Context, n int) (float64, error) {
-	if err := f.reconcile(ctx); err != nil {
-		return 0, err
-	}
-	f.app.Close()
-	started := make(chan time.Time, 16)
-	cfg := f.cfg
-	cfg.logLevel = "info"
-	app, err := cfg.open(ctx, &lineWatcher{match: []byte(`"operation started"`), ch: started})
-	if err != nil {
-		return 0, err
-	}
-	f.app = app
-	runCtx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		app.rec.Run(runCtx, app.source.Watch(runCtx, time.Hour), time.Second)
-	}()
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	var lat []float64
-	for i := 0; i < n; i++ {
-		files := fleetDefs(1, 1, 1, false, fmt.Sprintf("push-%d", i))
-		t0 := time.Now()
-		if err := f.commit(files); err != nil {
-			return 0, err
-		}
-		select {
-		case t1 := <-started:
-			lat = append(lat, t1.Sub(t0).Seconds())
-		case <-time.After(30 * time.Second):
-			return 0, fmt.Errorf("commit %d: no operation started within 30s", i)
-		}
-		// Let the operation finish before the next commit.
-		if err := waitIdle(ctx, app); err != nil {
-			return 0, err
-		}
-	}
-	sort.Float64s(lat)
-	return lat[len(lat)/2], nil
 }
 
 // waitIdle waits until the reconciler has no running operation.
