@@ -29,9 +29,13 @@ import (
 //     or fails its checksums: Badger would fail, panic while opening it, or
 //     silently ignore it (its "CHECKSUM_MISMATCH: ignoring table").
 //
-// Table files the MANIFEST does not list while it lists others are what a
-// crash between writing a table and recording it leaves behind; Badger
-// deletes them, rightly. Encrypted tables are not checked.
+// Table files the MANIFEST does not list while it lists others, or while a
+// memtable's write-ahead log (*.mem) is there, are what a crash between
+// writing a table and recording it leaves behind (the log still holds their
+// data, and is only removed once the table is recorded); Badger deletes
+// them, rightly. After a clean close no *.mem file is left, so a MANIFEST
+// listing none of the tables then is damage. Encrypted tables are not
+// checked.
 func checkDir(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -41,7 +45,7 @@ func checkDir(dir string) error {
 		return fmt.Errorf("open state %s: %w", dir, err)
 	}
 	tables := map[uint64]string{}
-	manifest := false
+	manifest, wal := false, false
 	damaged := func(format string, args ...any) error {
 		return fmt.Errorf("open state %s: %w: %s", dir, ErrDamaged, fmt.Sprintf(format, args...))
 	}
@@ -54,6 +58,10 @@ func checkDir(dir string) error {
 			// fails on less, leaking the goroutines it has started.
 			if info, err := e.Info(); err == nil && info.Size() < keyRegistryMin {
 				return damaged("the %s file is truncated (%d bytes)", name, info.Size())
+			}
+		case strings.HasSuffix(name, ".mem"):
+			if info, err := e.Info(); err == nil && info.Size() > 0 {
+				wal = true
 			}
 		case strings.HasSuffix(name, ".sst"):
 			if id, ok := table.ParseFileID(name); ok {
@@ -83,7 +91,7 @@ func checkDir(dir string) error {
 			listed++
 		}
 	}
-	if listed == 0 && len(tables) > 0 {
+	if listed == 0 && len(tables) > 0 && !wal {
 		return damaged("the MANIFEST lists none of the %s in the directory (%s): it was truncated or replaced, and opening would delete them and start from an empty state", plural(len(tables), "table file"), tableNames(tables))
 	}
 	ids := make([]uint64, 0, len(mf.Tables))

@@ -240,11 +240,27 @@ func (s *Store) gcLoop(interval time.Duration, done func()) {
 // Close stops value-log GC and closes the database. Calling it again returns
 // the first call's result.
 //
-// Errors: a wrapped Badger error if flushing or closing failed.
+// Closing flushes Badger's memtable into a new table file written through
+// a memory map, which on a full disk is a SIGBUS. Below MinFreeSpace, Close
+// therefore only syncs Badger's log (the memtable's write-ahead log, which
+// the next Open replays) and leaves the database open: its directory lock
+// and goroutines go with the process, which is about to exit.
+//
+// Errors: ErrNoSpace (wrapped) when it did not close for lack of space; a
+// wrapped Badger error if flushing or closing failed.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		s.wg.Wait()
+		if s.free != nil {
+			if err := spaceFor(s.dir, s.free, s.minFree); err != nil {
+				s.closeErr = fmt.Errorf("close state: %w; its log is synced and replays at the next start", err)
+				if serr := s.db.Sync(); serr != nil {
+					s.closeErr = fmt.Errorf("%w (sync: %v)", s.closeErr, serr)
+				}
+				return
+			}
+		}
 		if err := s.db.Close(); err != nil {
 			s.closeErr = fmt.Errorf("close state: %w", err)
 		}
