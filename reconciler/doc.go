@@ -12,6 +12,10 @@
 //   - An operation is keyed by (stack set id, commit): re-seeing a commit
 //     never repeats a finished operation; an unfinished one is resumed.
 //   - Status documents never hold sensitive values.
+//   - Nothing is deployed from an empty state while the status branch shows
+//     deployed stack sets (a lost or damaged state: EmptyStateError), unless
+//     Options.AdoptEmptyState; and no operation starts while Options.Space
+//     reports too little free disk space (safety.go).
 //
 // reconciler imports engine and state, and talks to Git only through the
 // small interfaces it defines (Source); it must not import gitsource.
