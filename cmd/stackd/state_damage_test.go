@@ -137,8 +137,9 @@ func TestBackupKilledMidwayKeepsPrevious(t *testing.T) {
 			p.wait(t, 30*time.Second)
 			// Killed before the rename: the temporary file is still there,
 			// and the backup is the first one, byte for byte.
-			if len(tempBackups(t, dir, "state.bak")) == 1 {
+			if tmps := tempBackups(t, dir, "state.bak"); len(tmps) == 1 {
 				caught = true
+				t.Logf("%s: killed on attempt %d with %d of ~%d bytes written", phase.name, attempt+1, size(tmps[0]), firstSize)
 				if got := fileSHA(t, file); got != first {
 					t.Fatalf("%s: a backup killed before its rename changed %s", phase.name, file)
 				}
