@@ -136,14 +136,6 @@ func (a *app) apiHandler(token, webhookSecret string, kick func()) (http.Handler
 	return api.New(opts)
 }
 
-func readSecret(path string) (string, error) {
-	if path == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(path)
-	return strings.TrimSpace(string(b)), err
-}
-
 func loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {

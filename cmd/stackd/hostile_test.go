@@ -621,7 +621,7 @@ func TestHostileWebhooks(t *testing.T) {
 		{"sha1 prefix", "sha1=" + sign("hook-secret", body), body, http.StatusUnauthorized},
 		{"not hex", "sha256=" + strings.Repeat("z", 64), body, http.StatusUnauthorized},
 		{"truncated", "sha256=" + sign("hook-secret", body)[:20], body, http.StatusUnauthorized},
-		{"oversized body", "sha256=" + sign("hook-secret", strings.Repeat("a", 2<<20)), strings.Repeat("a", 2<<20), http.StatusRequestEntityTooLarge},
+		{"oversized body", "sha256=" + sign("hook-secret", strings.Repeat("a", 26<<20)), strings.Repeat("a", 26<<20), http.StatusRequestEntityTooLarge},
 	} {
 		if got := send(tc.sig, tc.body); got != tc.want {
 			t.Errorf("%s: webhook answered %d, want %d", tc.name, got, tc.want)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -77,7 +78,7 @@ func (c *repoConfig) addFlags(cmd *cobra.Command) {
 	f.BoolVar(&c.allowCommand, "allow-command", true, "allow the command provider")
 	f.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&c.logFormat, "log-format", "auto", "log format: json, console, auto (console on a terminal)")
-	f.StringVar(&c.externalURL, "external-url", "http://127.0.0.1:7070", "URL under which custom-resource providers reach this daemon's response URLs")
+	f.StringVar(&c.externalURL, "external-url", "", "URL under which custom-resource providers and wait-condition signalers reach this daemon's response and handle URLs (default: from --listen, https with --tls-cert, the port bound)")
 	f.StringVar(&c.customCA, "custom-ca-file", "", "PEM CA certificates trusted (besides the system's) for custom-resource service tokens over https")
 	f.DurationVar(&c.planBudget, "plan-budget", reconciler.DefaultPlanBudget, "time budget of planning one untrusted ref (a pull-request branch, or any ref but the deploy branch's head through the API)")
 	f.StringVar(&c.prBranches, "pr-branches", "*", "pattern (path.Match) of the branches planned as pull requests; the deploy and status branches never are")
@@ -221,6 +222,10 @@ func (m *memStore) Delete(k string) error {
 	return nil
 }
 
+// defaultExternalURL is the external URL of commands that serve no API:
+// that of `stackd run` with its default --listen.
+const defaultExternalURL = "http://127.0.0.1:7070"
+
 // brokerKeyMeta is the state key of the response-URL signing key, kept so
 // that response URLs issued before a restart still verify after it.
 const brokerKeyMeta = "custom/broker_key"
@@ -309,12 +314,15 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	cp, broker, err := newCustom(st, c.externalURL, c.customCA)
+	// run and apply --listen resolve the external URL against the bound
+	// address first; without an API (plan, apply) it is run's default.
+	externalURL := cmp.Or(c.externalURL, defaultExternalURL)
+	cp, broker, err := newCustom(st, externalURL, c.customCA)
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	wp, err := newWaitCondition(st, c.externalURL)
+	wp, err := newWaitCondition(st, externalURL)
 	if err != nil {
 		st.Close()
 		return nil, err
