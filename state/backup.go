@@ -70,6 +70,15 @@ type BackupInfo struct {
 //
 // Errors: ErrClosed, or a wrapped I/O or Badger error.
 func (s *Store) Backup(w io.Writer) (BackupInfo, error) {
+	info, err := s.writeBackup(w)
+	if err != nil && !errors.Is(err, ErrClosed) {
+		err = fmt.Errorf("backup state: %w", err)
+	}
+	return info, err
+}
+
+// writeBackup is Backup without the error's context.
+func (s *Store) writeBackup(w io.Writer) (BackupInfo, error) {
 	if s.db.IsClosed() {
 		return BackupInfo{}, ErrClosed
 	}
@@ -84,7 +93,7 @@ func (s *Store) Backup(w io.Writer) (BackupInfo, error) {
 	binary.BigEndian.PutUint32(head[12:], 0)
 	binary.BigEndian.PutUint64(head[16:], uint64(info.Created.UnixNano()))
 	if _, err := out.Write(head[:]); err != nil {
-		return info, fmt.Errorf("backup state: %w", err)
+		return info, err
 	}
 	err := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.DefaultIteratorOptions)
@@ -116,20 +125,20 @@ func (s *Store) Backup(w io.Writer) (BackupInfo, error) {
 		return nil
 	})
 	if err != nil {
-		return info, fmt.Errorf("backup state: %w", convertErr(err))
+		return info, convertErr(err)
 	}
 	var tail [1 + 8]byte
 	tail[0] = tagTrailer
 	binary.BigEndian.PutUint64(tail[1:], info.Records)
 	if _, err := out.Write(tail[:]); err != nil {
-		return info, fmt.Errorf("backup state: %w", err)
+		return info, err
 	}
 	sum := h.Sum(nil)
 	if _, err := bw.Write(sum); err != nil {
-		return info, fmt.Errorf("backup state: %w", err)
+		return info, err
 	}
 	if err := bw.Flush(); err != nil {
-		return info, fmt.Errorf("backup state: %w", err)
+		return info, err
 	}
 	info.SHA256 = hex.EncodeToString(sum)
 	info.Bytes = cw.n
@@ -171,7 +180,7 @@ func (s *Store) backupFile(path string, wrap func(io.Writer) io.Writer) (info Ba
 	if wrap != nil {
 		w = wrap(f)
 	}
-	if info, err = s.Backup(w); err != nil {
+	if info, err = s.writeBackup(w); err != nil {
 		return info, fmt.Errorf("backup state to %s: %w", path, err)
 	}
 	if err = f.Sync(); err != nil {
