@@ -25,7 +25,7 @@ import (
 func (c *repoConfig) addStateSafetyFlags(f *pflag.FlagSet) {
 	f.BoolVar(&c.adoptEmptyState, "adopt-empty-state", false,
 		"deploy from an empty state although the status branch shows deployed stack sets (every instance is created again); "+
-			"a state directory that cannot be opened is moved aside to <state-dir>.damaged-<time>")
+			"a state directory that cannot be opened is moved aside to <state-dir>.damaged-<time>. Give it once, not in a unit file")
 	c.minFreeSpace = diskspace.DefaultMin
 	f.Var(&c.minFreeSpace, "min-free-space",
 		"free space the file systems of --state-dir and --targets-root must keep (e.g. 512MiB, 2GB; 0: no check): "+
