@@ -96,7 +96,11 @@ func (s *Store) writeBackup(w io.Writer) (BackupInfo, error) {
 		return info, err
 	}
 	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.DefaultIteratorOptions)
+		// Values are read one at a time: prefetching 100 of them could
+		// hold 100 large values in memory at once.
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		it := txn.NewIterator(opts)
 		defer it.Close()
 		var lenBuf [binary.MaxVarintLen64]byte
 		for it.Rewind(); it.Valid(); it.Next() {
