@@ -59,6 +59,10 @@
 //     file over MaxFileSize (a symbolic link's target included), a delta built from too
 //     much, symbolic-link loops, over-long link targets, over-deep paths, over-large
 //     directories and, per FS, too many entries or bytes in all (see [Source.Tree]).
+//     Not bounded (a known gap): a fetch from a remote, where go-git's pack indexer
+//     inflates every object it receives once, whole, to hash it, so a branch pushed with
+//     a 200 MB blob costs 200 MB of memory for the length of that fetch (go-git v5 offers
+//     no fetch filter to leave such blobs on the server).
 //
 // go-git repository handles are not safe for concurrent use, so every access to the
 // repository (including each call on a Tree's fs.FS) takes one lock; a remote fetch or push
