@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -163,6 +164,10 @@ type Server struct {
 	// slots bound the requests of each class served at once (classProbe
 	// has none).
 	slots map[class]chan struct{}
+	// refused counts the 503s of each class; lastRefusalLog is when admit
+	// last warned about them (Unix nanoseconds).
+	refused        [classes]atomic.Int64
+	lastRefusalLog [classes]atomic.Int64
 }
 
 var _ http.Handler = (*Server)(nil)

@@ -102,7 +102,13 @@ const (
 	// second is a fair wait, and the refusal itself costs the server
 	// nothing (no body read).
 	RetryAfter = time.Second
+	// refusalLogEvery spaces the warnings about refused requests: one per
+	// class a minute at most, with the running count.
+	refusalLogEvery = time.Minute
 )
+
+// classes is the number of classes (the size of per-class arrays).
+const classes = int(classProbe) + 1
 
 // fill sets the zero fields of l from def.
 func (l *Limits) fill(def Limits) {
@@ -125,6 +131,13 @@ func (s *Server) admit(w http.ResponseWriter, c class) (release func(), ok bool)
 	case sem <- struct{}{}:
 		return func() { <-sem }, true
 	default:
+	}
+	s.refused[c].Add(1)
+	if now := time.Now().UnixNano(); now-s.lastRefusalLog[c].Load() >= int64(refusalLogEvery) {
+		if last := s.lastRefusalLog[c].Swap(now); now-last >= int64(refusalLogEvery) {
+			s.log.Warn().Str("class", c.String()).Int("max_in_flight", cap(sem)).Int64("refused_total", s.refused[c].Load()).
+				Msg("api requests refused: too many of this class at once")
+		}
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
 	writeError(w, http.StatusServiceUnavailable, CodeUnavailable,

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // rawConn is a TCP connection to the test server, for requests net/http's
@@ -242,9 +245,11 @@ func (b *blockingSink) Deliver(string, []byte, string) error {
 // probes still answer.
 func TestConcurrencyBoundedPerClass(t *testing.T) {
 	sink := &blockingSink{entered: make(chan struct{}, 8), release: make(chan struct{})}
+	var logs lockedBuffer
 	e := newEnv(t, func(o *Options) {
 		o.Signals, o.SignedLimits.MaxInFlight = sink, 2
 		o.HookLimits.MaxInFlight = 1
+		o.Log = zerolog.New(&logs)
 	})
 	var wg sync.WaitGroup
 	codes := make(chan int, 2)
@@ -260,13 +265,22 @@ func TestConcurrencyBoundedPerClass(t *testing.T) {
 		<-sink.entered
 	}
 	// Both slots of the pre-signed class are taken.
-	r := e.do(req{method: http.MethodPost, path: "/v1/signals/tok", body: "{}", noAuth: true})
-	r.wantStatus(t, "third signal", http.StatusServiceUnavailable)
-	if got := r.apiErr(t).Code; got != CodeUnavailable {
-		t.Errorf("code = %q, want %q", got, CodeUnavailable)
+	for i := range 3 {
+		r := e.do(req{method: http.MethodPost, path: "/v1/signals/tok", body: "{}", noAuth: true})
+		r.wantStatus(t, fmt.Sprintf("signal beyond the bound #%d", i), http.StatusServiceUnavailable)
+		if got := r.apiErr(t).Code; got != CodeUnavailable {
+			t.Errorf("code = %q, want %q", got, CodeUnavailable)
+		}
+		if got := r.header.Get("Retry-After"); got != "1" {
+			t.Errorf("Retry-After = %q, want 1", got)
+		}
 	}
-	if got := r.header.Get("Retry-After"); got != "1" {
-		t.Errorf("Retry-After = %q, want 1", got)
+	// Three refusals, one warning, and no error line per request.
+	if got := strings.Count(logs.String(), `"message":"api requests refused: too many of this class at once"`); got != 1 {
+		t.Errorf("refusal warnings = %d, want 1; log:\n%s", got, logs.String())
+	}
+	if strings.Contains(logs.String(), `"level":"error"`) {
+		t.Errorf("a refusal was logged as an error:\n%s", logs.String())
 	}
 	// Other classes and the probes are not affected.
 	e.do(req{path: "/healthz", noAuth: true}).wantStatus(t, "healthz", http.StatusOK)
@@ -285,7 +299,7 @@ func TestConcurrencyBoundedPerClass(t *testing.T) {
 		}
 	}
 	// The slots are free again.
-	r = e.do(req{method: http.MethodPost, path: "/v1/signals/tok", body: "{}", noAuth: true})
+	r := e.do(req{method: http.MethodPost, path: "/v1/signals/tok", body: "{}", noAuth: true})
 	r.wantStatus(t, "signal after release", http.StatusOK)
 }
 
@@ -340,4 +354,22 @@ func TestNewHTTPServer(t *testing.T) {
 	if srv.MaxHeaderBytes != MaxHeaderBytes || srv.HTTP2 == nil || srv.HTTP2.MaxReceiveBufferPerConnection != http2ConnBuffer {
 		t.Errorf("header or HTTP/2 limits not set: %d, %+v", srv.MaxHeaderBytes, srv.HTTP2)
 	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the server's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -196,8 +196,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		d := time.Since(start)
 		s.opts.Metrics.httpRequest(rec.route, r.Method, status, d)
+		// A 503 is a refusal the server chose (a full class, not ready):
+		// one line each would let a flood flood the log too; admit warns
+		// once a minute instead.
 		ev := s.log.Debug()
-		if status >= 500 {
+		if status >= 500 && status != http.StatusServiceUnavailable {
 			ev = s.log.Error()
 		}
 		if status >= 400 {
