@@ -601,6 +601,13 @@ func (r *Reconciler) prepare(ctx context.Context, rev string, mode planMode, unt
 		}
 		diags = append(diags, jdiags...)
 	}
+	if !diags.HasErrors() {
+		odiags, err := r.checkFileOwners(jobs)
+		if err != nil {
+			return nil, nil, err
+		}
+		diags = append(diags, odiags...)
+	}
 	return jobs, diags, nil
 }
 
