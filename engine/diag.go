@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -84,9 +85,25 @@ func ptrRange(r hcl.Range) *hcl.Range { return &r }
 
 func asPathError(err error, pe **fs.PathError) bool { return errors.As(err, pe) }
 
+// evalConst evaluates an expression that may use functions but no
+// variables, under a meter of its own (limits.go): what it builds counts
+// against MaxBuiltBytes, and its value is checked by checkValue.
+func evalConst(expr hcl.Expression, what string) (cty.Value, hcl.Diagnostics) {
+	guardExpr(expr)
+	m := newMeter(context.Background())
+	v, diags := expr.Value(&hcl.EvalContext{Functions: m.functions()})
+	if diags.HasErrors() {
+		return v, diags
+	}
+	if d := checkValue(m, v, what, expr.Range()); d != nil {
+		return cty.NilVal, diags.Append(d)
+	}
+	return v, diags
+}
+
 // constValue evaluates an expression that may use functions but no variables.
 func constValue(expr hcl.Expression, ty cty.Type, what string) (cty.Value, hcl.Diagnostics) {
-	v, diags := expr.Value(&hcl.EvalContext{Functions: functions})
+	v, diags := evalConst(expr, what)
 	if diags.HasErrors() {
 		return cty.NilVal, diags
 	}
@@ -205,6 +222,10 @@ type nestFrame struct {
 	// returns to (heredoc is the heredoc's marker; nil for a quoted string).
 	braces  int
 	heredoc []byte
+	// items counts the elements of a list, object, block body or call;
+	// seen: the current one has begun.
+	items int
+	seen  bool
 }
 
 // Scanner modes, as hcl's lexer has them.
@@ -248,9 +269,23 @@ func scanNesting(src []byte, filename string, ev nestEvent) *hcl.Diagnostic {
 		depth++
 		if n > 0 {
 			frames[n-1].ops++
+			frames[n-1].seen = true
 		} else {
 			topOps++
 		}
+	}
+	// item ends an element of the innermost frame, if one has begun.
+	item := func(at int) *hcl.Diagnostic {
+		if n == 0 || !frames[n-1].seen {
+			return nil
+		}
+		f := &frames[n-1]
+		f.items, f.seen = f.items+1, false
+		if f.items >= MaxCollectionElements {
+			return scanDiag(filename, src, line, lineStart, at, "Too many elements",
+				fmt.Sprintf("A list, object, block or argument list may hold at most %d elements.", MaxCollectionElements))
+		}
+		return nil
 	}
 	// endElement ends the current element of the innermost frame.
 	endElement := func() {
@@ -262,10 +297,12 @@ func scanNesting(src []byte, filename string, ev nestEvent) *hcl.Diagnostic {
 			topOps = 0
 		}
 	}
-	newline := func() {
+	newline := func(at int) *hcl.Diagnostic {
 		if n == 0 || frames[n-1].lines {
 			endElement()
+			return item(at)
 		}
+		return nil
 	}
 	push := func(f nestFrame, at int) bool {
 		if n == len(frames) {
@@ -370,9 +407,14 @@ func scanNesting(src []byte, filename string, ev nestEvent) *hcl.Diagnostic {
 			}
 			continue
 		}
+		if n > 0 && c != ' ' && c != '\t' && c != '\r' && c != '\n' && c != ',' && c != '#' && !(c == '/' && i+1 < len(src) && (src[i+1] == '/' || src[i+1] == '*')) {
+			frames[n-1].seen = true
+		}
 		switch {
 		case c == '\n':
-			newline()
+			if d := newline(i); d != nil {
+				return d
+			}
 			i++
 		case c == '#' || c == '/' && i+1 < len(src) && src[i+1] == '/':
 			// A line comment; ending with its newline, it is one.
@@ -473,6 +515,9 @@ func scanNesting(src []byte, filename string, ev nestEvent) *hcl.Diagnostic {
 			i++
 		case c == ',':
 			endElement()
+			if d := item(i); d != nil {
+				return d
+			}
 			i++
 		case strings.IndexByte("+-*/%=<>!&|?:^", c) >= 0:
 			op()
@@ -507,7 +552,10 @@ func scanNesting(src []byte, filename string, ev nestEvent) *hcl.Diagnostic {
 
 // scanDiag is a diagnostic of scanNesting at byte offset at.
 func scanDiag(filename string, src []byte, line, lineStart, at int, summary, detail string) *hcl.Diagnostic {
-	col := utf8.RuneCount(src[lineStart:at]) + 1
+	col := 1
+	if at >= lineStart {
+		col = utf8.RuneCount(src[lineStart:at]) + 1
+	}
 	pos := hcl.Pos{Line: line, Column: col, Byte: at}
 	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail,
 		Subject: &hcl.Range{Filename: filename, Start: pos, End: hcl.Pos{Line: line, Column: col + 1, Byte: at + 1}}}

@@ -4,6 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
+	"math"
+	"math/big"
+	"regexp"
+	"strings"
 
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
@@ -11,8 +16,14 @@ import (
 )
 
 // functions is the function table of definitions and templates: the go-cty
-// standard library under the names Terraform users know.
-var functions = map[string]function.Function{
+// standard library under the names Terraform users know. Every function
+// that builds a collection or a string first estimates the size of its
+// result from its arguments and refuses one over MaxCollectionElements or
+// MaxFunctionStringBytes (limits.go); functions
+// that make numbers refuse numbers out of range (numberOK). A plan
+// evaluates with meter.functions, which also counts every result against
+// MaxBuiltBytes and stops at the plan's deadline.
+var functions = limitAll(map[string]function.Function{
 	"abs": stdlib.AbsoluteFunc, "ceil": stdlib.CeilFunc, "chomp": stdlib.ChompFunc,
 	"chunklist": stdlib.ChunklistFunc, "coalesce": stdlib.CoalesceFunc,
 	"coalescelist": stdlib.CoalesceListFunc, "compact": stdlib.CompactFunc,
@@ -42,7 +53,7 @@ var functions = map[string]function.Function{
 	"tomap":        stdlib.MakeToFunc(cty.Map(cty.DynamicPseudoType)),
 	"sha256":       stringHashFunc(func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }),
 	"base64encode": stringHashFunc(func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }),
-}
+})
 
 func stringHashFunc(f func(string) string) function.Function {
 	return function.New(&function.Spec{
@@ -53,3 +64,498 @@ func stringHashFunc(f func(string) string) function.Function {
 		},
 	})
 }
+
+// resultSize is an estimate, made from a function's arguments, of the
+// result it would build: elems, the elements of the collection it
+// returns; bytes, the bytes of the strings in it;
+// cost, what it counts against MaxBuiltBytes.
+type resultSize struct {
+	elems, bytes, cost int64
+	deep               bool // JSON nested deeper than MaxNesting
+}
+
+// sizeOf estimates the results of the functions that build something.
+// Functions missing here return a value of their arguments or a scalar.
+// The estimates err on the large side and stop counting once over the
+// limits, so that they cost no more than the result they guard.
+var sizeOf = map[string]func(args []cty.Value) resultSize{
+	"range": func(args []cty.Value) resultSize { return elems(rangeLength(args)) },
+	"setproduct": func(args []cty.Value) resultSize {
+		n := int64(1)
+		for _, a := range args {
+			n = satMul(n, length(a))
+		}
+		s := elems(n)
+		s.cost = satMul(n, int64(len(args)+1)*elementCost)
+		return s
+	},
+	"concat":    sumLengths,
+	"merge":     sumLengths,
+	"setunion":  sumLengths,
+	"flatten":   func(args []cty.Value) resultSize { return elems(leaves(args[0], MaxCollectionElements+1)) },
+	"chunklist": func(args []cty.Value) resultSize { n := length(args[0]); return elems(satMul(n, 2)) },
+	"keys":      firstLength, "values": firstLength, "zipmap": firstLength, "reverse": firstLength,
+	"sort": firstLength, "compact": firstLength, "slice": firstLength, "coalescelist": firstLength,
+	"setintersection": firstLength, "setsubtract": firstLength,
+	"distinct": firstLength, // it compares every pair of elements
+	"toset":    func(args []cty.Value) resultSize { return deepSize(args[0]) },
+	"tolist":   func(args []cty.Value) resultSize { return deepSize(args[0]) },
+	"tomap":    func(args []cty.Value) resultSize { return deepSize(args[0]) },
+	"split": func(args []cty.Value) resultSize {
+		sep, str := stringArg(args[0]), stringArg(args[1])
+		n := int64(strings.Count(str, sep)) + 1
+		return resultSize{elems: n, bytes: int64(len(str)), cost: n*elementCost + int64(len(str))}
+	},
+	"join": func(args []cty.Value) resultSize {
+		sep := int64(len(stringArg(args[0])))
+		var b, n int64
+		for _, l := range args[1:] {
+			b = satAdd(b, stringBytes(l, MaxFunctionStringBytes+1))
+			n = satAdd(n, length(l))
+		}
+		return bytesOf(satAdd(b, satMul(sep, n)))
+	},
+	"format":     func(args []cty.Value) resultSize { return bytesOf(formatBytes(args, 1)) },
+	"formatlist": formatListSize,
+	"replace": func(args []cty.Value) resultSize {
+		str, sub, repl := stringArg(args[0]), stringArg(args[1]), stringArg(args[2])
+		n := int64(strings.Count(str, sub))
+		return bytesOf(satAdd(int64(len(str)), satMul(n, int64(len(repl)))))
+	},
+	"regex_replace": func(args []cty.Value) resultSize {
+		return bytesOf(regexReplaceBytes(stringArg(args[0]), stringArg(args[1]), stringArg(args[2])))
+	},
+	"regexall": func(args []cty.Value) resultSize {
+		n, b := regexMatches(stringArg(args[0]), stringArg(args[1]))
+		return resultSize{elems: n, bytes: b, cost: satAdd(satMul(n, elementCost), b)}
+	},
+	"regex": func(args []cty.Value) resultSize { return bytesOf(int64(len(stringArg(args[1])))) },
+	"indent": func(args []cty.Value) resultSize {
+		str := stringArg(args[1])
+		spaces := int64(0)
+		if bf := numberArg(args[0]); bf != nil {
+			if f, _ := bf.Float64(); f > 0 {
+				spaces = int64(math.Min(f, MaxFunctionStringBytes+1))
+			}
+		}
+		return bytesOf(satAdd(int64(len(str)), satMul(spaces, int64(strings.Count(str, "\n")))))
+	},
+	"strrev": firstStringBytes,
+	"upper":  func(args []cty.Value) resultSize { return bytesOf(satMul(int64(len(stringArg(args[0]))), 3)) },
+	"lower":  func(args []cty.Value) resultSize { return bytesOf(satMul(int64(len(stringArg(args[0]))), 3)) },
+	"title":  func(args []cty.Value) resultSize { return bytesOf(satMul(int64(len(stringArg(args[0]))), 3)) },
+	"chomp":  firstStringBytes, "trim": firstStringBytes, "trimprefix": firstStringBytes,
+	"trimsuffix": firstStringBytes, "trimspace": firstStringBytes, "substr": firstStringBytes,
+	"base64encode": func(args []cty.Value) resultSize {
+		return bytesOf(satMul(int64(len(stringArg(args[0])))+2, 2))
+	},
+	"jsonencode": func(args []cty.Value) resultSize { return bytesOf(jsonBytes(args[0], MaxFunctionStringBytes+1)) },
+	"jsondecode": func(args []cty.Value) resultSize { return jsonDecodeSize(stringArg(args[0])) },
+	"csvdecode": func(args []cty.Value) resultSize {
+		s := stringArg(args[0])
+		n := int64(strings.Count(s, ",") + strings.Count(s, "\n") + 1)
+		return resultSize{elems: n, bytes: int64(len(s)), cost: satAdd(satMul(n, elementCost), int64(len(s)))}
+	},
+}
+
+// numberResults are the functions that can make a number out of range;
+// their results are checked with numberOK.
+var numberResults = map[string]bool{"pow": true, "parseint": true, "tonumber": true, "jsondecode": true, "log": true}
+
+// limitAll wraps every function of fns with the checks of its estimate.
+func limitAll(fns map[string]function.Function) map[string]function.Function {
+	for name, f := range fns {
+		fns[name] = limitFunc(name, f)
+	}
+	return fns
+}
+
+// limitFunc returns f refusing results over the function limits, checked
+// before f builds them (and numbers out of range, after). The check runs
+// before f's own type checking: converting an argument can cost as much
+// as building the result.
+func limitFunc(name string, f function.Function) function.Function {
+	est := sizeOf[name]
+	checkNumbers := numberResults[name]
+	if est == nil && !checkNumbers {
+		return f
+	}
+	before := func(args []cty.Value) error {
+		if est != nil {
+			if err := est(args).check(); err != nil {
+				return err
+			}
+		}
+		if name == "parseint" || name == "tonumber" {
+			// Reading a number of a million digits takes long already.
+			if s := stringArg(args[0]); len(s) > 4*MaxNumberDigits {
+				return fmt.Errorf("the number is %d characters long; numbers must be smaller than 1e%d", len(s), MaxNumberDigits)
+			}
+		}
+		return nil
+	}
+	return wrapFunc(f, before, func(args []cty.Value) (cty.Value, error) {
+		v, err := f.Call(args)
+		if err == nil && checkNumbers && badNumber(v) {
+			return cty.NilVal, fmt.Errorf("the result is out of range: numbers must be smaller than 1e%d (and, unless zero, larger than 1e-%d) in magnitude", MaxNumberDigits, MaxNumberDigits)
+		}
+		return v, err
+	})
+}
+
+// check refuses a result over the function limits.
+func (s resultSize) check() error {
+	switch {
+	case s.deep:
+		return fmt.Errorf("the JSON nests more than %d levels deep", MaxNesting)
+	case s.elems > MaxCollectionElements:
+		return fmt.Errorf("the result would have %d elements; functions may build collections of at most %d elements", s.elems, MaxCollectionElements)
+	case s.bytes > MaxFunctionStringBytes:
+		return fmt.Errorf("the result would be %d bytes long; functions may build strings of at most %d bytes", s.bytes, MaxFunctionStringBytes)
+	}
+	return nil
+}
+
+// wrapFunc returns a function with f's signature that runs before (when
+// set) ahead of f's own type checking, and impl to call it: its
+// parameters accept everything (marked, unknown, null, dynamic) so that
+// impl can hand the arguments to f.Call as they are, and f handles them
+// as it always does.
+func wrapFunc(f function.Function, before func(args []cty.Value) error, impl func(args []cty.Value) (cty.Value, error)) function.Function {
+	permissive := func(p function.Parameter) function.Parameter {
+		p.AllowMarked, p.AllowUnknown, p.AllowNull, p.AllowDynamicType = true, true, true, true
+		return p
+	}
+	spec := &function.Spec{Description: f.Description()}
+	for _, p := range f.Params() {
+		spec.Params = append(spec.Params, permissive(p))
+	}
+	if vp := f.VarParam(); vp != nil {
+		p := permissive(*vp)
+		spec.VarParam = &p
+	}
+	spec.Type = func(args []cty.Value) (cty.Type, error) {
+		if before != nil {
+			if err := before(args); err != nil {
+				return cty.NilType, err
+			}
+		}
+		return f.ReturnTypeForValues(args)
+	}
+	spec.Impl = func(args []cty.Value, _ cty.Type) (cty.Value, error) { return impl(args) }
+	return function.New(spec)
+}
+
+// ---- estimates --------------------------------------------------------------
+
+func elems(n int64) resultSize { return resultSize{elems: n, cost: satMul(n, elementCost)} }
+
+func bytesOf(n int64) resultSize { return resultSize{bytes: n, cost: satAdd(n, elementCost)} }
+
+func sumLengths(args []cty.Value) resultSize {
+	var n int64
+	for _, a := range args {
+		n = satAdd(n, length(a))
+	}
+	return elems(n)
+}
+
+func firstLength(args []cty.Value) resultSize { return elems(length(args[0])) }
+
+func firstStringBytes(args []cty.Value) resultSize { return bytesOf(int64(len(stringArg(args[0])))) }
+
+// known returns v unmarked at its top level, and whether it is known and
+// not null.
+func known(v cty.Value) (cty.Value, bool) {
+	v, _ = v.Unmark()
+	return v, v.IsKnown() && !v.IsNull()
+}
+
+// length is the number of elements of a known collection (0 otherwise).
+func length(v cty.Value) int64 {
+	v, ok := known(v)
+	if !ok || !v.CanIterateElements() {
+		return 0
+	}
+	return int64(v.LengthInt())
+}
+
+// stringArg is a known string argument ("" otherwise).
+func stringArg(v cty.Value) string {
+	v, ok := known(v)
+	if !ok || v.Type() != cty.String {
+		return ""
+	}
+	return v.AsString()
+}
+
+// numberArg is a known number argument (nil otherwise).
+func numberArg(v cty.Value) *big.Float {
+	v, ok := known(v)
+	if !ok || v.Type() != cty.Number {
+		return nil
+	}
+	return v.AsBigFloat()
+}
+
+// stringBytes sums the lengths of the strings in a collection, stopping
+// once over max.
+func stringBytes(v cty.Value, max int64) int64 {
+	v, ok := known(v)
+	if !ok || !v.CanIterateElements() {
+		return 0
+	}
+	var n int64
+	for it := v.ElementIterator(); it.Next() && n <= max; {
+		_, e := it.Element()
+		n += int64(len(stringArg(e)))
+	}
+	return n
+}
+
+// leaves counts the elements flatten would return, stopping once over max.
+func leaves(v cty.Value, max int64) int64 {
+	v, ok := known(v)
+	if !ok || !v.CanIterateElements() || !(v.Type().IsListType() || v.Type().IsTupleType() || v.Type().IsSetType()) {
+		return 1
+	}
+	var n int64
+	for it := v.ElementIterator(); it.Next() && n <= max; {
+		_, e := it.Element()
+		n += leaves(e, max-n)
+	}
+	return n
+}
+
+// deepSize is the size of a copy of v: conversions rebuild every level.
+func deepSize(v cty.Value) resultSize {
+	return resultSize{elems: length(v), cost: inspect(v, MaxBuiltBytes+1).cost}
+}
+
+// rangeLength is the number of elements range(args...) returns, as cty's
+// RangeFunc counts them.
+func rangeLength(args []cty.Value) int64 {
+	nums := make([]*big.Float, len(args))
+	for i, a := range args {
+		if nums[i] = numberArg(a); nums[i] == nil {
+			return 0
+		}
+	}
+	start, end, step := new(big.Float), (*big.Float)(nil), big.NewFloat(1)
+	switch len(nums) {
+	case 1:
+		end = nums[0]
+	case 2:
+		start, end = nums[0], nums[1]
+	case 3:
+		start, end, step = nums[0], nums[1], nums[2]
+	default:
+		return 0
+	}
+	if len(nums) < 3 && end.Cmp(start) < 0 {
+		step = big.NewFloat(-1)
+	}
+	if step.Sign() == 0 {
+		return 0
+	}
+	q := new(big.Float).Quo(new(big.Float).Sub(end, start), step)
+	if q.Sign() <= 0 {
+		return 0
+	}
+	if q.Cmp(big.NewFloat(MaxCollectionElements+1)) > 0 {
+		return MaxCollectionElements + 1
+	}
+	f, _ := q.Float64()
+	return int64(math.Ceil(f))
+}
+
+// formatBytes estimates the length of format's result (times the rows of
+// formatlist): the format, every width and precision it sets, and every
+// argument written out.
+func formatBytes(args []cty.Value, rows int64) int64 {
+	f := stringArg(args[0])
+	n := int64(len(f))
+	for i := 0; i < len(f); i++ {
+		if f[i] != '%' {
+			continue
+		}
+		// The numbers of a verb (%-10.5s): widths and precisions.
+		for i++; i < len(f) && strings.IndexByte("+-# 0123456789.*[]", f[i]) >= 0; i++ {
+			if f[i] >= '1' && f[i] <= '9' {
+				w := int64(0)
+				for ; i < len(f) && f[i] >= '0' && f[i] <= '9'; i++ {
+					w = satAdd(satMul(w, 10), int64(f[i]-'0'))
+				}
+				n = satAdd(n, w)
+				i--
+			}
+		}
+	}
+	n = satMul(n, rows)
+	for _, a := range args[1:] {
+		n = satAdd(n, jsonBytes(a, MaxFunctionStringBytes+1))
+	}
+	return n
+}
+
+func formatListSize(args []cty.Value) resultSize {
+	rows := int64(0)
+	for _, a := range args[1:] {
+		if v, ok := known(a); ok && (v.Type().IsListType() || v.Type().IsTupleType()) {
+			if l := length(v); l > rows {
+				rows = l
+			}
+		}
+	}
+	b := formatBytes(args, max(rows, 1))
+	return resultSize{elems: rows, bytes: b, cost: satAdd(satMul(rows, elementCost), b)}
+}
+
+// jsonBytes estimates the length of v written as JSON (or by format's %v),
+// stopping once over max: strings may need escaping (6 bytes a byte).
+func jsonBytes(v cty.Value, max int64) int64 {
+	v, ok := known(v)
+	if !ok {
+		return 4
+	}
+	switch {
+	case v.Type() == cty.String:
+		return satMul(int64(len(v.AsString())), 6) + 2
+	case v.Type() == cty.Number:
+		return numberTextBytes(v.AsBigFloat())
+	case v.CanIterateElements():
+		n := int64(2)
+		for it := v.ElementIterator(); it.Next() && n <= max; {
+			k, e := it.Element()
+			n += jsonBytes(e, max-n) + 1
+			if v.Type().IsMapType() || v.Type().IsObjectType() {
+				n += jsonBytes(k, max-n) + 1
+			}
+		}
+		return n
+	}
+	return 8
+}
+
+// numberTextBytes bounds the length of a number written as decimal text.
+func numberTextBytes(bf *big.Float) int64 {
+	if bf.IsInf() || bf.Sign() == 0 {
+		return 4
+	}
+	exp := bf.MantExp(nil)
+	if exp < 0 {
+		exp = -exp
+	}
+	return int64(exp)*3/10 + 170 // decimal digits of the exponent, and of 512 bits of mantissa
+}
+
+// regexReplaceBytes computes the length of regex_replace's result,
+// stopping once over MaxFunctionStringBytes; more than
+// MaxCollectionElements replacements count as over it. An invalid pattern
+// is the function's own error to report.
+func regexReplaceBytes(str, pattern, repl string) int64 {
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return 0
+	}
+	n := int64(len(str))
+	var buf []byte
+	matches := re.FindAllStringSubmatchIndex(str, MaxCollectionElements+1)
+	if len(matches) > MaxCollectionElements {
+		return MaxFunctionStringBytes + 1
+	}
+	for _, m := range matches {
+		buf = re.ExpandString(buf[:0], repl, str, m)
+		n += int64(len(buf)) - int64(m[1]-m[0])
+		if n > MaxFunctionStringBytes {
+			break
+		}
+	}
+	return n
+}
+
+// regexMatches counts the matches of regexall (at most one over the
+// limit) and the bytes of their captures.
+func regexMatches(pattern, str string) (n, bytes int64) {
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return 0, 0
+	}
+	for _, m := range re.FindAllStringSubmatchIndex(str, MaxCollectionElements+1) {
+		n++
+		for i := 0; i+1 < len(m); i += 2 {
+			if m[i] >= 0 {
+				bytes += int64(m[i+1] - m[i])
+			}
+		}
+	}
+	return n, bytes
+}
+
+// jsonDecodeSize estimates jsondecode's result from the JSON text: an
+// element per value, at most one per byte. JSON nested deeper than
+// MaxNesting counts as over every limit (go-cty decodes it recursively).
+func jsonDecodeSize(s string) resultSize {
+	depth, n := 0, int64(1)
+	inString, escaped := false, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+			if depth > MaxNesting {
+				return resultSize{deep: true}
+			}
+		case c == ']' || c == '}':
+			depth--
+		case c == ',' || c == ':':
+			n++
+		}
+	}
+	return resultSize{elems: n, bytes: int64(len(s)), cost: satAdd(satMul(n, elementCost), int64(len(s)))}
+}
+
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+func satMul(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	if a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
+}
+
+// ---- numbers ----------------------------------------------------------------
+
+// numberOK reports whether a number is within MaxNumberDigits: zero,
+// infinite, or between 1e-1000 and 1e1000 in magnitude. Writing a number
+// as text takes time and space proportional to its exponent.
+func numberOK(bf *big.Float) bool {
+	if bf.IsInf() || bf.Sign() == 0 {
+		return true
+	}
+	// |bf| < 2^exp; 2^3322 > 1e1000 > 2^3321.
+	exp := bf.MantExp(nil)
+	return exp >= -3321 && exp <= 3322
+}
+
+// badNumber reports whether v holds a known number out of range.
+func badNumber(v cty.Value) bool { return inspect(v, math.MaxInt64).badNumber }

@@ -1,6 +1,25 @@
 package engine
 
-import "time"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/rs/zerolog"
+	zlog "github.com/rs/zerolog/log"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
+)
 
 // Limits of the engine. Definitions come from Git, and every ref but the
 // deploy branch is untrusted (DESIGN.md §9 "Untrusted input"): anyone who
@@ -48,8 +67,8 @@ const (
 	// evaluated. 1,000 is well above real module trees (tens).
 	MaxModuleInstances = 1000
 
-	// MaxCount (plan.go) bounds the count or for_each expansion of one
-	// resource: 10,000.
+	// MaxCount bounds the count or for_each expansion of one resource.
+	MaxCount = 10000
 
 	// MaxResourcesPerInstance bounds the resources of one stack instance
 	// across all its modules: resource blocks times their module
@@ -59,20 +78,20 @@ const (
 	// whole allowance; CloudFormation allows 500 resources per stack.
 	MaxResourcesPerInstance = 10000
 
-	// MaxFunctionElements bounds the collections a function builds
+	// MaxCollectionElements bounds collections: those functions build
 	// (range, setproduct, concat, flatten, formatlist, split, jsondecode,
-	// ...): 100,000 elements, checked from the arguments before the
-	// result is built. setproduct(range(1024), range(1024), range(1024))
-	// would otherwise ask for 25 GB.
-	MaxFunctionElements = 100000
-
-	// MaxFunctionSetElements bounds the sets functions build (toset,
-	// setunion, setproduct of sets) and the lists distinct works on:
-	// distinct compares every pair of elements, and go-cty's sets hash
-	// with CRC-32, for which colliding elements are easy to make, so
-	// their cost can grow with the square of their size. 10,000 elements
-	// keep that within a few seconds.
-	MaxFunctionSetElements = 10000
+	// toset, ...: checked from the arguments before the result is built),
+	// those for expressions iterate over, and the list, object and block
+	// literals of a file (checked before it is parsed). 10,000 elements,
+	// like MaxCount. setproduct(range(1024), range(1024), range(1024))
+	// would otherwise ask for 25 GB; and go-cty's work on one collection
+	// can grow with the square of its size: converting a tuple to a list
+	// or set of any type (tolist, toset, list(any) arguments) compares
+	// every pair of element types, distinct every pair of elements, and
+	// sets hash with CRC-32, for which colliding elements are easy to
+	// make. At 10,000 elements the worst of these takes about half a
+	// second (100,000 took a minute).
+	MaxCollectionElements = 10000
 
 	// MaxFunctionStringBytes bounds the strings a function builds (join,
 	// format, formatlist, replace, indent, jsonencode, strrev, ...): 1 MiB,
@@ -99,3 +118,437 @@ const (
 // elementCost is what MaxBuiltBytes counts for each value of a collection
 // (and each scalar): the size of a cty.Value in a slice.
 const elementCost = 32
+
+// ---- the budget of a plan ----------------------------------------------------
+
+type budgetKey struct{}
+
+// WithPlanBudget returns a context that ends after d, for planning under
+// a time budget: the engine's plan entry points check it between
+// instances, resources, expansions and function calls and stop with a
+// diagnostic "Planning took longer than the budget of d". Callers plan
+// each untrusted ref under one such context.
+func WithPlanBudget(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithValue(ctx, budgetKey{}, d), d)
+}
+
+// planStopped is the Extra of the diagnostic of a plan its context
+// stopped.
+type planStopped struct{ err error }
+
+// PlanStopped returns the context error that stopped a plan whose
+// diagnostics are diags (context.DeadlineExceeded when it ran out of its
+// budget, context.Canceled), or nil when its context did not stop it.
+func PlanStopped(diags hcl.Diagnostics) error {
+	for _, d := range diags {
+		if s, ok := d.Extra.(planStopped); ok {
+			return s.err
+		}
+	}
+	return nil
+}
+
+// stoppedDiag is the diagnostic of a plan its context stopped.
+func stoppedDiag(ctx context.Context, rng *hcl.Range) *hcl.Diagnostic {
+	err := ctx.Err()
+	d := &hcl.Diagnostic{Severity: hcl.DiagError, Subject: rng, Extra: planStopped{err}}
+	budget, _ := ctx.Value(budgetKey{}).(time.Duration)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) && budget > 0:
+		d.Summary = "Planning took too long"
+		d.Detail = fmt.Sprintf("Planning took longer than the budget of %s, so it was stopped; nothing from it is deployed. Make the definitions cheaper to evaluate (fewer instances, smaller collections, simpler expressions).", budget)
+	case errors.Is(err, context.DeadlineExceeded):
+		d.Summary = "Planning took too long"
+		d.Detail = "Planning ran past its deadline, so it was stopped; nothing from it is deployed."
+	default:
+		d.Summary = "Planning cancelled"
+		d.Detail = "Planning was cancelled before it finished; nothing from it is deployed."
+	}
+	return d
+}
+
+// ---- the meter -----------------------------------------------------------------
+
+// meter measures the work of one plan (or apply) of an instance, or of one
+// expression of the definitions: the bytes built against MaxBuiltBytes,
+// the resources against MaxResourcesPerInstance, and the context that
+// ends it. Module walkers share their instance's meter.
+type meter struct {
+	ctx       context.Context
+	built     atomic.Int64
+	resources int // resource instances planned (the walker is sequential)
+	// at is what is being evaluated: a node and its range, for the report
+	// of a panic.
+	mu      sync.Mutex
+	at      string
+	atRange *hcl.Range
+
+	funcsOnce sync.Once
+	funcs     map[string]function.Function
+}
+
+func newMeter(ctx context.Context) *meter { return &meter{ctx: ctx} }
+
+// errOverBuilt is what going over MaxBuiltBytes says.
+var errOverBuilt = fmt.Errorf("evaluating this instance built more than %d MiB of values (functions, string templates, for expressions and resource properties); make the definitions build smaller values", MaxBuiltBytes>>20)
+
+// charge counts n bytes built; over MaxBuiltBytes it fails. A nil meter
+// counts nothing.
+func (m *meter) charge(n int64) error {
+	if m == nil {
+		return nil
+	}
+	if m.built.Add(n) > MaxBuiltBytes || n < 0 {
+		m.built.Store(math.MaxInt64 / 2)
+		return errOverBuilt
+	}
+	return nil
+}
+
+// stopped returns the context's error once it has ended.
+func (m *meter) stopped() error {
+	if m == nil || m.ctx == nil {
+		return nil
+	}
+	return m.ctx.Err()
+}
+
+// setAt records what is evaluated now, for a panic's report.
+func (m *meter) setAt(what string, rng *hcl.Range) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.at, m.atRange = what, rng
+	m.mu.Unlock()
+}
+
+func (m *meter) where() (string, *hcl.Range) {
+	if m == nil {
+		return "", nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.at, m.atRange
+}
+
+// meterFunc names the function through which the guards of expressions
+// find the meter of their evaluation context: no expression can call it
+// (a function name is an identifier; this one has a space).
+const meterFunc = " meter"
+
+var meterType = cty.Capsule("meter", reflect.TypeOf((*meter)(nil)).Elem())
+
+// functions is the function table evaluated under m: every function of
+// functions, counting its result (estimated from its arguments, before it
+// is built) against MaxBuiltBytes and failing once m's context ends.
+func (m *meter) functions() map[string]function.Function {
+	m.funcsOnce.Do(func() {
+		m.funcs = make(map[string]function.Function, len(functions)+1)
+		for name, f := range functions {
+			est := sizeOf[name]
+			before := func(args []cty.Value) error {
+				if err := m.stopped(); err != nil {
+					return stoppedError{err}
+				}
+				return nil
+			}
+			m.funcs[name] = wrapFunc(f, before, func(args []cty.Value) (cty.Value, error) {
+				cost := int64(elementCost)
+				if est != nil {
+					s := est(args)
+					if err := s.check(); err != nil {
+						return cty.NilVal, err // f's own wrapper says so too
+					}
+					cost = s.cost
+				}
+				if err := m.charge(cost); err != nil {
+					return cty.NilVal, err
+				}
+				return f.Call(args)
+			})
+		}
+		self := cty.CapsuleVal(meterType, m)
+		m.funcs[meterFunc] = function.New(&function.Spec{
+			Type: function.StaticReturnType(meterType),
+			Impl: func([]cty.Value, cty.Type) (cty.Value, error) { return self, nil },
+		})
+	})
+	return m.funcs
+}
+
+// stoppedError is a function's error when the plan's context ended.
+type stoppedError struct{ err error }
+
+func (e stoppedError) Error() string { return "planning was stopped: " + e.err.Error() }
+func (e stoppedError) Unwrap() error { return e.err }
+
+// meterOf finds the meter of an evaluation context (nil when it has none).
+func meterOf(ctx *hcl.EvalContext) *meter {
+	for c := ctx; c != nil; c = c.Parent() {
+		if f, ok := c.Functions[meterFunc]; ok {
+			v, err := f.Call(nil)
+			if err != nil {
+				return nil
+			}
+			m, _ := v.EncapsulatedValue().(*meter)
+			return m
+		}
+	}
+	return nil
+}
+
+// ---- values ------------------------------------------------------------------
+
+// valueInfo is what inspect finds in a value.
+type valueInfo struct {
+	cost      int64 // elementCost per value, plus the bytes of strings
+	deep      bool  // nested deeper than MaxNesting
+	badNumber bool  // holds a number numberOK refuses
+}
+
+// inspect walks v, stopping once its cost is over max (or it is too
+// deep): values computed from references (a list in a list in a local,
+// and so on) can nest deeper than their source, and go-cty and the
+// renderers recurse through them.
+func inspect(v cty.Value, max int64) valueInfo {
+	var info valueInfo
+	var walk func(v cty.Value, depth int)
+	walk = func(v cty.Value, depth int) {
+		if info.cost > max || info.deep {
+			return
+		}
+		if depth > MaxNesting {
+			info.deep = true
+			return
+		}
+		info.cost += elementCost
+		v, ok := known(v)
+		if !ok {
+			return
+		}
+		switch ty := v.Type(); {
+		case ty == cty.String:
+			info.cost += int64(len(v.AsString()))
+		case ty == cty.Number:
+			if !numberOK(v.AsBigFloat()) {
+				info.badNumber = true
+			}
+		case v.CanIterateElements():
+			for it := v.ElementIterator(); it.Next() && info.cost <= max && !info.deep; {
+				k, e := it.Element()
+				if ty.IsMapType() || ty.IsObjectType() {
+					info.cost += int64(len(k.AsString()))
+				}
+				walk(e, depth+1)
+			}
+		}
+	}
+	walk(v, 0)
+	return info
+}
+
+// checkValue checks a value evaluated for a node (a local, an output, a
+// module argument, a resource's properties, an expression of the
+// definitions) and counts its size against the meter: a diagnostic at rng
+// when it nests too deeply, holds a number out of range or goes over
+// MaxBuiltBytes.
+func checkValue(m *meter, v cty.Value, what string, rng hcl.Range) *hcl.Diagnostic {
+	max := int64(MaxBuiltBytes)
+	if m != nil {
+		max = MaxBuiltBytes - m.built.Load()
+	}
+	info := inspect(v, max)
+	fail := func(summary, detail string) *hcl.Diagnostic {
+		return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: rng.Ptr()}
+	}
+	switch {
+	case info.deep:
+		return fail("Value nested too deeply", fmt.Sprintf("The value of %s nests more than %d levels deep.", what, MaxNesting))
+	case info.badNumber:
+		return fail("Number out of range", fmt.Sprintf("The value of %s holds a number out of range: numbers must be smaller than 1e%d (and, unless zero, larger than 1e-%d) in magnitude.", what, MaxNumberDigits, MaxNumberDigits))
+	case info.cost > max && m == nil:
+		return fail("Value too large", fmt.Sprintf("The value of %s is larger than %d MiB.", what, MaxBuiltBytes>>20))
+	}
+	if err := m.charge(info.cost); err != nil {
+		return fail("Value too large", fmt.Sprintf("The value of %s is too large: %s.", what, err))
+	}
+	return nil
+}
+
+// ---- guards in expressions ----------------------------------------------------
+
+// guardExprs puts guards into a parsed file's (or expression's) syntax
+// tree, where evaluating it builds what no function call counts: the
+// collection of each for expression is counted (its length times
+// elementCost) before it is iterated, each interpolated part of a string
+// template is counted before it is appended and refused if it is a number
+// out of range, and arithmetic refuses results out of range. The guards
+// find the meter of their evaluation context (meterOf); without one they
+// only check numbers. Guarding is idempotent.
+func guardExprs(node hclsyntax.Node) {
+	if node == nil {
+		return
+	}
+	hclsyntax.VisitAll(node, func(n hclsyntax.Node) hcl.Diagnostics {
+		switch e := n.(type) {
+		case *hclsyntax.ForExpr:
+			if _, done := e.CollExpr.(*collGuard); !done {
+				e.CollExpr = &collGuard{&hclsyntax.ParenthesesExpr{Expression: e.CollExpr, SrcRange: e.CollExpr.Range()}}
+			}
+		case *hclsyntax.TemplateExpr:
+			for i, part := range e.Parts {
+				switch part.(type) {
+				case *hclsyntax.LiteralValueExpr, *partGuard:
+					continue
+				}
+				e.Parts[i] = &partGuard{&hclsyntax.ParenthesesExpr{Expression: part, SrcRange: part.Range()}}
+			}
+		case *hclsyntax.BinaryOpExpr:
+			if op, ok := guardedOps[e.Op]; ok {
+				e.Op = op
+			}
+		}
+		return nil
+	})
+}
+
+// guardExpr guards an expression that is hcl's native syntax.
+func guardExpr(expr hcl.Expression) {
+	if n, ok := expr.(hclsyntax.Node); ok {
+		guardExprs(n)
+	}
+}
+
+// A guard embeds a ParenthesesExpr around what it guards: that passes on
+// everything but Value, and walks of the syntax tree (references, for
+// one) see through it to the guarded expression.
+
+// collGuard guards the collection of a for expression.
+type collGuard struct{ *hclsyntax.ParenthesesExpr }
+
+func (g *collGuard) Value(ctx *hcl.EvalContext) (cty.Value, hcl.Diagnostics) {
+	v, diags := g.Expression.Value(ctx)
+	if diags.HasErrors() {
+		return v, diags
+	}
+	m := meterOf(ctx)
+	if err := m.stopped(); err != nil {
+		return cty.DynamicVal, diags.Append(guardDiag(g.Range(), "Planning stopped", stoppedError{err}.Error()+"."))
+	}
+	if n := length(v); n > 0 {
+		if err := m.charge(satMul(n, elementCost)); err != nil {
+			return cty.DynamicVal, diags.Append(guardDiag(g.Range(), "Value too large", "A for expression over "+fmt.Sprint(n)+" elements here is too much: "+err.Error()+"."))
+		}
+	}
+	return v, diags
+}
+
+// partGuard guards an interpolated part of a string template.
+type partGuard struct{ *hclsyntax.ParenthesesExpr }
+
+func (g *partGuard) Value(ctx *hcl.EvalContext) (cty.Value, hcl.Diagnostics) {
+	v, diags := g.Expression.Value(ctx)
+	if diags.HasErrors() {
+		return v, diags
+	}
+	u, ok := known(v)
+	if !ok {
+		return v, diags
+	}
+	switch u.Type() {
+	case cty.String:
+		if err := meterOf(ctx).charge(int64(len(u.AsString())) + elementCost); err != nil {
+			return cty.UnknownVal(cty.String), diags.Append(guardDiag(g.Range(), "Value too large", "The string template here is too long: "+err.Error()+"."))
+		}
+	case cty.Number:
+		if !numberOK(u.AsBigFloat()) {
+			return cty.UnknownVal(cty.String), diags.Append(guardDiag(g.Range(), "Number out of range",
+				fmt.Sprintf("This number is too large to write as text: numbers must be smaller than 1e%d (and, unless zero, larger than 1e-%d) in magnitude.", MaxNumberDigits, MaxNumberDigits)))
+		}
+	}
+	return v, diags
+}
+
+func guardDiag(rng hcl.Range, summary, detail string) *hcl.Diagnostic {
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: rng.Ptr()}
+}
+
+// guardedOps are hcl's arithmetic operations, refusing results out of
+// range (1e999 * 1e999 * …).
+var guardedOps = func() map[*hclsyntax.Operation]*hclsyntax.Operation {
+	out := map[*hclsyntax.Operation]*hclsyntax.Operation{}
+	for _, op := range []*hclsyntax.Operation{hclsyntax.OpAdd, hclsyntax.OpSubtract, hclsyntax.OpMultiply, hclsyntax.OpDivide, hclsyntax.OpModulo} {
+		impl := op.Impl
+		g := &hclsyntax.Operation{Type: op.Type, ShortCircuit: op.ShortCircuit}
+		g.Impl = wrapFunc(impl, nil, func(args []cty.Value) (cty.Value, error) {
+			v, err := impl.Call(args)
+			if err == nil && badNumber(v) {
+				return cty.NilVal, fmt.Errorf("the result is out of range: numbers must be smaller than 1e%d (and, unless zero, larger than 1e-%d) in magnitude", MaxNumberDigits, MaxNumberDigits)
+			}
+			return v, err
+		})
+		out[op] = g
+	}
+	return out
+}()
+
+// ---- panics -----------------------------------------------------------------------
+
+// contain is deferred by the engine's entry points: a panic in loading or
+// planning becomes a diagnostic of what was being done (no stack trace:
+// the log has it), so that hostile definitions cannot take the daemon
+// down. what names the work ("planning stack set web at eu-west-1/111");
+// m, when set, tells what was being evaluated.
+func (e *Engine) contain(diags *hcl.Diagnostics, what string, m *meter) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	at, rng := m.where()
+	where := what
+	if at != "" {
+		where += ", evaluating " + at
+	}
+	kind := describePanic(p)
+	e.logger().Error().Str("panic", kind).Str("while", where).Str("stack", string(debug.Stack())).
+		Msg("engine panicked: reported as a diagnostic")
+	*diags = append(*diags, &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Internal error",
+		Detail: fmt.Sprintf("stackd failed unexpectedly (%s) while %s; nothing from these definitions is deployed. "+
+			"This is a bug in stackd: please report it with the daemon's log.", kind, where),
+		Subject: rng,
+	})
+}
+
+// describePanic names a panic without values of the definitions: Go's
+// runtime errors and short messages as they are, other panics by type
+// (a panic's message may quote a value, and values may be sensitive).
+func describePanic(p any) string {
+	var msg string
+	switch v := p.(type) {
+	case runtime.Error:
+		return "panic: " + v.Error()
+	case error:
+		msg = v.Error()
+	case string:
+		msg = v
+	}
+	if msg == "" || len(msg) > 200 || strings.ContainsAny(msg, "\"'`") || strings.Contains(msg, "cty.") {
+		return fmt.Sprintf("panic of type %T", p)
+	}
+	return "panic: " + msg
+}
+
+// SetLogger sets where the engine logs what only operators need (the
+// stack of a panic it turned into a diagnostic). The default is zerolog's
+// global logger.
+func (e *Engine) SetLogger(l zerolog.Logger) { e.log = &l }
+
+func (e *Engine) logger() *zerolog.Logger {
+	if e.log != nil {
+		return e.log
+	}
+	return &zlog.Logger
+}

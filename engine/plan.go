@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -13,14 +14,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/rs/zerolog"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/stackd/stackd/engine/provider"
 )
-
-// MaxCount bounds count and for_each expansion of one resource.
-const MaxCount = 10000
 
 // Journal statuses of a recorded resource (the same strings the state
 // package stores).
@@ -257,6 +256,7 @@ func (rr *recordedResource) attrs() cty.Value {
 type Engine struct {
 	providers provider.Registry
 	clock     Clock
+	log       *zerolog.Logger // see SetLogger
 }
 
 // Clock times the pauses of update patterns.
@@ -277,20 +277,66 @@ func New(reg provider.Registry) *Engine { return &Engine{providers: reg, clock: 
 // the engine is used.
 func (e *Engine) SetClock(c Clock) { e.clock = c }
 
-// Load loads definitions with this engine's providers (see Load).
-func (e *Engine) Load(fsys fs.FS, dir string) (*Definitions, hcl.Diagnostics) {
+// Load loads definitions with this engine's providers (see Load). A
+// panic while loading is a diagnostic (see contain).
+func (e *Engine) Load(fsys fs.FS, dir string) (defs *Definitions, diags hcl.Diagnostics) {
+	defer func() {
+		if defs == nil {
+			defs = &Definitions{Dir: dir}
+		}
+	}()
+	defer e.contain(&diags, "loading the definitions", nil)
 	return loadRedacted(Load(fsys, dir, e.providers))
 }
 
-// Plan evaluates the instance's template and diffs it against the recorded
-// resources. Evaluation errors are diagnostics; a plan with errors must not be
-// applied.
-func (e *Engine) Plan(inst *Instance, recorded []ResourceState) (_ *InstancePlan, diags hcl.Diagnostics) {
+// Plan is PlanContext without a context of the caller's: it plans under
+// DefaultPlanBudget.
+func (e *Engine) Plan(inst *Instance, recorded []ResourceState) (*InstancePlan, hcl.Diagnostics) {
+	return e.PlanContext(context.Background(), inst, recorded)
+}
+
+// PlanContext evaluates the instance's template and diffs it against the
+// recorded resources. Evaluation errors are diagnostics; a plan with errors
+// must not be applied.
+//
+// Planning stops with a diagnostic when ctx ends (PlanStopped tells which
+// way): ctx is checked between resources, their count and for_each
+// members, modules and function calls. A ctx without a budget of
+// WithPlanBudget gets DefaultPlanBudget. A panic while planning is a
+// diagnostic too (see contain).
+func (e *Engine) PlanContext(ctx context.Context, inst *Instance, recorded []ResourceState) (plan *InstancePlan, diags hcl.Diagnostics) {
+	if _, ok := ctx.Value(budgetKey{}).(time.Duration); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = WithPlanBudget(ctx, DefaultPlanBudget)
+		defer cancel()
+	}
+	m := newMeter(ctx)
+	defer func() {
+		if diags.HasErrors() {
+			plan = nil
+		}
+	}()
 	defer func() { diags = planDiagnostics(inst, recorded, diags) }()
+	defer func() {
+		// Once ctx ended, whatever failed failed because it did.
+		if ctx.Err() != nil && diags.HasErrors() {
+			_, rng := m.where()
+			diags = hcl.Diagnostics{stoppedDiag(ctx, rng)}
+		}
+	}()
+	what := "planning"
+	if inst != nil {
+		what = fmt.Sprintf("planning stack set %q at %s/%s", inst.Name, inst.Target.Region, inst.Target.Account)
+		if inst.StackSet != nil {
+			what = fmt.Sprintf("planning stack set %q at %s/%s", inst.StackSet.Name, inst.Target.Region, inst.Target.Account)
+		}
+	}
+	defer e.contain(&diags, what, m)
 	w, diags := e.newWalker(inst, recorded)
 	if diags.HasErrors() {
 		return nil, diags
 	}
+	w.meter = m
 	diags = append(diags, w.walk()...)
 	if diags.HasErrors() {
 		return nil, diags
@@ -335,6 +381,9 @@ type walker struct {
 	outputs  map[string]cty.Value // this walker's outputs
 	desired  map[string]bool      // shared: every planned address
 	planned  *[]*ResourcePlan     // shared: planned resources in order
+	// meter (shared) measures the work against the limits and stops it
+	// when the plan's context ends (limits.go).
+	meter *meter
 }
 
 func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, hcl.Diagnostics) {
@@ -380,6 +429,7 @@ func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, h
 		groups:    map[string][]*member{},
 		waiters:   new([]*member),
 		plan:      &InstancePlan{Instance: inst, Outputs: map[string]cty.Value{}, recorded: map[string]*recordedResource{}},
+		meter:     newMeter(context.Background()),
 	}
 	w.outputs = w.plan.Outputs
 	for _, r := range recorded {
@@ -394,6 +444,11 @@ func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, h
 func (w *walker) walkNodes() hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	for _, node := range w.tmpl.order {
+		rng := w.nodeRange(node)
+		if err := w.meter.stopped(); err != nil {
+			return append(diags, stoppedDiag(w.meter.ctx, &rng))
+		}
+		w.meter.setAt(w.prefix+node+" ("+rng.String()+")", &rng)
 		if d := w.gate(node); d.HasErrors() {
 			return append(diags, d...)
 		}
@@ -405,6 +460,9 @@ func (w *walker) walkNodes() hcl.Diagnostics {
 			if d.HasErrors() {
 				return diags
 			}
+			if d := checkValue(w.meter, v, w.prefix+node, l.Expr.Range()); d != nil {
+				return diags.Append(d)
+			}
 			w.locals[l.Name] = v
 		case strings.HasPrefix(node, "output."):
 			o := w.tmpl.Outputs[strings.TrimPrefix(node, "output.")]
@@ -412,6 +470,9 @@ func (w *walker) walkNodes() hcl.Diagnostics {
 			diags = append(diags, d...)
 			if d.HasErrors() {
 				return diags
+			}
+			if d := checkValue(w.meter, v, w.prefix+node, o.Expr.Range()); d != nil {
+				return diags.Append(d)
 			}
 			if o.Sensitive {
 				v = v.Mark(markSensitive)
@@ -437,6 +498,23 @@ func (w *walker) walkNodes() hcl.Diagnostics {
 		}
 	}
 	return diags
+}
+
+// nodeRange is where a node of the template is declared.
+func (w *walker) nodeRange(node string) hcl.Range {
+	kind, name, _ := strings.Cut(node, ".")
+	switch kind {
+	case "local":
+		return w.tmpl.Locals[name].DeclRange
+	case "output":
+		return w.tmpl.Outputs[name].DeclRange
+	case "module":
+		return w.tmpl.Modules[name].DeclRange
+	}
+	if r := w.tmpl.Resources[node]; r != nil {
+		return r.DeclRange
+	}
+	return hcl.Range{}
 }
 
 // moduleInfo is the ROS ModuleInfo of this walker's resources (nil at the top).
@@ -467,6 +545,9 @@ func (w *walker) module(mc *ModuleCall) hcl.Diagnostics {
 				return diags.Append(errorf(a.Expr.Range(), "Invalid value for module variable",
 					"Module %q: variable %q must be %s: %s.", mc.Name, name, typeName(decl.Type), err))
 			}
+			if d := checkValue(w.meter, conv, fmt.Sprintf("module %q's variable %q", mc.Name, name), a.Expr.Range()); d != nil {
+				return diags.Append(d)
+			}
 			v = conv
 		}
 		if decl.Sensitive {
@@ -476,7 +557,7 @@ func (w *walker) module(mc *ModuleCall) hcl.Diagnostics {
 	}
 	child := &walker{
 		e: w.e, inst: w.inst, tmpl: mc.Template, apply: w.apply, pause: w.pause, wait: w.wait, note: w.note,
-		groups: map[string][]*member{}, waiters: w.waiters,
+		groups: map[string][]*member{}, waiters: w.waiters, meter: w.meter,
 		base: map[string]cty.Value{
 			"var": cty.ObjectVal(vars), "target": w.base["target"], "stack_set": w.base["stack_set"],
 		},
@@ -603,7 +684,7 @@ func (w *walker) ctx(node string) *hcl.EvalContext {
 	for typ, m := range byType {
 		vars[typ] = cty.ObjectVal(m)
 	}
-	return &hcl.EvalContext{Variables: vars, Functions: functions}
+	return &hcl.EvalContext{Variables: vars, Functions: w.meter.functions()}
 }
 
 // withExtra returns a child context holding count or each.
@@ -644,6 +725,9 @@ func (w *walker) expand(r *Resource) ([]expansion, hcl.Diagnostics) {
 				"The count of %s is %s; it must be a whole number from 0 to %d.", r.Addr(), bf.Text('g', -1), MaxCount))
 		}
 		n, _ := bf.Int64()
+		if d := w.countResources(r, int(n), r.Count.Range()); d != nil {
+			return nil, diags.Append(d)
+		}
 		out := make([]expansion, n)
 		for i := range out {
 			out[i] = expansion{addr: fmt.Sprintf("%s[%d]", r.Addr(), i), extra: map[string]cty.Value{"count": cty.ObjectVal(map[string]cty.Value{"index": cty.NumberIntVal(int64(i))})}}
@@ -660,13 +744,25 @@ func (w *walker) expand(r *Resource) ([]expansion, hcl.Diagnostics) {
 		if !v.IsWhollyKnown() {
 			return bad("depends on values known only after apply")
 		}
+		sensitive := func() ([]expansion, hcl.Diagnostics) {
+			return nil, diags.Append(errorf(r.ForEach.Range(), "Invalid for_each argument",
+				"The for_each of %s uses a sensitive value. Sensitive values, or values derived from sensitive values, cannot be used as for_each arguments: the sensitive value could be exposed as a resource instance key.", r.Addr()))
+		}
 		if v.IsMarked() {
-			return bad("is derived from a sensitive value")
+			return sensitive()
 		}
 		if v.IsNull() {
 			return bad("is null")
 		}
 		ty := v.Type()
+		if !ty.IsMapType() && !ty.IsObjectType() && v.ContainsMarked() {
+			// The elements of a set or list become the keys. (Those of a
+			// map are each.value, which may be sensitive.)
+			return sensitive()
+		}
+		if v.CanIterateElements() && v.LengthInt() > MaxCount {
+			return bad(fmt.Sprintf("has %d elements, more than the limit of %d", v.LengthInt(), MaxCount))
+		}
 		var keys []string
 		vals := map[string]cty.Value{}
 		switch {
@@ -696,6 +792,9 @@ func (w *walker) expand(r *Resource) ([]expansion, hcl.Diagnostics) {
 		if len(keys) > MaxCount {
 			return bad(fmt.Sprintf("has %d elements, more than the limit of %d", len(keys), MaxCount))
 		}
+		if d := w.countResources(r, len(keys), r.ForEach.Range()); d != nil {
+			return nil, diags.Append(d)
+		}
 		sort.Strings(keys)
 		out := make([]expansion, 0, len(keys))
 		for _, k := range keys {
@@ -703,7 +802,23 @@ func (w *walker) expand(r *Resource) ([]expansion, hcl.Diagnostics) {
 		}
 		return out, diags
 	}
+	if d := w.countResources(r, 1, r.DeclRange); d != nil {
+		return nil, hcl.Diagnostics{d}
+	}
 	return []expansion{{addr: r.Addr()}}, nil
+}
+
+// countResources counts n more resource instances of the instance (across
+// its modules), before they are expanded: over MaxResourcesPerInstance it
+// is a diagnostic at rng.
+func (w *walker) countResources(r *Resource, n int, rng hcl.Range) *hcl.Diagnostic {
+	if total := w.meter.resources + n; total > MaxResourcesPerInstance {
+		return errorf(rng, "Too many resources",
+			"%s%s adds %d resources, bringing the instance to %d; an instance may have at most %d resources across all its modules. Use fewer resources, smaller counts, or more stack sets.",
+			w.prefix, r.Addr(), n, total, MaxResourcesPerInstance)
+	}
+	w.meter.resources += n
+	return nil
 }
 
 // resource plans (and in apply mode applies) every instance of r and
@@ -719,6 +834,9 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 	names := sortedKeys(schema.Properties)
 	members := make([]*member, 0, len(exps))
 	for _, ex := range exps {
+		if err := w.meter.stopped(); err != nil {
+			return nil, diags.Append(stoppedDiag(w.meter.ctx, r.DeclRange.Ptr()))
+		}
 		ctx := withExtra(base, ex.extra)
 		props := make(map[string]cty.Value, len(schema.Properties))
 		for _, name := range names {
@@ -752,6 +870,10 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 			return nil, diags
 		}
 		obj := cty.ObjectVal(props)
+		// Change sets copy the properties of every resource: they count.
+		if d := checkValue(w.meter, obj, "the properties of "+w.prefix+ex.addr, r.DeclRange); d != nil {
+			return nil, diags.Append(d)
+		}
 		if v, ok := p.(provider.Validator); ok {
 			// Validators check the known parts (unknown values are skipped).
 			clean, _ := obj.UnmarkDeep()
@@ -768,6 +890,9 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 			}
 			if !mv.IsWhollyKnown() {
 				return nil, diags.Append(errorf(r.Metadata.Range(), "Invalid metadata", "%s: metadata must be known at plan time; it cannot use values known only after apply.", ex.addr))
+			}
+			if d := checkValue(w.meter, mv, "the metadata of "+w.prefix+ex.addr, r.Metadata.Range()); d != nil {
+				return nil, diags.Append(d)
 			}
 			mv, _ = mv.UnmarkDeep()
 			meta, _ = EncodeValue(mv)

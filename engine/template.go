@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
 	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
@@ -38,6 +39,10 @@ type Template struct {
 	// that must be complete before the node is evaluated: those it names in
 	// depends_on or references through an attribute that is not immediate.
 	needs map[string][]string
+	// moduleInstances and resourceBlocks count the module calls and the
+	// resource blocks the template expands to, through all its modules,
+	// each as often as the module holding it is instantiated.
+	moduleInstances, resourceBlocks int
 }
 
 // nodeRef is one referenced local (root "local") or resource (root = type).
@@ -189,6 +194,9 @@ func readHCLFiles(parser *hclparse.Parser, fsys fs.FS, dir string, rng *hcl.Rang
 		f, fdiags := parser.ParseHCL(src, name)
 		diags = append(diags, fdiags...)
 		if f != nil {
+			if body, ok := f.Body.(*hclsyntax.Body); ok {
+				guardExprs(body)
+			}
 			files = append(files, f)
 		}
 	}
@@ -216,6 +224,15 @@ type loader struct {
 // load returns the template in dir, loading and validating it on first use.
 func (ld *loader) load(dir string, rng *hcl.Range) (*Template, hcl.Diagnostics) {
 	if t, ok := ld.cache[dir]; ok {
+		if t == nil {
+			// It failed to load: once is enough, however many modules
+			// call it.
+			return nil, hcl.Diagnostics{{
+				Severity: hcl.DiagError, Summary: "Template has errors",
+				Detail:  fmt.Sprintf("The template in %s has errors, reported where it was first loaded.", dir),
+				Subject: rng,
+			}}
+		}
 		return t, nil
 	}
 	for _, d := range ld.stack {
@@ -237,7 +254,9 @@ func (ld *loader) load(dir string, rng *hcl.Range) (*Template, hcl.Diagnostics) 
 	ld.stack = append(ld.stack, dir)
 	defer func() { ld.stack = ld.stack[:len(ld.stack)-1] }()
 	t, diags := loadTemplate(ld, dir, rng)
-	if !diags.HasErrors() {
+	if diags.HasErrors() {
+		ld.cache[dir] = nil
+	} else {
 		ld.cache[dir] = t
 	}
 	return t, diags
@@ -280,8 +299,38 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 			}
 		}
 	}
+	t.resourceBlocks = len(t.Resources)
+	if t.resourceBlocks > MaxResourcesPerInstance {
+		diags = diags.Append(&hcl.Diagnostic{
+			Severity: hcl.DiagError, Summary: "Too many resources",
+			Detail:  fmt.Sprintf("The template in %s has %d resource blocks; an instance may have at most %d resources across all its modules.", dir, t.resourceBlocks, MaxResourcesPerInstance),
+			Subject: rng,
+		})
+	}
+	// Modules are counted as they are loaded, each with what it expands
+	// to, so that the expansion stops before it is done.
 	for _, b := range modules {
-		diags = append(diags, t.addModule(ld, b)...)
+		if diags.HasErrors() && (t.moduleInstances > MaxModuleInstances || t.resourceBlocks > MaxResourcesPerInstance) {
+			break
+		}
+		d := t.addModule(ld, b)
+		diags = append(diags, d...)
+		mc := t.Modules[b.Labels[0]]
+		if d.HasErrors() || mc == nil || mc.Template == nil {
+			continue
+		}
+		t.moduleInstances = int(satAdd(int64(t.moduleInstances), 1+int64(mc.Template.moduleInstances)))
+		t.resourceBlocks = int(satAdd(int64(t.resourceBlocks), int64(mc.Template.resourceBlocks)))
+		switch {
+		case t.moduleInstances > MaxModuleInstances:
+			diags = diags.Append(errorf(b.DefRange, "Too many module instances",
+				"With module %q (%s, %d module instances of its own), the template in %s expands to more than %d module instances; simplify the module tree.",
+				mc.Name, mc.Template.Dir, mc.Template.moduleInstances, dir, MaxModuleInstances))
+		case t.resourceBlocks > MaxResourcesPerInstance:
+			diags = diags.Append(errorf(b.DefRange, "Too many resources",
+				"With module %q (%s, %d resource blocks with its modules), the template in %s expands to more than %d resource blocks; an instance may have at most %d resources across all its modules.",
+				mc.Name, mc.Template.Dir, mc.Template.resourceBlocks, dir, MaxResourcesPerInstance, MaxResourcesPerInstance))
+		}
 	}
 	if diags.HasErrors() {
 		return t, diags
@@ -383,7 +432,7 @@ func (t *Template) addVariable(b *hcl.Block) hcl.Diagnostics {
 		}
 	}
 	if a, ok := content.Attributes["default"]; ok {
-		val, vdiags := a.Expr.Value(&hcl.EvalContext{Functions: functions})
+		val, vdiags := evalConst(a.Expr, fmt.Sprintf("the default of variable %q", name))
 		diags = append(diags, vdiags...)
 		if !vdiags.HasErrors() {
 			conv, err := convert.Convert(val, v.Type)
