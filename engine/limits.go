@@ -102,11 +102,19 @@ const (
 	// MaxBuiltBytes bounds what evaluating one instance (or one expression
 	// of the definitions) may build: the results of functions, the strings
 	// templates put together, the elements for expressions iterate over,
-	// and the properties of its resources (change sets copy them), each
-	// counted at its size in bytes (at least elementCost per value). 256
-	// MiB per instance: 10,000 resources with 10 KiB of properties each
-	// use 100 MiB.
-	MaxBuiltBytes = 256 << 20
+	// and the properties of its resources, each counted at its size in
+	// bytes (at least elementCost per value). 64 MiB per instance: 10,000
+	// resources with 1 KiB of properties each use 10 MiB. Most of it is
+	// garbage once the instance is planned, but it bounds what the daemon
+	// holds at once and the time it takes to build.
+	MaxBuiltBytes = 64 << 20
+
+	// MaxPlannedBytes bounds the resource properties of all the instances
+	// planned under one WithPlanBudget context (one ref): change sets keep
+	// them, so they stay in memory until the ref's change sets are
+	// written. 64 MiB: a fleet of 10,000 instances of a 10-resource
+	// template with 300 bytes of properties per resource uses 30 MiB.
+	MaxPlannedBytes = 64 << 20
 
 	// DefaultPlanBudget is the time Engine.PlanContext gives planning one
 	// instance when its context carries no budget of its own (see
@@ -123,13 +131,22 @@ const elementCost = 32
 
 type budgetKey struct{}
 
-// WithPlanBudget returns a context that ends after d, for planning under
-// a time budget: the engine's plan entry points check it between
-// instances, resources, expansions and function calls and stop with a
-// diagnostic "Planning took longer than the budget of d". Callers plan
+type refKey struct{}
+
+// refMeter counts what the instances planned under one WithPlanBudget
+// context keep: their resources' properties.
+type refMeter struct{ props atomic.Int64 }
+
+// WithPlanBudget returns a context that ends after d, for planning one
+// ref under a time budget: the engine's plan entry points check it
+// between instances, resources, expansions and function calls and stop
+// with a diagnostic "Planning took longer than the budget of d". The
+// instances planned under it also share MaxPlannedBytes. Callers plan
 // each untrusted ref under one such context.
 func WithPlanBudget(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithValue(ctx, budgetKey{}, d), d)
+	ctx = context.WithValue(ctx, budgetKey{}, d)
+	ctx = context.WithValue(ctx, refKey{}, &refMeter{})
+	return context.WithTimeout(ctx, d)
 }
 
 // planStopped is the Extra of the diagnostic of a plan its context
@@ -175,6 +192,7 @@ func stoppedDiag(ctx context.Context, rng *hcl.Range) *hcl.Diagnostic {
 // ends it. Module walkers share their instance's meter.
 type meter struct {
 	ctx       context.Context
+	ref       *refMeter // nil without WithPlanBudget
 	built     atomic.Int64
 	resources int // resource instances planned (the walker is sequential)
 	// at is what is being evaluated: a node and its range, for the report
@@ -187,7 +205,10 @@ type meter struct {
 	funcs     map[string]function.Function
 }
 
-func newMeter(ctx context.Context) *meter { return &meter{ctx: ctx} }
+func newMeter(ctx context.Context) *meter {
+	ref, _ := ctx.Value(refKey{}).(*refMeter)
+	return &meter{ctx: ctx, ref: ref}
+}
 
 // errOverBuilt is what going over MaxBuiltBytes says.
 var errOverBuilt = fmt.Errorf("evaluating this instance built more than %d MiB of values (functions, string templates, for expressions and resource properties); make the definitions build smaller values", MaxBuiltBytes>>20)
@@ -354,13 +375,32 @@ func inspect(v cty.Value, max int64) valueInfo {
 // when it nests too deeply, holds a number out of range or goes over
 // MaxBuiltBytes.
 func checkValue(m *meter, v cty.Value, what string, rng hcl.Range) *hcl.Diagnostic {
+	_, d := checkValueCost(m, v, what, rng)
+	return d
+}
+
+// checkProperties is checkValue for a resource's properties, which the
+// plan keeps: they count against MaxPlannedBytes too.
+func checkProperties(m *meter, v cty.Value, what string, rng hcl.Range) *hcl.Diagnostic {
+	cost, d := checkValueCost(m, v, what, rng)
+	if d != nil || m == nil || m.ref == nil {
+		return d
+	}
+	if m.ref.props.Add(cost) > MaxPlannedBytes {
+		return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Value too large", Subject: rng.Ptr(),
+			Detail: fmt.Sprintf("With %s, the resource properties of the instances planned for this revision come to more than %d MiB; change sets keep them. Make the properties smaller.", what, MaxPlannedBytes>>20)}
+	}
+	return nil
+}
+
+func checkValueCost(m *meter, v cty.Value, what string, rng hcl.Range) (int64, *hcl.Diagnostic) {
 	max := int64(MaxBuiltBytes)
 	if m != nil {
 		max = MaxBuiltBytes - m.built.Load()
 	}
 	info := inspect(v, max)
-	fail := func(summary, detail string) *hcl.Diagnostic {
-		return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: rng.Ptr()}
+	fail := func(summary, detail string) (int64, *hcl.Diagnostic) {
+		return info.cost, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: rng.Ptr()}
 	}
 	switch {
 	case info.deep:
@@ -373,7 +413,7 @@ func checkValue(m *meter, v cty.Value, what string, rng hcl.Range) *hcl.Diagnost
 	if err := m.charge(info.cost); err != nil {
 		return fail("Value too large", fmt.Sprintf("The value of %s is too large: %s.", what, err))
 	}
-	return nil
+	return info.cost, nil
 }
 
 // ---- guards in expressions ----------------------------------------------------

@@ -496,6 +496,34 @@ resource "rec" "x" {
 	}
 }
 
+// The instances planned under one WithPlanBudget context (one ref) share
+// MaxPlannedBytes for the properties their change sets keep.
+func TestPlannedBytesAcrossARef(t *testing.T) {
+	reg := provider.Registry{"rec": newRecorder()}
+	files := map[string]string{"d.hcl": strings.Replace(limitDefs, `regions  = ["r"]`, `regions  = ["r1", "r2"]`, 1), "t/main.hcl": limitVars + `
+locals { s = format("%1000000s", "x") }
+resource "rec" "x" {
+  count   = 40
+  name    = "x-${count.index}"
+  content = local.s
+}`}
+	defs := mustLoad(t, files, reg)
+	ss := defs.StackSet("s")
+	e := New(reg)
+	ctx, cancel := WithPlanBudget(context.Background(), time.Hour)
+	defer cancel()
+	tg := ss.Targets()
+	if _, diags := e.PlanContext(ctx, &Instance{StackSet: ss, StackSetID: "id", Target: tg[0]}, nil); diags.HasErrors() {
+		t.Fatalf("the first instance (40 MiB of properties): %v", diags)
+	}
+	_, diags := e.PlanContext(ctx, &Instance{StackSet: ss, StackSetID: "id", Target: tg[1]}, nil)
+	wantDiag(t, diags, "t/main.hcl", "instances planned for this revision", fmt.Sprintf("%d MiB", MaxPlannedBytes>>20))
+	// Each on its own, the instances plan.
+	if _, diags := e.Plan(&Instance{StackSet: ss, StackSetID: "id", Target: tg[1]}, nil); diags.HasErrors() {
+		t.Fatalf("the second instance alone: %v", diags)
+	}
+}
+
 func TestValueNestingLimit(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("locals {\n  l0 = 1\n")

@@ -871,7 +871,7 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 		}
 		obj := cty.ObjectVal(props)
 		// Change sets copy the properties of every resource: they count.
-		if d := checkValue(w.meter, obj, "the properties of "+w.prefix+ex.addr, r.DeclRange); d != nil {
+		if d := checkProperties(w.meter, obj, "the properties of "+w.prefix+ex.addr, r.DeclRange); d != nil {
 			return nil, diags.Append(d)
 		}
 		if v, ok := p.(provider.Validator); ok {
