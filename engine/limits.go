@@ -116,6 +116,13 @@ const (
 	// template with 300 bytes of properties per resource uses 30 MiB.
 	MaxPlannedBytes = 64 << 20
 
+	// MaxIterationErrors bounds the errors the iterations of for
+	// expressions report for one instance: 100, then one diagnostic says
+	// more were left out. A for expression reports an error for each
+	// element it fails on, and for expressions nest: a million errors
+	// would take more memory than the plan.
+	MaxIterationErrors = 100
+
 	// DefaultPlanBudget is the time Engine.PlanContext gives planning one
 	// instance when its context carries no budget of its own (see
 	// WithPlanBudget): the backstop for callers that set none. Planning an
@@ -194,6 +201,9 @@ type meter struct {
 	ctx       context.Context
 	ref       *refMeter // nil without WithPlanBudget
 	built     atomic.Int64
+	// admitted are the errors of iterations let through (at most
+	// MaxIterationErrors, and one saying there were more).
+	admitted map[*hcl.Diagnostic]bool
 	resources int // resource instances planned (the walker is sequential)
 	// at is what is being evaluated: a node and its range, for the report
 	// of a panic.
@@ -319,6 +329,38 @@ func meterOf(ctx *hcl.EvalContext) *meter {
 	return nil
 }
 
+// pass lets the error diagnostics of iterations through, up to
+// MaxIterationErrors; then one diagnostic says so, and later ones are
+// dropped. Errors already let through (they pass each enclosing for
+// expression on their way up) stay. ok false: every error was dropped
+// (the caller returns an unknown value instead).
+func (m *meter) pass(diags hcl.Diagnostics, rng hcl.Range) (_ hcl.Diagnostics, ok bool) {
+	if m == nil || !diags.HasErrors() {
+		return diags, true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.admitted == nil {
+		m.admitted = map[*hcl.Diagnostic]bool{}
+	}
+	var out hcl.Diagnostics
+	for _, d := range diags {
+		switch {
+		case d.Severity != hcl.DiagError || m.admitted[d]:
+		case len(m.admitted) < MaxIterationErrors:
+			m.admitted[d] = true
+		case len(m.admitted) == MaxIterationErrors:
+			d = guardDiag(rng, "Too many errors",
+				fmt.Sprintf("The iterations of for expressions failed more than %d times; the later errors are not reported.", MaxIterationErrors))
+			m.admitted[d] = true
+		default:
+			continue
+		}
+		out = append(out, d)
+	}
+	return out, out.HasErrors()
+}
+
 // ---- values ------------------------------------------------------------------
 
 // valueInfo is what inspect finds in a value.
@@ -436,6 +478,11 @@ func guardExprs(node hclsyntax.Node) {
 			if _, done := e.CollExpr.(*collGuard); !done {
 				e.CollExpr = &collGuard{&hclsyntax.ParenthesesExpr{Expression: e.CollExpr, SrcRange: e.CollExpr.Range()}}
 			}
+			for _, x := range []*hclsyntax.Expression{&e.KeyExpr, &e.ValExpr, &e.CondExpr} {
+				if _, done := (*x).(*iterGuard); *x != nil && !done {
+					*x = &iterGuard{&hclsyntax.ParenthesesExpr{Expression: *x, SrcRange: (*x).Range()}}
+				}
+			}
 		case *hclsyntax.TemplateExpr:
 			for i, part := range e.Parts {
 				switch part.(type) {
@@ -468,20 +515,44 @@ func guardExpr(expr hcl.Expression) {
 type collGuard struct{ *hclsyntax.ParenthesesExpr }
 
 func (g *collGuard) Value(ctx *hcl.EvalContext) (cty.Value, hcl.Diagnostics) {
+	m := meterOf(ctx)
 	v, diags := g.Expression.Value(ctx)
 	if diags.HasErrors() {
-		return v, diags
-	}
-	m := meterOf(ctx)
-	if err := m.stopped(); err != nil {
-		return cty.DynamicVal, diags.Append(guardDiag(g.Range(), "Planning stopped", stoppedError{err}.Error()+"."))
-	}
-	if n := length(v); n > 0 {
-		if err := m.charge(satMul(n, elementCost)); err != nil {
-			return cty.DynamicVal, diags.Append(guardDiag(g.Range(), "Value too large", "A for expression over "+fmt.Sprint(n)+" elements here is too much: "+err.Error()+"."))
+		if diags, ok := m.pass(diags, g.Range()); ok {
+			return v, diags
 		}
+		return cty.DynamicVal, nil
+	}
+	var d *hcl.Diagnostic
+	if err := m.stopped(); err != nil {
+		d = guardDiag(g.Range(), "Planning stopped", stoppedError{err}.Error()+".")
+	} else if n := length(v); n > MaxCollectionElements {
+		d = guardDiag(g.Range(), "Too many elements", fmt.Sprintf("A for expression here iterates over %d elements; at most %d are allowed.", n, MaxCollectionElements))
+	} else if err := m.charge(satMul(n, elementCost)); err != nil {
+		d = guardDiag(g.Range(), "Value too large", "A for expression over "+fmt.Sprint(n)+" elements here is too much: "+err.Error()+".")
+	}
+	if d != nil {
+		if diags, ok := m.pass(diags.Append(d), g.Range()); ok {
+			return cty.DynamicVal, diags
+		}
+		return cty.DynamicVal, nil
 	}
 	return v, diags
+}
+
+// iterGuard guards the key, value and condition of a for expression: past
+// MaxIterationErrors, their errors are dropped.
+type iterGuard struct{ *hclsyntax.ParenthesesExpr }
+
+func (g *iterGuard) Value(ctx *hcl.EvalContext) (cty.Value, hcl.Diagnostics) {
+	v, diags := g.Expression.Value(ctx)
+	if !diags.HasErrors() {
+		return v, diags
+	}
+	if diags, ok := meterOf(ctx).pass(diags, g.Range()); ok {
+		return v, diags
+	}
+	return cty.DynamicVal, nil
 }
 
 // partGuard guards an interpolated part of a string template.
