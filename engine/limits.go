@@ -198,12 +198,12 @@ func stoppedDiag(ctx context.Context, rng *hcl.Range) *hcl.Diagnostic {
 // the resources against MaxResourcesPerInstance, and the context that
 // ends it. Module walkers share their instance's meter.
 type meter struct {
-	ctx       context.Context
-	ref       *refMeter // nil without WithPlanBudget
-	built     atomic.Int64
+	ctx   context.Context
+	ref   *refMeter // nil without WithPlanBudget
+	built atomic.Int64
 	// admitted are the errors of iterations let through (at most
 	// MaxIterationErrors, and one saying there were more).
-	admitted map[*hcl.Diagnostic]bool
+	admitted  map[*hcl.Diagnostic]bool
 	resources int // resource instances planned (the walker is sequential)
 	// at is what is being evaluated: a node and its range, for the report
 	// of a panic.
