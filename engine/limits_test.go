@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/rs/zerolog"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/stackd/stackd/engine/provider"
@@ -210,11 +212,15 @@ variable "n" { type = number }
 // plans its one instance under ctx.
 func planTemplate(t *testing.T, ctx context.Context, reg provider.Registry, tmpl string, files map[string]string) (*InstancePlan, hcl.Diagnostics) {
 	t.Helper()
+	return planWith(t, ctx, New(reg), reg, tmpl, files)
+}
+
+func planWith(t *testing.T, ctx context.Context, e *Engine, reg provider.Registry, tmpl string, files map[string]string) (*InstancePlan, hcl.Diagnostics) {
+	t.Helper()
 	all := map[string]string{"d.hcl": limitDefs, "t/main.hcl": limitVars + tmpl}
 	for k, v := range files {
 		all[k] = v
 	}
-	e := New(reg)
 	defs, diags := load(t, all, reg)
 	if diags.HasErrors() {
 		return nil, diags
@@ -284,8 +290,8 @@ type panicky struct {
 
 func (p panicky) Schema() provider.Schema {
 	if p.inSchema {
-		var m map[string]int
-		m["boom"]++ // a nil map: a runtime error
+		var names []string
+		_ = names[len(p.calls)] // out of range: a runtime error
 	}
 	return p.recorder.Schema()
 }
@@ -297,7 +303,10 @@ func (p panicky) ValidateProperties(provider.Target, cty.Value) error {
 func TestPanicsAreDiagnostics(t *testing.T) {
 	t.Run("planning", func(t *testing.T) {
 		reg := provider.Registry{"rec": panicky{recorder: newRecorder()}}
-		p, diags := planTemplate(t, context.Background(), reg, `
+		e := New(reg)
+		var log bytes.Buffer
+		e.SetLogger(zerolog.New(&log))
+		p, diags := planWith(t, context.Background(), e, reg, `
 resource "rec" "x" {
   name = "x"
 }`, nil)
@@ -308,15 +317,21 @@ resource "rec" "x" {
 		if strings.Contains(d.Detail, "hunter2") || strings.Contains(d.Detail, "goroutine") {
 			t.Errorf("the diagnostic shows the panic's value or stack: %s", d.Detail)
 		}
+		// The log has the stack, not the value.
+		if l := log.String(); !strings.Contains(l, "engine panicked") || !strings.Contains(l, "ValidateProperties") || strings.Contains(l, "hunter2") {
+			t.Errorf("the log of the panic: %s", l)
+		}
 	})
 	t.Run("loading", func(t *testing.T) {
 		reg := provider.Registry{"rec": panicky{recorder: newRecorder(), inSchema: true}}
 		fsys := fstest.MapFS{"d.hcl": {Data: []byte(limitDefs)}, "t/main.hcl": {Data: []byte(limitVars + `resource "rec" "x" { name = "x" }`)}}
-		defs, diags := New(reg).Load(fsys, ".")
+		e := New(reg)
+		e.SetLogger(zerolog.Nop())
+		defs, diags := e.Load(fsys, ".")
 		if defs == nil {
 			t.Fatal("Load returned nil definitions")
 		}
-		wantDiag(t, diags, "", "Internal error", "assignment to entry in nil map", "loading the definitions")
+		wantDiag(t, diags, "", "Internal error", "index out of range", "loading the definitions")
 	})
 }
 
