@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -67,14 +68,23 @@ func (r *Reconciler) PlanBranches(ctx context.Context) error {
 		}
 	}
 	sort.Strings(names)
+	// A branch that cannot be planned (its tree cannot be read, its change
+	// set not written) is retried at the next pass and holds up no other.
+	var failed []error
 	for _, b := range names {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		head := branches[b]
 		if last, _ := r.opts.Store.Meta(metaPRPrefix + b); string(last) == head {
 			continue
 		}
 		if err := r.planBranch(ctx, b, head); err != nil {
-			return fmt.Errorf("plan branch %s: %w", b, err)
+			failed = append(failed, fmt.Errorf("plan branch %s: %w", b, err))
 		}
+	}
+	if len(failed) > 0 {
+		return errors.Join(failed...)
 	}
 	// Branches deleted since: remove their change sets.
 	seen, err := r.opts.Store.MetaKeys(metaPRPrefix)

@@ -18,8 +18,11 @@ func (r *Reconciler) planBudgeted(ctx context.Context, rev string, untrusted boo
 	gen := r.stateGen.Load()
 	pctx := ctx
 	if untrusted {
+		// One budget for the whole ref: the engine checks it between
+		// instances, resources, expansions and function calls, and ends
+		// the plan with a diagnostic saying so.
 		var cancel context.CancelFunc
-		pctx, cancel = context.WithTimeout(ctx, r.opts.PlanBudget)
+		pctx, cancel = engine.WithPlanBudget(ctx, r.opts.PlanBudget)
 		defer cancel()
 	}
 	res, err := r.planContained(pctx, rev, untrusted)

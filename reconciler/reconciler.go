@@ -728,7 +728,7 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 						return nil, err
 					}
 				}
-				p, pdiags := r.opts.Engine.Plan(&engine.Instance{StackSet: ss, StackSetID: id, Target: t, Untrusted: j.untrusted}, recorded)
+				p, pdiags := r.opts.Engine.PlanContext(ctx, &engine.Instance{StackSet: ss, StackSetID: id, Target: t, Untrusted: j.untrusted}, recorded)
 				if pdiags.HasErrors() {
 					for _, d := range pdiags {
 						d.Detail = fmt.Sprintf("%s (stack set %q, instance %s/%s)", d.Detail, ss.Name, t.Region, t.Account)
