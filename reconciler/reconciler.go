@@ -415,9 +415,9 @@ type job struct {
 	untrusted bool
 	// files are the files the planned instances manage, by target (for
 	// checkFileOwners).
-	files map[engine.Target][]engine.FileClaim
-	desired   *engine.StackSet // nil: the block was removed (DeleteStackSet)
-	recorded  *state.StackSet  // nil: new stack set
+	files    map[engine.Target][]engine.FileClaim
+	desired  *engine.StackSet // nil: the block was removed (DeleteStackSet)
+	recorded *state.StackSet  // nil: new stack set
 	// newID is the id a new stack set will get (chosen before planning so
 	// plans and instance hashes use it).
 	newID string
