@@ -12,6 +12,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -296,4 +298,56 @@ func reverse(s string) string {
 		r[i], r[j] = r[j], r[i]
 	}
 	return string(r)
+}
+
+// GET /v1/changesets plans one ref at a time under the budget and stops
+// when its client goes away: a client that asks for a branch expensive to
+// plan and hangs up does not hold the planner, so the next request is
+// answered; and a request that waits for the planner gives up with its
+// client. The budget is far longer than the test waits, so only the stop
+// can let the second request through.
+func TestChangeSetsRequestStopsWithItsClient(t *testing.T) {
+	t.Parallel()
+	binary := stackdBinary(t)
+	f := newFixture(t)
+	rev1 := runGit(t, f.repo, "rev-parse", "HEAD")
+	// --pr-branches none: only the API plans the branch.
+	p := startProc(t, binary, nil, append([]string{"run"}, f.flags("--listen", "127.0.0.1:0", "--interval", "1h",
+		"--plan-budget", "10m", "--pr-branches", "none")...)...)
+	addr := p.addr(t)
+	waitSucceeded(t, p, f.repo, "web", rev1)
+	pushBranch(t, f.repo, hostileBranchNamed(t, "expensive-to-plan"))
+
+	get := func(ref string, timeout time.Duration) (int, error) {
+		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: timeout}
+		resp, err := c.Get("http://" + addr + "/v1/changesets?ref=" + ref)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		_, err = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, err
+	}
+	if _, err := get("expensive-to-plan", time.Second); err == nil {
+		t.Fatal("the expensive branch was planned within a second; the test needs it to take longer")
+	}
+	// The planner is free again once the plan has seen its client go.
+	code, err := get("main", 30*time.Second)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("GET /v1/changesets?ref=main after a client gave up: %d %v; logs:\n%s", code, err, p.log)
+	}
+	if p.done() {
+		t.Fatalf("the daemon exited; logs:\n%s", p.log)
+	}
+}
+
+func hostileBranchNamed(t *testing.T, name string) branchAttack {
+	t.Helper()
+	for _, a := range hostileBranches() {
+		if a.name == name {
+			return a
+		}
+	}
+	t.Fatalf("no hostile branch %q", name)
+	return branchAttack{}
 }
