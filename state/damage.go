@@ -124,7 +124,7 @@ const keyRegistryMin = 16 + 12
 func checkTable(path string, compression options.CompressionType, blockSize int) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("Badger panicked reading it: %s", firstLine(fmt.Sprint(p)))
+			err = fmt.Errorf("badger panicked reading it: %s", firstLine(fmt.Sprint(p)))
 		}
 	}()
 	info, err := os.Stat(path)

@@ -102,7 +102,7 @@ func (c *repoConfig) explain(err error) error {
 	case errors.As(err, &empty):
 		return fmt.Errorf("%w\n%s", err, emptyStateHowTo(c.stateDir))
 	case errors.As(err, &low):
-		return fmt.Errorf("%w\nFree some space, or lower the threshold with --min-free-space (now %s); nothing was started.", err, humanize.IBytes(uint64(c.minFreeSpace)))
+		return fmt.Errorf("%w\nfree some space, or lower the threshold with --min-free-space (now %s); nothing was started", err, humanize.IBytes(uint64(c.minFreeSpace)))
 	}
 	return err
 }
