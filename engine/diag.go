@@ -86,11 +86,15 @@ func ptrRange(r hcl.Range) *hcl.Range { return &r }
 func asPathError(err error, pe **fs.PathError) bool { return errors.As(err, pe) }
 
 // evalConst evaluates an expression that may use functions but no
-// variables, under a meter of its own (limits.go): what it builds counts
-// against MaxBuiltBytes, and its value is checked by checkValue.
+// variables, under the meter of the Load that parsed it (limits.go), or a
+// meter of its own: what it builds counts against MaxBuiltBytes, and its
+// value is checked by checkValue.
 func evalConst(expr hcl.Expression, what string) (cty.Value, hcl.Diagnostics) {
-	guardExpr(expr)
-	m := newMeter(context.Background())
+	m := loadMeterOf(expr)
+	if m == nil {
+		guardExpr(expr)
+		m = newMeter(context.Background())
+	}
 	v, diags := expr.Value(&hcl.EvalContext{Functions: m.functions()})
 	if diags.HasErrors() {
 		return v, diags

@@ -12,8 +12,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/rs/zerolog"
 	zlog "github.com/rs/zerolog/log"
@@ -467,20 +469,25 @@ func checkValueCost(m *meter, v cty.Value, what string, rng hcl.Range) (int64, *
 // template is counted before it is appended and refused if it is a number
 // out of range, and arithmetic refuses results out of range. The guards
 // find the meter of their evaluation context (meterOf); without one they
-// only check numbers. Guarding is idempotent.
-func guardExprs(node hclsyntax.Node) {
+// only check numbers. load, when set, is the meter of the Load that parsed
+// the tree (see evalConst); the arguments of function calls get a guard
+// that only carries it. Guarding is idempotent.
+func guardExprs(node hclsyntax.Node, load *meter) {
 	if node == nil {
 		return
+	}
+	wrap := func(e hclsyntax.Expression) guard {
+		return guard{&hclsyntax.ParenthesesExpr{Expression: e, SrcRange: e.Range()}, load}
 	}
 	hclsyntax.VisitAll(node, func(n hclsyntax.Node) hcl.Diagnostics {
 		switch e := n.(type) {
 		case *hclsyntax.ForExpr:
 			if _, done := e.CollExpr.(*collGuard); !done {
-				e.CollExpr = &collGuard{&hclsyntax.ParenthesesExpr{Expression: e.CollExpr, SrcRange: e.CollExpr.Range()}}
+				e.CollExpr = &collGuard{wrap(e.CollExpr)}
 			}
 			for _, x := range []*hclsyntax.Expression{&e.KeyExpr, &e.ValExpr, &e.CondExpr} {
 				if _, done := (*x).(*iterGuard); *x != nil && !done {
-					*x = &iterGuard{&hclsyntax.ParenthesesExpr{Expression: *x, SrcRange: (*x).Range()}}
+					*x = &iterGuard{wrap(*x)}
 				}
 			}
 		case *hclsyntax.TemplateExpr:
@@ -489,7 +496,13 @@ func guardExprs(node hclsyntax.Node) {
 				case *hclsyntax.LiteralValueExpr, *partGuard:
 					continue
 				}
-				e.Parts[i] = &partGuard{&hclsyntax.ParenthesesExpr{Expression: part, SrcRange: part.Range()}}
+				e.Parts[i] = &partGuard{wrap(part)}
+			}
+		case *hclsyntax.FunctionCallExpr:
+			for i, arg := range e.Args {
+				if _, done := arg.(*argGuard); !done {
+					e.Args[i] = &argGuard{wrap(arg)}
+				}
 			}
 		case *hclsyntax.BinaryOpExpr:
 			if op, ok := guardedOps[e.Op]; ok {
@@ -503,16 +516,66 @@ func guardExprs(node hclsyntax.Node) {
 // guardExpr guards an expression that is hcl's native syntax.
 func guardExpr(expr hcl.Expression) {
 	if n, ok := expr.(hclsyntax.Node); ok {
-		guardExprs(n)
+		guardExprs(n, nil)
 	}
 }
 
-// A guard embeds a ParenthesesExpr around what it guards: that passes on
-// everything but Value, and walks of the syntax tree (references, for
-// one) see through it to the guarded expression.
+// guard is what every guard embeds: a ParenthesesExpr around what it
+// guards passes on everything but Value, and walks of the syntax tree
+// (references, for one) see through it to the guarded expression, as do
+// hcl's static analyses (hcl.ExprList, hcl.ExprAsKeyword, type
+// expressions) through UnwrapExpression. load is the meter of the Load
+// that parsed it (nil for a tree parsed on its own).
+type guard struct {
+	*hclsyntax.ParenthesesExpr
+	load *meter
+}
+
+func (g guard) UnwrapExpression() hcl.Expression { return g.Expression }
+
+func (g guard) loadMeter() *meter { return g.load }
+
+// argGuard only carries the load meter, for the expressions of the
+// definitions whose only guards are function arguments.
+type argGuard struct{ guard }
+
+// loadMeterOf is the meter of the Load that parsed expr, found on its
+// guards (nil when it has none, or it was parsed on its own).
+func loadMeterOf(expr hcl.Expression) *meter {
+	n, ok := expr.(hclsyntax.Node)
+	if !ok {
+		return nil
+	}
+	var m *meter
+	hclsyntax.VisitAll(n, func(n hclsyntax.Node) hcl.Diagnostics {
+		if g, ok := n.(interface{ loadMeter() *meter }); ok && m == nil {
+			m = g.loadMeter()
+		}
+		return nil
+	})
+	return m
+}
+
+// loadMeters holds the meter of each Load (the definitions and templates
+// it parses count together against MaxBuiltBytes), by its parser; an
+// entry goes with its parser.
+var loadMeters sync.Map // weak.Pointer[hclparse.Parser] -> *meter
+
+// loadMeterFor is the meter of the Load parsing with p.
+func loadMeterFor(p *hclparse.Parser) *meter {
+	w := weak.Make(p)
+	if m, ok := loadMeters.Load(w); ok {
+		return m.(*meter)
+	}
+	m, loaded := loadMeters.LoadOrStore(w, newMeter(context.Background()))
+	if !loaded {
+		runtime.AddCleanup(p, func(w weak.Pointer[hclparse.Parser]) { loadMeters.Delete(w) }, w)
+	}
+	return m.(*meter)
+}
 
 // collGuard guards the collection of a for expression.
-type collGuard struct{ *hclsyntax.ParenthesesExpr }
+type collGuard struct{ guard }
 
 func (g *collGuard) Value(ctx *hcl.EvalContext) (cty.Value, hcl.Diagnostics) {
 	m := meterOf(ctx)
@@ -542,7 +605,7 @@ func (g *collGuard) Value(ctx *hcl.EvalContext) (cty.Value, hcl.Diagnostics) {
 
 // iterGuard guards the key, value and condition of a for expression: past
 // MaxIterationErrors, their errors are dropped.
-type iterGuard struct{ *hclsyntax.ParenthesesExpr }
+type iterGuard struct{ guard }
 
 func (g *iterGuard) Value(ctx *hcl.EvalContext) (cty.Value, hcl.Diagnostics) {
 	v, diags := g.Expression.Value(ctx)
@@ -556,7 +619,7 @@ func (g *iterGuard) Value(ctx *hcl.EvalContext) (cty.Value, hcl.Diagnostics) {
 }
 
 // partGuard guards an interpolated part of a string template.
-type partGuard struct{ *hclsyntax.ParenthesesExpr }
+type partGuard struct{ guard }
 
 func (g *partGuard) Value(ctx *hcl.EvalContext) (cty.Value, hcl.Diagnostics) {
 	v, diags := g.Expression.Value(ctx)

@@ -539,6 +539,27 @@ resource "rec" "x" {
 	}
 }
 
+// The expressions of the definitions (and of the template variables'
+// defaults) one Load evaluates share MaxBuiltBytes: each value is kept.
+func TestLoadBudget(t *testing.T) {
+	reg := provider.Registry{"rec": newRecorder()}
+	defs := func(n int) string {
+		var b strings.Builder
+		for i := 0; i < n; i++ {
+			// 40,000 bytes: within what one stack set's vars may hold.
+			fmt.Fprintf(&b, "stack_set \"s%d\" {\n  template = \"./t\"\n  vars     = { x = format(\"%%40000s\", \"%d\") }\n  deployment_targets {\n    regions  = [\"r\"]\n    accounts = [\"1\"]\n  }\n}\n", i, i)
+		}
+		return b.String()
+	}
+	files := map[string]string{"d.hcl": defs(1800), "t/main.hcl": `variable "x" { type = string }`}
+	_, diags := load(t, files, reg)
+	wantDiag(t, diags, "d.hcl", fmt.Sprintf("built more than %d MiB", MaxBuiltBytes>>20))
+	files["d.hcl"] = defs(100)
+	if _, diags := load(t, files, reg); diags.HasErrors() {
+		t.Fatalf("100 stack sets of 40 KB vars: %v", diags)
+	}
+}
+
 func TestValueNestingLimit(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("locals {\n  l0 = 1\n")

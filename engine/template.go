@@ -195,7 +195,7 @@ func readHCLFiles(parser *hclparse.Parser, fsys fs.FS, dir string, rng *hcl.Rang
 		diags = append(diags, fdiags...)
 		if f != nil {
 			if body, ok := f.Body.(*hclsyntax.Body); ok {
-				guardExprs(body)
+				guardExprs(body, loadMeterFor(parser))
 			}
 			files = append(files, f)
 		}
