@@ -15,6 +15,8 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/rs/zerolog"
 	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
+	"github.com/zclconf/go-cty/cty/function/stdlib"
 
 	"github.com/stackd/stackd/engine/provider"
 )
@@ -628,4 +630,56 @@ resource "rec" "x" {
 		_, diags := expr.Value(&hcl.EvalContext{Functions: m.functions()})
 		wantDiag(t, diags, "x.hcl", "planning was stopped: context canceled")
 	})
+}
+
+// The limited functions answer as go-cty's own within the limits: with
+// marked, unknown and null arguments too.
+func TestLimitedFunctionsKeepSemantics(t *testing.T) {
+	secret := cty.StringVal("s3cr3t").Mark(markSensitive)
+	list := cty.ListVal([]cty.Value{cty.StringVal("a"), cty.StringVal("b"), cty.StringVal("a")})
+	tests := []struct {
+		name string
+		f    function.Function
+		args []cty.Value
+	}{
+		{"range", stdlib.RangeFunc, []cty.Value{cty.NumberIntVal(1), cty.NumberIntVal(10), cty.NumberIntVal(3)}},
+		{"range", stdlib.RangeFunc, []cty.Value{cty.NumberIntVal(-3)}},
+		{"range", stdlib.RangeFunc, []cty.Value{cty.UnknownVal(cty.Number)}},
+		{"setproduct", stdlib.SetProductFunc, []cty.Value{list, list}},
+		{"concat", stdlib.ConcatFunc, []cty.Value{list, cty.ListVal([]cty.Value{secret})}},
+		{"flatten", stdlib.FlattenFunc, []cty.Value{cty.TupleVal([]cty.Value{list, cty.TupleVal([]cty.Value{list})})}},
+		{"distinct", stdlib.DistinctFunc, []cty.Value{list}},
+		{"join", stdlib.JoinFunc, []cty.Value{cty.StringVal("-"), list}},
+		{"join", stdlib.JoinFunc, []cty.Value{secret, list}},
+		{"format", stdlib.FormatFunc, []cty.Value{cty.StringVal("%5s|%-3d|%.2f"), cty.StringVal("x"), cty.NumberIntVal(7), cty.NumberFloatVal(1.234)}},
+		{"formatlist", stdlib.FormatListFunc, []cty.Value{cty.StringVal("%s=%s"), list, cty.StringVal("v")}},
+		{"replace", stdlib.ReplaceFunc, []cty.Value{cty.StringVal("aXbXc"), cty.StringVal("X"), cty.StringVal("--")}},
+		{"regex_replace", stdlib.RegexReplaceFunc, []cty.Value{cty.StringVal("a1b22c"), cty.StringVal("[0-9]+"), cty.StringVal("<$0>")}},
+		{"regexall", stdlib.RegexAllFunc, []cty.Value{cty.StringVal("(a)(b)?"), cty.StringVal("abaab")}},
+		{"indent", stdlib.IndentFunc, []cty.Value{cty.NumberIntVal(2), cty.StringVal("a\nb\n")}},
+		{"split", stdlib.SplitFunc, []cty.Value{cty.StringVal(","), cty.StringVal("a,b,,c")}},
+		{"strrev", stdlib.ReverseFunc, []cty.Value{secret}},
+		{"upper", stdlib.UpperFunc, []cty.Value{cty.StringVal("ǆx")}},
+		{"jsonencode", stdlib.JSONEncodeFunc, []cty.Value{cty.ObjectVal(map[string]cty.Value{"a": list, "b": cty.NumberIntVal(1)})}},
+		{"jsondecode", stdlib.JSONDecodeFunc, []cty.Value{cty.StringVal(`{"a": [1, "x", {"b": null}]}`)}},
+		{"csvdecode", stdlib.CSVDecodeFunc, []cty.Value{cty.StringVal("a,b\n1,2\n3,4\n")}},
+		{"toset", stdlib.MakeToFunc(cty.Set(cty.DynamicPseudoType)), []cty.Value{cty.TupleVal([]cty.Value{cty.StringVal("a"), cty.NumberIntVal(1)})}},
+		{"tolist", stdlib.MakeToFunc(cty.List(cty.DynamicPseudoType)), []cty.Value{cty.TupleVal([]cty.Value{cty.StringVal("a"), secret})}},
+		{"tonumber", stdlib.MakeToFunc(cty.Number), []cty.Value{cty.StringVal("1e300")}},
+		{"parseint", stdlib.ParseIntFunc, []cty.Value{cty.StringVal("ff"), cty.NumberIntVal(16)}},
+		{"pow", stdlib.PowFunc, []cty.Value{cty.NumberIntVal(2), cty.NumberIntVal(10)}},
+		{"merge", stdlib.MergeFunc, []cty.Value{cty.ObjectVal(map[string]cty.Value{"a": cty.True}), cty.NullVal(cty.EmptyObject)}},
+		{"zipmap", stdlib.ZipmapFunc, []cty.Value{cty.ListVal([]cty.Value{cty.StringVal("k")}), cty.ListVal([]cty.Value{secret})}},
+		{"chunklist", stdlib.ChunklistFunc, []cty.Value{list, cty.NumberIntVal(2)}},
+	}
+	metered := newMeter(context.Background()).functions()
+	for _, tc := range tests {
+		want, werr := tc.f.Call(tc.args)
+		for _, table := range []map[string]function.Function{functions, metered} {
+			got, gerr := table[tc.name].Call(tc.args)
+			if (werr == nil) != (gerr == nil) || werr == nil && !got.RawEquals(want) {
+				t.Errorf("%s%v = %#v, %v; go-cty says %#v, %v", tc.name, tc.args, got, gerr, want, werr)
+			}
+		}
+	}
 }
