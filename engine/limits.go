@@ -101,14 +101,15 @@ const (
 	// can still hold longer literal text.
 	MaxFunctionStringBytes = 1 << 20
 
-	// MaxBuiltBytes bounds what evaluating one instance (or one expression
-	// of the definitions) may build: the results of functions, the strings
+	// MaxBuiltBytes bounds what planning one instance may build, and
+	// what one Load may build evaluating the definitions and the defaults
+	// of template variables: the results of functions, the strings
 	// templates put together, the elements for expressions iterate over,
-	// and the properties of its resources, each counted at its size in
-	// bytes (at least elementCost per value). 64 MiB per instance: 10,000
-	// resources with 1 KiB of properties each use 10 MiB. Most of it is
-	// garbage once the instance is planned, but it bounds what the daemon
-	// holds at once and the time it takes to build.
+	// and the values kept (resource properties, variables), each counted
+	// at its size in bytes (at least elementCost per value). 64 MiB:
+	// 10,000 resources with 1 KiB of properties each use 10 MiB. Most of it
+	// is garbage once the instance is planned, but it bounds what the
+	// daemon holds at once and the time it takes to build.
 	MaxBuiltBytes = 64 << 20
 
 	// MaxPlannedBytes bounds the resource properties of all the instances
@@ -200,18 +201,19 @@ func stoppedDiag(ctx context.Context, rng *hcl.Range) *hcl.Diagnostic {
 // the resources against MaxResourcesPerInstance, and the context that
 // ends it. Module walkers share their instance's meter.
 type meter struct {
-	ctx   context.Context
-	ref   *refMeter // nil without WithPlanBudget
-	built atomic.Int64
-	// admitted are the errors of iterations let through (at most
-	// MaxIterationErrors, and one saying there were more).
-	admitted  map[*hcl.Diagnostic]bool
+	ctx       context.Context
+	ref       *refMeter // nil without WithPlanBudget
+	built     atomic.Int64
 	resources int // resource instances planned (the walker is sequential)
+
+	mu sync.Mutex // guards what follows
 	// at is what is being evaluated: a node and its range, for the report
 	// of a panic.
-	mu      sync.Mutex
 	at      string
 	atRange *hcl.Range
+	// admitted are the errors of iterations let through (at most
+	// MaxIterationErrors, and one saying there were more).
+	admitted map[*hcl.Diagnostic]bool
 
 	funcsOnce sync.Once
 	funcs     map[string]function.Function
