@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
 )
@@ -89,12 +90,20 @@ var sizeOf = map[string]func(args []cty.Value) resultSize{
 		s.cost = satMul(n, int64(len(args)+1)*elementCost)
 		return s
 	},
-	"concat":    sumLengths,
-	"merge":     sumLengths,
-	"setunion":  sumLengths,
-	"flatten":   func(args []cty.Value) resultSize { return elems(leaves(args[0], MaxCollectionElements+1)) },
-	"chunklist": func(args []cty.Value) resultSize { n := length(args[0]); return elems(satMul(n, 2)) },
-	"keys":      firstLength, "values": firstLength, "zipmap": firstLength, "reverse": firstLength,
+	"concat":   sumLengths,
+	"merge":    sumLengths,
+	"setunion": sumLengths,
+	"flatten":  func(args []cty.Value) resultSize { return elems(leaves(args[0], MaxCollectionElements+1)) },
+	"chunklist": func(args []cty.Value) resultSize {
+		n, chunks := length(args[0]), int64(1)
+		if size := numberArg(args[1]); size != nil && size.Sign() > 0 {
+			if f, _ := size.Float64(); f >= 1 {
+				chunks = int64(math.Ceil(float64(n) / f))
+			}
+		}
+		return resultSize{elems: chunks, cost: satMul(satAdd(n, chunks), elementCost)}
+	},
+	"keys": firstLength, "values": firstLength, "zipmap": firstLength, "reverse": firstLength,
 	"sort": firstLength, "compact": firstLength, "slice": firstLength, "coalescelist": firstLength,
 	"setintersection": firstLength, "setsubtract": firstLength,
 	"distinct": firstLength, // it compares every pair of elements
@@ -173,17 +182,43 @@ func limitAll(fns map[string]function.Function) map[string]function.Function {
 // limitFunc returns f refusing results over the function limits, checked
 // before f builds them (and numbers out of range, after). The check runs
 // before f's own type checking: converting an argument can cost as much
-// as building the result.
+// as building the result. Arguments f wants as a list, set or map of any
+// type are converted by the wrapper (see fastConvert), not by hcl.
 func limitFunc(name string, f function.Function) function.Function {
 	est := sizeOf[name]
 	checkNumbers := numberResults[name]
-	if est == nil && !checkNumbers {
+	convs := argConversions(name, f)
+	if est == nil && !checkNumbers && convs == nil {
 		return f
+	}
+	conv := func(args []cty.Value) ([]cty.Value, error) {
+		if convs == nil {
+			return args, nil
+		}
+		out := make([]cty.Value, len(args))
+		for i, a := range args {
+			ty := convs[min(i, len(convs)-1)]
+			if ty == cty.NilType {
+				out[i] = a
+				continue
+			}
+			v, err := fastConvert(a, ty)
+			if err != nil {
+				return nil, function.NewArgError(i, err)
+			}
+			out[i] = v
+		}
+		return out, nil
 	}
 	before := func(args []cty.Value) error {
 		if est != nil {
 			if err := est(args).check(); err != nil {
 				return err
+			}
+		}
+		if name == "distinct" {
+			if n := length(args[0]); n > MaxDistinctElements {
+				return fmt.Errorf("distinct compares every pair of elements; it takes at most %d elements, not %d", MaxDistinctElements, n)
 			}
 		}
 		if name == "parseint" || name == "tonumber" {
@@ -194,13 +229,117 @@ func limitFunc(name string, f function.Function) function.Function {
 		}
 		return nil
 	}
-	return wrapFunc(f, before, func(args []cty.Value) (cty.Value, error) {
+	// Arguments this wrapper converts come as they are: hcl converts
+	// arguments to the types of the parameters before the call.
+	permissive := func(p function.Parameter, convert bool) function.Parameter {
+		p.AllowMarked, p.AllowUnknown, p.AllowNull, p.AllowDynamicType = true, true, true, true
+		if convert {
+			p.Type = cty.DynamicPseudoType
+		}
+		return p
+	}
+	converted := func(i int) bool { return convs != nil && convs[min(i, len(convs)-1)] != cty.NilType }
+	spec := &function.Spec{Description: f.Description()}
+	for i, p := range f.Params() {
+		spec.Params = append(spec.Params, permissive(p, converted(i)))
+	}
+	if vp := f.VarParam(); vp != nil {
+		p := permissive(*vp, converted(len(spec.Params)))
+		spec.VarParam = &p
+	}
+	spec.Type = func(args []cty.Value) (cty.Type, error) {
+		args, err := conv(args)
+		if err != nil {
+			return cty.NilType, err
+		}
+		if err := before(args); err != nil {
+			return cty.NilType, err
+		}
+		return f.ReturnTypeForValues(args)
+	}
+	spec.Impl = func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		args, err := conv(args)
+		if err != nil {
+			return cty.NilVal, err
+		}
 		v, err := f.Call(args)
 		if err == nil && checkNumbers && badNumber(v) {
 			return cty.NilVal, fmt.Errorf("the result is out of range: numbers must be smaller than 1e%d (and, unless zero, larger than 1e-%d) in magnitude", MaxNumberDigits, MaxNumberDigits)
 		}
 		return v, err
-	})
+	}
+	return function.New(spec)
+}
+
+// argConversions is, for the functions whose parameters are collections
+// of any type (and tolist, toset, tomap), the type to convert each
+// argument to (cty.NilType: none; the last stands for the variadic ones);
+// nil for the others.
+func argConversions(name string, f function.Function) []cty.Type {
+	switch name {
+	case "tolist":
+		return []cty.Type{cty.List(cty.DynamicPseudoType)}
+	case "toset":
+		return []cty.Type{cty.Set(cty.DynamicPseudoType)}
+	case "tomap":
+		return []cty.Type{cty.Map(cty.DynamicPseudoType)}
+	}
+	ps := f.Params()
+	if vp := f.VarParam(); vp != nil {
+		ps = append(ps, *vp)
+	}
+	var out []cty.Type
+	any := false
+	for _, p := range ps {
+		if p.Type.IsCollectionType() && p.Type.ElementType() == cty.DynamicPseudoType {
+			out = append(out, p.Type)
+			any = true
+		} else {
+			out = append(out, cty.NilType)
+		}
+	}
+	if !any {
+		return nil
+	}
+	return out
+}
+
+// fastConvert converts v to ty, a list, set or map of any type, as
+// convert.Convert does; but a tuple (or object) whose elements all have
+// one type is converted without unifying their types pair by pair, which
+// go-cty does at a cost that grows with the square of their number.
+func fastConvert(v cty.Value, ty cty.Type) (cty.Value, error) {
+	u, marks := v.Unmark()
+	if !u.IsKnown() || u.IsNull() || u.ContainsMarked() {
+		return convert.Convert(v, ty)
+	}
+	var elems []cty.Value
+	switch {
+	case (ty.IsListType() || ty.IsSetType()) && u.Type().IsTupleType() && u.LengthInt() > 0:
+		elems = u.AsValueSlice()
+	case ty.IsMapType() && u.Type().IsObjectType() && u.LengthInt() > 0:
+		for _, e := range u.AsValueMap() {
+			elems = append(elems, e)
+		}
+	default:
+		return convert.Convert(v, ty)
+	}
+	first := elems[0].Type()
+	if first == cty.DynamicPseudoType {
+		return convert.Convert(v, ty)
+	}
+	for _, e := range elems[1:] {
+		if !e.Type().Equals(first) {
+			return convert.Convert(v, ty)
+		}
+	}
+	switch {
+	case ty.IsListType():
+		return cty.ListVal(elems).WithMarks(marks), nil
+	case ty.IsSetType():
+		return cty.SetVal(elems).WithMarks(marks), nil
+	}
+	return cty.MapVal(u.AsValueMap()).WithMarks(marks), nil
 }
 
 // check refuses a result over the function limits.
