@@ -220,6 +220,9 @@ type meter struct {
 	// MaxIterationErrors, and one saying there were more).
 	admitted map[*hcl.Diagnostic]bool
 
+	// only, when set, names the functions the table of functions() needs
+	// (those the template calls); nil: all.
+	only      map[string]bool
 	funcsOnce sync.Once
 	funcs     map[string]function.Function
 }
@@ -286,6 +289,9 @@ func (m *meter) functions() map[string]function.Function {
 	m.funcsOnce.Do(func() {
 		m.funcs = make(map[string]function.Function, len(functions)+1)
 		for name, f := range functions {
+			if m.only != nil && !m.only[name] {
+				continue
+			}
 			est := sizeOf[name]
 			before := func(args []cty.Value) error {
 				if err := m.stopped(); err != nil {

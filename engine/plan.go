@@ -337,6 +337,7 @@ func (e *Engine) PlanContext(ctx context.Context, inst *Instance, recorded []Res
 		return nil, diags
 	}
 	w.meter = m
+	m.only = w.tmpl.funcs
 	diags = append(diags, w.walk()...)
 	if diags.HasErrors() {
 		return nil, diags

@@ -43,6 +43,9 @@ type Template struct {
 	// resource blocks the template expands to, through all its modules,
 	// each as often as the module holding it is instantiated.
 	moduleInstances, resourceBlocks int
+	// funcs names the functions the template and its modules call: a plan
+	// builds its function table (meter.functions) of those only.
+	funcs map[string]bool
 }
 
 // nodeRef is one referenced local (root "local") or resource (root = type).
@@ -281,7 +284,16 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 		})
 	}
 	var modules []*hcl.Block
+	t.funcs = map[string]bool{}
 	for _, f := range files {
+		if body, ok := f.Body.(*hclsyntax.Body); ok {
+			hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
+				if c, ok := n.(*hclsyntax.FunctionCallExpr); ok {
+					t.funcs[c.Name] = true
+				}
+				return nil
+			})
+		}
 		content, cdiags := f.Body.Content(templateSchema)
 		diags = append(diags, cdiags...)
 		for _, b := range content.Blocks {
@@ -318,6 +330,9 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 		mc := t.Modules[b.Labels[0]]
 		if d.HasErrors() || mc == nil || mc.Template == nil {
 			continue
+		}
+		for name := range mc.Template.funcs {
+			t.funcs[name] = true
 		}
 		t.moduleInstances = int(satAdd(int64(t.moduleInstances), 1+int64(mc.Template.moduleInstances)))
 		t.resourceBlocks = int(satAdd(int64(t.resourceBlocks), int64(mc.Template.resourceBlocks)))
