@@ -608,6 +608,16 @@ resource "rec" "x" {
 			t.Errorf("PlanStopped = %v, want DeadlineExceeded", err)
 		}
 	})
+	t.Run("a deadline of the caller's", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+		defer cancel()
+		<-ctx.Done()
+		_, diags := planTemplate(t, ctx, provider.Registry{"rec": newRecorder()}, tmpl, nil)
+		d := wantDiag(t, diags, "", "Planning took too long", "ran past its deadline")
+		if strings.Contains(d.Detail, "budget") {
+			t.Errorf("the diagnostic names a budget the caller did not set: %s", d.Detail)
+		}
+	})
 	t.Run("stops between the members of a count", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()

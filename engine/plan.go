@@ -301,14 +301,16 @@ func (e *Engine) Plan(inst *Instance, recorded []ResourceState) (*InstancePlan, 
 //
 // Planning stops with a diagnostic when ctx ends (PlanStopped tells which
 // way): ctx is checked between resources, their count and for_each
-// members, modules and function calls. A ctx without a budget of
-// WithPlanBudget gets DefaultPlanBudget. A panic while planning is a
-// diagnostic too (see contain).
+// members, modules, for expressions and function calls. A ctx without a
+// budget of WithPlanBudget gets DefaultPlanBudget, unless its deadline is
+// sooner. A panic while planning is a diagnostic too (see contain).
 func (e *Engine) PlanContext(ctx context.Context, inst *Instance, recorded []ResourceState) (plan *InstancePlan, diags hcl.Diagnostics) {
 	if _, ok := ctx.Value(budgetKey{}).(time.Duration); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = WithPlanBudget(ctx, DefaultPlanBudget)
-		defer cancel()
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > DefaultPlanBudget {
+			var cancel context.CancelFunc
+			ctx, cancel = WithPlanBudget(ctx, DefaultPlanBudget)
+			defer cancel()
+		}
 	}
 	m := newMeter(ctx)
 	defer func() {
