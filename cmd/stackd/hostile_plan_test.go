@@ -209,7 +209,6 @@ func TestHostilePlans(t *testing.T) {
 // A branch whose plan takes longer than --plan-budget stops with a
 // diagnostic naming the budget; the daemon keeps deploying.
 func TestExpensivePlanRunsOutOfBudget(t *testing.T) {
-	t.Skip("needs the reconciler to plan each instance with Engine.PlanContext(ctx, …) under its ref's budget (engine.WithPlanBudget); it still calls Engine.Plan, which only has engine.DefaultPlanBudget per instance")
 	t.Parallel()
 	binary := stackdBinary(t)
 	f := newFixture(t)
