@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -57,7 +58,18 @@ type ApplyResult struct {
 // instance's sensitive values redacted (its sensitive variables and the
 // sensitive attributes of its resources, NoEcho data included): providers
 // may echo them.
-func (e *Engine) Apply(ctx context.Context, p *InstancePlan, j Journal, obs Observer) (*ApplyResult, error) {
+//
+// A panic while applying fails the instance with an internal error (its
+// stack goes to the engine's logger, its value nowhere): one instance's
+// bug must not take down the daemon and every operation in flight.
+func (e *Engine) Apply(ctx context.Context, p *InstancePlan, j Journal, obs Observer) (res *ApplyResult, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			kind := describePanic(v)
+			e.logger().Error().Str("panic", kind).Str("stack", string(debug.Stack())).Msg("engine panicked while applying: the instance fails")
+			res, err = nil, fmt.Errorf("internal error while applying (%s): this is a bug in stackd; please report it with the daemon's log", kind)
+		}
+	}()
 	red := instanceRedactor(p.Instance, p.recorded)
 	if obs == nil {
 		obs = func(Event) {}
@@ -70,7 +82,7 @@ func (e *Engine) Apply(ctx context.Context, p *InstancePlan, j Journal, obs Obse
 	if p.Instance.Untrusted {
 		return nil, errUntrustedApply
 	}
-	res, err := e.apply(provider.WithRedactor(ctx, red), p, j, obs, red)
+	res, err = e.apply(provider.WithRedactor(ctx, red), p, j, obs, red)
 	return res, red.Error(err)
 }
 

@@ -174,18 +174,27 @@ func readHCLFiles(parser *hclparse.Parser, fsys fs.FS, dir string, rng *hcl.Rang
 			continue
 		}
 		name := path.Join(dir, e.Name())
-		if info, err := e.Info(); err == nil && info.Size() > MaxTemplateFileSize {
-			diags = diags.Append(&hcl.Diagnostic{
+		tooLarge := func(size int64) *hcl.Diagnostic {
+			return &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "File too large",
-				Detail:   fmt.Sprintf("%s is %d bytes; definition and template files may be at most %d bytes.", name, info.Size(), MaxTemplateFileSize),
+				Detail:   fmt.Sprintf("%s is %d bytes; definition and template files may be at most %d bytes.", name, size, MaxTemplateFileSize),
 				Subject:  rng,
-			})
+			}
+		}
+		// fs.Stat follows a symbolic link: the size of what it points to,
+		// not of the link, decides (the entry's Info is the link's).
+		if info, err := fs.Stat(fsys, name); err == nil && info.Size() > MaxTemplateFileSize {
+			diags = diags.Append(tooLarge(info.Size()))
 			continue
 		}
 		src, err := fs.ReadFile(fsys, name)
 		if err != nil {
 			diags = diags.Append(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cannot read file", Detail: fmt.Sprintf("%s: %s.", name, trimFSError(err)), Subject: rng})
+			continue
+		}
+		if len(src) > MaxTemplateFileSize { // an FS whose Stat and content disagree
+			diags = diags.Append(tooLarge(int64(len(src))))
 			continue
 		}
 		fmt.Fprintf(h, "%s\x00%d\x00", e.Name(), len(src))

@@ -369,7 +369,7 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 	case w.action == engine.InstanceDelete:
 		plan = engine.PlanDestroy(&engine.Instance{Name: o.j.name, StackSetID: ssID, Target: t, DeclaredTypes: o.r.declaredTypes(o.j)}, recorded)
 	default:
-		if err := o.plan(t, recorded, &plan); err != nil {
+		if err := o.plan(ctx, t, recorded, &plan); err != nil {
 			return o.fail(w, log, err)
 		}
 	}
@@ -416,8 +416,8 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 
 // plan re-plans an instance right before applying it (its stack set id is
 // known now), so the plan matches the recorded state it will change.
-func (o *opRun) plan(t engine.Target, recorded []engine.ResourceState, out **engine.InstancePlan) error {
-	p, diags := o.r.opts.Engine.Plan(&engine.Instance{StackSet: o.j.desired, StackSetID: o.j.recorded.ID, Target: t}, recorded)
+func (o *opRun) plan(ctx context.Context, t engine.Target, recorded []engine.ResourceState, out **engine.InstancePlan) error {
+	p, diags := o.r.opts.Engine.PlanContext(ctx, &engine.Instance{StackSet: o.j.desired, StackSetID: o.j.recorded.ID, Target: t}, recorded)
 	if diags.HasErrors() {
 		var msgs []string
 		for _, d := range engine.DiagnosticsJSON(diags) {

@@ -954,7 +954,7 @@ func (rr *rolloutRun) rollbackOne(ctx context.Context, prev *engine.StackSet, ta
 	case !targets[t]:
 		return failWith(fmt.Errorf("%s/%s is not a target of revision %s", t.Region, t.Account, short(rr.prevRev)))
 	default:
-		p, diags := o.r.opts.Engine.Plan(&engine.Instance{StackSet: prev, StackSetID: ssID, Target: t}, recorded)
+		p, diags := o.r.opts.Engine.PlanContext(ctx, &engine.Instance{StackSet: prev, StackSetID: ssID, Target: t}, recorded)
 		if diags.HasErrors() {
 			return failWith(diagError(diags))
 		}

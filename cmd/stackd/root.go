@@ -328,6 +328,7 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 		return nil, err
 	}
 	eng := engine.New(providers(c.targetsRoot, c.allowCommand, cp, wp))
+	eng.SetLogger(log)
 	metrics := api.NewMetrics()
 	space := c.spaceChecker(log, metrics)
 	notifier, err := c.notifier()
