@@ -361,6 +361,24 @@ func (s resultSize) check() error {
 // impl can hand the arguments to f.Call as they are, and f handles them
 // as it always does.
 func wrapFunc(f function.Function, before func(args []cty.Value) error, impl func(args []cty.Value) (cty.Value, error)) function.Function {
+	spec := permissiveSpec(f)
+	spec.Type = func(args []cty.Value) (cty.Type, error) {
+		if before != nil {
+			if err := before(args); err != nil {
+				return cty.NilType, err
+			}
+		}
+		return f.ReturnTypeForValues(args)
+	}
+	spec.Impl = func(args []cty.Value, _ cty.Type) (cty.Value, error) { return impl(args) }
+	return function.New(spec)
+}
+
+// permissiveSpec is the spec of a wrapper of f: f's parameters, each
+// accepting everything (marked, unknown, null and dynamically typed
+// values), so that the wrapper hands f's own Call the arguments as they
+// are. The caller sets Type and Impl.
+func permissiveSpec(f function.Function) *function.Spec {
 	permissive := func(p function.Parameter) function.Parameter {
 		p.AllowMarked, p.AllowUnknown, p.AllowNull, p.AllowDynamicType = true, true, true, true
 		return p
@@ -373,16 +391,7 @@ func wrapFunc(f function.Function, before func(args []cty.Value) error, impl fun
 		p := permissive(*vp)
 		spec.VarParam = &p
 	}
-	spec.Type = func(args []cty.Value) (cty.Type, error) {
-		if before != nil {
-			if err := before(args); err != nil {
-				return cty.NilType, err
-			}
-		}
-		return f.ReturnTypeForValues(args)
-	}
-	spec.Impl = func(args []cty.Value, _ cty.Type) (cty.Value, error) { return impl(args) }
-	return function.New(spec)
+	return spec
 }
 
 // ---- estimates --------------------------------------------------------------

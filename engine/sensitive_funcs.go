@@ -38,18 +38,7 @@ func init() {
 // function package would otherwise answer unknown arguments itself,
 // without the marks of the arguments it lets through marked.
 func hideSensitiveErrors(f function.Function) function.Function {
-	permissive := func(p function.Parameter) function.Parameter {
-		p.AllowMarked, p.AllowUnknown, p.AllowNull, p.AllowDynamicType = true, true, true, true
-		return p
-	}
-	spec := &function.Spec{Description: f.Description()}
-	for _, p := range f.Params() {
-		spec.Params = append(spec.Params, permissive(p))
-	}
-	if vp := f.VarParam(); vp != nil {
-		p := permissive(*vp)
-		spec.VarParam = &p
-	}
+	spec := permissiveSpec(f)
 	spec.Type = func(args []cty.Value) (cty.Type, error) {
 		ty, err := f.ReturnTypeForValues(args)
 		return ty, hideIfSensitive(args, err)

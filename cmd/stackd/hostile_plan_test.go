@@ -8,7 +8,6 @@ package main
 // branch deploys.
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -18,7 +17,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/stackd/stackd/engine"
-	"github.com/stackd/stackd/reconciler"
 )
 
 // planAttack is one hostile branch against the engine: edit changes a
@@ -135,26 +133,6 @@ func planAttackBranch(t *testing.T, repo, name string, edit func(t *testing.T, d
 	return rev
 }
 
-// branchDiagnostics waits for the diagnostics of branch's head on the
-// status branch and returns them as "file:line,col: summary; detail".
-func branchDiagnostics(t *testing.T, p *proc, repo, branch, head string) []string {
-	t.Helper()
-	var idx reconciler.IndexStatus
-	eventually(t, 2*time.Minute, func() bool {
-		b, ok := statusHead(t, repo).Files[reconciler.ChangeSetPath(branch, engine.ReservedStackSetName, "json")]
-		if !ok {
-			return false
-		}
-		idx = reconciler.IndexStatus{}
-		return json.Unmarshal(b, &idx) == nil && idx.Revision == head
-	}, "no diagnostics of branch %s at %s on the status branch; logs:\n%s", branch, head, p.log)
-	var out []string
-	for _, d := range idx.Diagnostics {
-		out = append(out, d.String())
-	}
-	return out
-}
-
 func TestHostilePlans(t *testing.T) {
 	t.Parallel()
 	binary := stackdBinary(t)
@@ -172,7 +150,7 @@ func TestHostilePlans(t *testing.T) {
 	}
 	for _, a := range attacks {
 		t.Run(a.name, func(t *testing.T) {
-			diags := branchDiagnostics(t, p, f.repo, a.name, heads[a.name])
+			diags := waitBranchDiagnostics(t, p, f.repo, a.name, heads[a.name])
 			want := a.want
 			if a.file != "" {
 				// The line is that of the branch's file: check it out to
@@ -221,7 +199,7 @@ func TestExpensivePlanRunsOutOfBudget(t *testing.T) {
 	head := planAttackBranch(t, f.repo, "expensive", edit(qsTemplate, "resource \"file\" \"replica\" {\n  count   = var.replicas\n  path    = \"web/replicas/${count.index}.conf\"\n  content = \"replica=${count.index}\\nconfig_sha256=${file.config.sha256}\\n\"",
 		"locals {\n  mib = format(\"%1000000s\", target.account)\n}\n\nresource \"file\" \"replica\" {\n  count   = 5000 + 0 * var.replicas\n  path    = \"web/replicas/${count.index}.conf\"\n  content = sha256(local.mib)"))
 	start := time.Now()
-	diags := branchDiagnostics(t, p, f.repo, "expensive", head)
+	diags := waitBranchDiagnostics(t, p, f.repo, "expensive", head)
 	wantDiagnostic(t, diags, "Planning took too long", "budget of 2s")
 	t.Logf("the expensive branch was stopped %s after it was pushed", time.Since(start).Round(100*time.Millisecond))
 	healthz(t, addr)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/reconciler"
 )
 
@@ -44,27 +45,40 @@ resource "file" "config" {
 	}
 }
 
-// waitRejected waits until the status branch's index reports rev rejected
-// and returns its diagnostics.
-func waitRejected(t *testing.T, p *proc, repo, rev string) []string {
+// waitDiagnostics waits until the status branch's file path (an index
+// document: status/stackd.json, or changesets/<branch>/stackd.json) is
+// about head, fails the test if head validated, and returns its
+// diagnostics as "file:line,col: summary; detail".
+func waitDiagnostics(t *testing.T, p *proc, repo, path, head string) []string {
 	t.Helper()
 	var idx reconciler.IndexStatus
-	eventually(t, 30*time.Second, func() bool {
-		head := statusHead(t, repo)
-		b, ok := head.Files["status/stackd.json"]
-		if !ok || json.Unmarshal(b, &idx) != nil {
-			return false
-		}
-		return idx.Revision == rev
-	}, "the daemon never reported %s in status/stackd.json; logs:\n%s", rev, p.log)
+	eventually(t, 2*time.Minute, func() bool {
+		b, ok := statusHead(t, repo).Files[path]
+		idx = reconciler.IndexStatus{}
+		return ok && json.Unmarshal(b, &idx) == nil && idx.Revision == head
+	}, "no %s about %s on the status branch; logs:\n%s", path, head[:7], p.log)
 	if idx.Valid {
-		t.Fatalf("revision %s was accepted, want it rejected", rev)
+		t.Fatalf("%s: revision %s validated, want diagnostics", path, head[:7])
 	}
 	var out []string
 	for _, d := range idx.Diagnostics {
 		out = append(out, d.String())
 	}
 	return out
+}
+
+// waitRejected waits until the status branch reports the deploy branch's
+// revision rev rejected, and returns its diagnostics.
+func waitRejected(t *testing.T, p *proc, repo, rev string) []string {
+	t.Helper()
+	return waitDiagnostics(t, p, repo, "status/stackd.json", rev)
+}
+
+// waitBranchDiagnostics waits for the diagnostics of branch at head
+// (changesets/<branch>/stackd.json on the status branch).
+func waitBranchDiagnostics(t *testing.T, p *proc, repo, branch, head string) []string {
+	t.Helper()
+	return waitDiagnostics(t, p, repo, reconciler.ChangeSetPath(branch, engine.ReservedStackSetName, "json"), head)
 }
 
 // waitSucceeded waits for the status commit of stackSet's operation at rev.
