@@ -213,21 +213,11 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) {
 		ID: op.ID, StackSetID: op.StackSetID, StackSet: op.StackSet, Kind: op.Kind, Revision: op.Revision,
 		Status: op.Status, Reason: op.Reason,
 		Created: timePtr(op.Created), Started: timePtr(op.Started), Ended: timePtr(op.Ended),
-		Counts:  reconciler.OperationCounts{Total: len(op.Results)},
+		Counts:  reconciler.Counts(op),
 		Results: op.Results, Rollout: op.Rollout,
 	}
 	if v.Results == nil {
 		v.Results = []state.InstanceResult{}
-	}
-	for _, res := range op.Results {
-		switch res.Status {
-		case state.InstanceOperationComplete:
-			v.Counts.Succeeded++
-		case state.InstanceOperationFailed:
-			v.Counts.Failed++
-		case state.InstanceCancelComplete:
-			v.Counts.Cancelled++
-		}
 	}
 	writeJSON(w, http.StatusOK, v)
 }

@@ -50,6 +50,7 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) (*state.Operation, erro
 	op, created, err := st.ClaimOperation(state.Operation{
 		ID: state.NewOperationID(), StackSetID: j.recorded.ID, StackSet: j.name,
 		Kind: j.kind, Revision: rev, Status: state.OperationRunning, Created: now, Started: now,
+		Instances: len(j.works),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim operation: %w", err)
@@ -67,11 +68,13 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) (*state.Operation, erro
 		// sees only what is left, which may look like another kind) and
 		// the results of the instances it finished before.
 		log.Info().Int("instances", len(j.works)).Msg("resuming operation")
-		if j.desired == nil || j.desired.Rollout == nil {
-			// (A rollout keeps its own record of its batches' results.)
-			if prior, err = r.priorResults(&op); err != nil {
-				return nil, err
-			}
+		if prior, err = r.priorResults(&op); err != nil {
+			return nil, err
+		}
+		if op.Instances == 0 {
+			// Recorded before operations counted their instances: those
+			// finished before and those left.
+			op.Instances = len(unionTargets(prior, j.works))
 		}
 		op.Status = state.OperationRunning
 		if err := st.PutOperation(op); err != nil {
@@ -80,7 +83,7 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) (*state.Operation, erro
 	case !created:
 		log.Info().Int("instances", len(j.works)).Msg("operation started (was queued)")
 		// Nothing ran yet: the kind is the one decided now.
-		op.Status, op.Started, op.Kind = state.OperationRunning, now, j.kind
+		op.Status, op.Started, op.Kind, op.Instances = state.OperationRunning, now, j.kind, len(j.works)
 		if err := st.PutOperation(op); err != nil {
 			return nil, err
 		}
@@ -562,6 +565,18 @@ func (o *opRun) mergedResults() []state.InstanceResult {
 			seen[w.target] = true
 			out = append(out, res)
 		}
+	}
+	return out
+}
+
+// unionTargets are the targets of results and works, each once.
+func unionTargets(results []state.InstanceResult, works []*work) map[engine.Target]bool {
+	out := map[engine.Target]bool{}
+	for _, res := range results {
+		out[engine.Target{Region: res.Region, Account: res.Account}] = true
+	}
+	for _, w := range works {
+		out[w.target] = true
 	}
 	return out
 }

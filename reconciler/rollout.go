@@ -156,7 +156,7 @@ func (o *opRun) runRollout(ctx context.Context, prefs engine.OperationPreference
 		p := *o.op.Rollout
 		resumed = &p
 		rr.prevRev = p.PreviousRevision
-		rr.prior = slices.Clone(o.op.Results)
+		rr.prior = rolloutPrior(o.prior, len(o.op.Results), &p)
 	}
 	if rr.spec.OnFailure == engine.OnFailureRollback {
 		if _, err := rr.previous(ctx); err != nil {
@@ -344,6 +344,28 @@ func (rr *rolloutRun) resumeGate(ctx context.Context, p *state.RolloutProgress, 
 	return rr.hold(ctx, p.Batch)
 }
 
+// rolloutPrior are the results an interrupted rollout finished: recorded
+// holds first the recorded results, then those completed from the event log
+// (finished after the last record, which is written at every phase
+// change). Those can only belong to the batch the run was deploying, and
+// get its number, so that its gate checks them and a rollback restores
+// them.
+func rolloutPrior(prior []state.InstanceResult, recorded int, p *state.RolloutProgress) []state.InstanceResult {
+	out := slices.Clone(prior)
+	if p.Phase != state.RolloutDeploying || p.Batch == 0 {
+		return out
+	}
+	for i := recorded; i < len(out); i++ {
+		switch out[i].Action {
+		case strings.ToLower(engine.InstanceCreate), strings.ToLower(engine.InstanceUpdate):
+			if out[i].Batch == 0 {
+				out[i].Batch = p.Batch
+			}
+		}
+	}
+	return out
+}
+
 // runBatch runs one batch's works region by region (SEQUENTIAL) or all
 // regions at once (PARALLEL), each region with its limits; failures count
 // against the region's tolerance across batches.
@@ -446,6 +468,10 @@ func (rr *rolloutRun) gate(ctx context.Context, n int, done []engine.Target) err
 		switch {
 		case err != nil:
 			return &batchFailure{batch: n, reason: fmt.Sprintf("batch %d of %d failed its gate: instance %s/%s: %v", n, total, t.Region, t.Account, err)}
+		case in.Status == state.InstanceOperationFailed && in.Revision == o.op.Revision:
+			// Failed this gate before a restart.
+			return &batchFailure{batch: n, reason: o.redact(fmt.Sprintf("batch %d of %d failed its gate: instance %s/%s is recorded %s: %s",
+				n, total, t.Region, t.Account, in.Status, in.StatusReason))}
 		case in.Revision != o.op.Revision || in.Status != state.InstanceOperationComplete || in.ConfigHash != want:
 			return &batchFailure{batch: n, reason: fmt.Sprintf("batch %d of %d failed its gate: instance %s/%s is recorded %s at revision %s, not %s at %s",
 				n, total, t.Region, t.Account, in.Status, short(in.Revision), state.InstanceOperationComplete, short(o.op.Revision))}
@@ -484,13 +510,7 @@ func (rr *rolloutRun) gate(ctx context.Context, n int, done []engine.Target) err
 			t := done[i]
 			bad = append(bad, fmt.Sprintf("%s/%s: %v", t.Region, t.Account, err))
 			o.event(t.Region, t.Account, "", "HEALTH_CHECK_FAILED", err.Error())
-			// Deployed but unhealthy: the instance's status says so.
-			if in, gerr := st.Instance(ssID, t.Region, t.Account); gerr == nil {
-				in.StatusReason = o.redact("health check failed: " + err.Error())
-				if perr := st.PutInstance(in); perr != nil {
-					o.log.Error().Err(perr).Msg("cannot record instance status")
-				}
-			}
+			rr.gateFailed(t, "health check failed: "+err.Error())
 		}
 	}
 	if len(bad) == 0 {
@@ -501,6 +521,37 @@ func (rr *rolloutRun) gate(ctx context.Context, n int, done []engine.Target) err
 		reason += fmt.Sprintf(" (and %s more)", plural(len(bad)-1, "instance"))
 	}
 	return &batchFailure{batch: n, reason: o.redact(reason)}
+}
+
+// gateFailed records that instance t, deployed, failed its batch's gate:
+// it is OPERATION_FAILED with the reason, in the state and in the
+// operation's results (its action and batch kept).
+func (rr *rolloutRun) gateFailed(t engine.Target, reason string) {
+	o := rr.o
+	reason = o.redact(reason)
+	st := o.r.opts.Store
+	if in, err := st.Instance(o.j.recorded.ID, t.Region, t.Account); err == nil {
+		in.Status, in.StatusReason, in.Updated = state.InstanceOperationFailed, reason, o.r.opts.Now()
+		if err := st.PutInstance(in); err != nil {
+			o.log.Error().Err(err).Msg("cannot record instance status")
+		}
+	}
+	o.event(t.Region, t.Account, "", state.InstanceOperationFailed, reason)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	res, ok := o.results[t]
+	if !ok {
+		for _, pr := range rr.prior {
+			if pr.Region == t.Region && pr.Account == t.Account {
+				res, ok = pr, true
+			}
+		}
+	}
+	if !ok {
+		res = state.InstanceResult{Region: t.Region, Account: t.Account, Action: "none"}
+	}
+	res.Status, res.Reason = state.InstanceOperationFailed, reason
+	o.results[t] = res
 }
 
 // probe polls one instance until it answers the expected status healthy

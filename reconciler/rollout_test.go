@@ -463,8 +463,8 @@ func TestRolloutPauseAndProgress(t *testing.T) {
 	}
 	msgs := statusMessages(t, h.repo)
 	want := []string{
-		fmt.Sprintf("stackd: web CreateStackInstances %s RUNNING (2/2) batch 1/3", rev[:7]),
-		fmt.Sprintf("stackd: web CreateStackInstances %s RUNNING (4/4) batch 2/3", rev[:7]),
+		fmt.Sprintf("stackd: web CreateStackInstances %s RUNNING (2/5) batch 1/3", rev[:7]),
+		fmt.Sprintf("stackd: web CreateStackInstances %s RUNNING (4/5) batch 2/3", rev[:7]),
 		fmt.Sprintf("stackd: web CreateStackInstances %s SUCCEEDED (5/5)", rev[:7]),
 	}
 	if diff := cmp.Diff(want, msgs); diff != "" {
@@ -567,7 +567,7 @@ func TestRolloutHealthCheckRollback(t *testing.T) {
 		t.Errorf("stack set revision %s after the rollback, want %s", ss.Revision, rev1[:7])
 	}
 	doc, msg := statusDoc(t, h.repo, "web")
-	if !strings.HasPrefix(msg, fmt.Sprintf("stackd: web DeployStackSet %s ROLLED_BACK", rev2[:7])) || !strings.Contains(msg, "batch 3 of 4 failed its health check") {
+	if !strings.HasPrefix(msg, fmt.Sprintf("stackd: web DeployStackSet %s ROLLED_BACK (0/8, 2 cancelled, 6 rolled back)\n", rev2[:7])) || !strings.Contains(msg, "batch 3 of 4 failed its health check") {
 		t.Errorf("status commit %q, want ROLLED_BACK naming batch 3 and why", msg)
 	}
 	if lo := doc.LastOperation; lo == nil || lo.Status != state.OperationRolledBack || lo.Counts.RolledBack != 6 || lo.Counts.Cancelled != 2 {

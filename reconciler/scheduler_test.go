@@ -1002,7 +1002,16 @@ func TestSchedulerOperationPreferences(t *testing.T) {
 				}
 			}
 			doc, msg := statusDoc(t, h.repo, name)
-			if wantMsg := fmt.Sprintf("stackd: %s CreateStackInstances %s %s (%d/%d)", name, rev[:7], tc.wantStatus, counts.Succeeded, counts.Total); msg != wantMsg {
+			// The subject leads with succeeded/total, then names the
+			// failed and cancelled instances, if any.
+			extra := ""
+			if counts.Failed > 0 {
+				extra += fmt.Sprintf(", %d failed", counts.Failed)
+			}
+			if counts.Cancelled > 0 {
+				extra += fmt.Sprintf(", %d cancelled", counts.Cancelled)
+			}
+			if wantMsg := fmt.Sprintf("stackd: %s CreateStackInstances %s %s (%d/%d%s)", name, rev[:7], tc.wantStatus, counts.Succeeded, counts.Total, extra); msg != wantMsg {
 				t.Errorf("status commit %q, want %q", msg, wantMsg)
 			}
 			if lo := doc.LastOperation; lo == nil || lo.Status != tc.wantStatus || lo.Revision != rev || lo.Counts != counts {

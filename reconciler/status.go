@@ -54,7 +54,7 @@ type OperationStatus struct {
 func operationStatus(op *state.Operation) *OperationStatus {
 	return &OperationStatus{
 		ID: op.ID, Kind: op.Kind, Status: op.Status, Reason: op.Reason, Revision: op.Revision,
-		Started: op.Started, Ended: op.Ended, Counts: counts(op), Rollout: op.Rollout,
+		Started: op.Started, Ended: op.Ended, Counts: Counts(op), Rollout: op.Rollout,
 	}
 }
 
@@ -66,6 +66,22 @@ type OperationCounts struct {
 	Cancelled int `json:"cancelled"`
 	// RolledBack counts instances a rollback restored.
 	RolledBack int `json:"rolled_back,omitempty"`
+}
+
+// String is "succeeded/total", followed by the failed, cancelled and
+// rolled-back instances when there are any: "0/8, 2 cancelled, 6 rolled
+// back".
+func (c OperationCounts) String() string {
+	s := fmt.Sprintf("%d/%d", c.Succeeded, c.Total)
+	for _, n := range []struct {
+		n    int
+		what string
+	}{{c.Failed, "failed"}, {c.Cancelled, "cancelled"}, {c.RolledBack, "rolled back"}} {
+		if n.n > 0 {
+			s += fmt.Sprintf(", %d %s", n.n, n.what)
+		}
+	}
+	return s
 }
 
 // InstanceStatus is one instance in a status document.
@@ -86,8 +102,12 @@ type IndexStatus struct {
 	Diagnostics []engine.Diagnostic `json:"diagnostics,omitempty"`
 }
 
-func counts(op *state.Operation) OperationCounts {
-	c := OperationCounts{Total: len(op.Results)}
+// Counts counts an operation's instances by outcome. Total is every
+// instance the operation covers (recorded when it starts, so a running or
+// resumed operation counts those not finished yet too); an instance a
+// rollback restored counts as RolledBack only.
+func Counts(op *state.Operation) OperationCounts {
+	c := OperationCounts{Total: max(op.Instances, len(op.Results))}
 	for _, r := range op.Results {
 		if r.RolledBack {
 			c.RolledBack++
@@ -138,8 +158,7 @@ func marshal(v any) []byte {
 
 // writeOperationStatus writes the one status commit of an operation.
 func (r *Reconciler) writeOperationStatus(ctx context.Context, j *job, ss *state.StackSet, op *state.Operation) error {
-	c := counts(op)
-	msg := fmt.Sprintf("stackd: %s %s %s %s (%d/%d)", j.name, op.Kind, short(op.Revision), op.Status, c.Succeeded, c.Total)
+	msg := fmt.Sprintf("stackd: %s %s %s %s (%s)", j.name, op.Kind, short(op.Revision), op.Status, Counts(op))
 	if ro := op.Rollout; ro != nil {
 		switch {
 		case op.Status == state.OperationRunning:

@@ -160,6 +160,10 @@ type Operation struct {
 	Started    time.Time        `json:"started,omitempty"`
 	Ended      time.Time        `json:"ended,omitempty"`
 	Results    []InstanceResult `json:"results,omitempty"`
+	// Instances is how many instances the operation covers, recorded when
+	// it starts (a resumed run re-plans only what is left, so its own work
+	// list is no measure); 0 in records written before it existed.
+	Instances int `json:"instances,omitempty"`
 	// Rollout is set for operations of a stack set with a rollout block.
 	Rollout *RolloutProgress `json:"rollout,omitempty"`
 }

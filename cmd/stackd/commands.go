@@ -335,20 +335,12 @@ func reportResult(w io.Writer, res *reconciler.Result) error {
 		fmt.Fprintf(w, "Revision %s: no changes.\n", short(res.Revision))
 	}
 	for _, op := range res.Operations {
-		ok, back := 0, 0
-		for _, r := range op.Results {
-			switch {
-			case r.RolledBack:
-				back++
-			case r.Status == state.InstanceOperationComplete:
-				ok++
-			}
-		}
+		c := reconciler.Counts(&op)
 		rolled := ""
-		if back > 0 {
-			rolled = fmt.Sprintf(", %d rolled back", back)
+		if c.RolledBack > 0 {
+			rolled = fmt.Sprintf(", %d rolled back", c.RolledBack)
 		}
-		fmt.Fprintf(w, "%s %s %s %s (%d/%d instances%s)\n", op.StackSet, op.Kind, short(op.Revision), op.Status, ok, len(op.Results), rolled)
+		fmt.Fprintf(w, "%s %s %s %s (%d/%d instances%s)\n", op.StackSet, op.Kind, short(op.Revision), op.Status, c.Succeeded, c.Total, rolled)
 		var lines []instanceLine
 		for _, r := range op.Results {
 			switch {

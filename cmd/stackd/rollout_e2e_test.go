@@ -183,7 +183,7 @@ func TestPromoteAndAbortThroughTheDaemon(t *testing.T) {
 	replaceIn(t, f.repo, "web.hcl", `image    = "nginx:1.25"`, `image    = "nginx:1.27"`)
 	rev2 := f.commit(t, "nginx 1.27, held after each batch")
 	waitStatus("holding after batch 1", func(m string) bool {
-		return strings.HasSuffix(m, rev2[:7]+" RUNNING (2/2) batch 1/3 waiting for promotion")
+		return strings.HasSuffix(m, rev2[:7]+" RUNNING (2/6) batch 1/3 waiting for promotion")
 	})
 
 	if res := stackd(t, append([]string{"promote", "web", "--api-url", "http://" + addr}, "--api-token-file", filepath.Join(t.TempDir(), "missing"))...); res.code() != 1 {
@@ -196,7 +196,7 @@ func TestPromoteAndAbortThroughTheDaemon(t *testing.T) {
 	if !strings.Contains(res.stdout, "web: promoted") {
 		t.Errorf("promote printed %q", res.stdout)
 	}
-	waitStatus("holding after batch 2", func(m string) bool { return strings.HasSuffix(m, " RUNNING (4/4) batch 2/3 waiting for promotion") })
+	waitStatus("holding after batch 2", func(m string) bool { return strings.HasSuffix(m, " RUNNING (4/6) batch 2/3 waiting for promotion") })
 	checkDeployed(t, f, qsRegions[:2], qsAccounts, "nginx:1.27")
 	checkDeployed(t, f, qsRegions[2:], qsAccounts, "nginx:1.25")
 	// The API shows where the rollout is.
@@ -299,7 +299,7 @@ func TestApplyListenPromotes(t *testing.T) {
 	}()
 	eventually(t, 20*time.Second, func() bool {
 		h, ok, err := readStatusHistory(f.repo)
-		return err == nil && ok && strings.HasSuffix(h[0].Message, rev2[:7]+" RUNNING (3/3) batch 1/2 waiting for promotion")
+		return err == nil && ok && strings.HasSuffix(h[0].Message, rev2[:7]+" RUNNING (3/6) batch 1/2 waiting for promotion")
 	}, "apply never held after batch 1; logs:\n%s", logs)
 	res := mustStackd(t, "promote", "web", "--api-url", "http://"+listen)
 	if !strings.Contains(res.stdout, "web: promoted") {
