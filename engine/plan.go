@@ -831,6 +831,11 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 	if diags.HasErrors() {
 		return nil, diags
 	}
+	if r.UpdatePattern != nil {
+		if d := r.UpdatePattern.CheckMinInService(r.Addr(), len(exps)); d != nil {
+			return nil, diags.Append(d)
+		}
+	}
 	p := w.e.providers[r.Type]
 	schema := p.Schema()
 	base := w.ctx(r.Addr())

@@ -53,16 +53,19 @@ const (
 // GrowthFactor^k (canary: the k-th batch after the first), capped by what
 // is left. MinInService caps each batch further: a batch takes at most
 // (instances in service − MinInService) instances that are in service,
-// never fewer than one — so a MinInService at or above the number of
-// instances is allowed and makes the rollout go one in-service instance at
-// a time (Heat keeps capacity by adding members; stackd cannot add
-// targets, so it keeps progress instead). Instances that are not in
-// service (new targets, failed ones) do not count against MinInService.
+// never fewer than one. Instances that are not in service (new targets,
+// failed ones) do not count against MinInService. A MinInService at or
+// above the number of instances the operation has can never be met
+// (Heat keeps capacity by adding members; stackd cannot add targets): it
+// is a diagnostic when the commit is planned, see CheckMinInService.
 type Rollout struct {
 	Pattern      string // PatternRolling | PatternCanary
 	BatchSize    int
 	GrowthFactor int // canary only; 1 for rolling
 	MinInService int
+	// MinInServiceRange is where min_in_service is set (DeclRange when it
+	// is not), for CheckMinInService's diagnostic.
+	MinInServiceRange hcl.Range
 	// Pause is the time to wait after each batch before its health gate.
 	Pause time.Duration
 	// UntilPromoted: after each batch but the last, hold until promoted.
@@ -115,6 +118,10 @@ func (ss *StackSet) loadRollout(b *hcl.Block) hcl.Diagnostics {
 	diags = append(diags, stringAttr(a["on_failure"], &r.OnFailure)...)
 	diags = append(diags, intAttr(a["batch_size"], &r.BatchSize)...)
 	diags = append(diags, intAttr(a["min_in_service"], &r.MinInService)...)
+	r.MinInServiceRange = r.DeclRange
+	if m := a["min_in_service"]; m != nil {
+		r.MinInServiceRange = m.Expr.Range()
+	}
 	if diags.HasErrors() {
 		return diags
 	}
@@ -352,6 +359,35 @@ func (h *HealthCheck) URLFor(ss *StackSet, stackSetID string, t Target, outputs 
 		return "", fmt.Errorf("health_check url %q is not an http:// or https:// URL", u)
 	}
 	return u, nil
+}
+
+// CheckMinInService is the diagnostic for a min_in_service the operation
+// can never meet (nil when it can). changing is the number of instances
+// the operation creates or updates, untouched the number of the stack
+// set's instances it leaves in service as they are; together they are
+// the instances the stack set has during the operation, whatever their
+// status labels say (a restart leaves some WAIT_IN_PROGRESS, which must
+// not turn an accepted commit into a rejected one). A rollout must be able
+// to take at least one instance out of service at a time, so
+// min_in_service must be below that number. A first deploy (nothing in
+// service yet) is held to the same rule: it cannot violate the bound
+// itself, but every later update of the same fleet would be rejected.
+func (r *Rollout) CheckMinInService(ssName string, changing, untouched int) *hcl.Diagnostic {
+	n := changing + untouched
+	if changing == 0 || r.MinInService < n {
+		return nil
+	}
+	return errorf(r.MinInServiceRange, "min_in_service cannot be met",
+		"Stack set %q: min_in_service is %d, but the operation has %s (%d to create or update, %d left in service untouched); a rollout must take at least one instance out of service at a time, so min_in_service must be at most %d.",
+		ssName, r.MinInService, plural(n, "instance"), changing, untouched, n-1)
+}
+
+// plural is "1 instance", "4 instances".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // RolloutPlan is how an operation's instances will roll out: a reviewer

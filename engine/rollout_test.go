@@ -57,7 +57,7 @@ func TestRolloutDefaults(t *testing.T) {
 		t.Fatal(diags.Error())
 	}
 	want := Rollout{Pattern: PatternRolling, BatchSize: 1, GrowthFactor: 1, OnFailure: OnFailureStop}
-	if diff := cmp.Diff(want, *ss.Rollout, cmpopts.IgnoreFields(Rollout{}, "DeclRange")); diff != "" {
+	if diff := cmp.Diff(want, *ss.Rollout, cmpopts.IgnoreFields(Rollout{}, "DeclRange", "MinInServiceRange")); diff != "" {
 		t.Errorf("rollout defaults (-want +got):\n%s", diff)
 	}
 
@@ -321,5 +321,51 @@ func TestRolloutPlanInChangeSets(t *testing.T) {
 		if err := json.Unmarshal(b, &back); err != nil || back.Rollout == nil || !slices.Equal(back.Rollout.Batches, p.Batches) {
 			t.Errorf("JSON round trip of %s: %+v %v", b, back.Rollout, err)
 		}
+	}
+}
+
+// A min_in_service the operation can never meet is a diagnostic at the
+// attribute, naming the stack set, the value, the instances and the limit:
+// below the number of instances (changing + untouched) it is accepted, at
+// or above it is not; a first deploy (nothing untouched, nothing in
+// service) is held to the same rule.
+func TestRolloutMinInServiceCannotBeMet(t *testing.T) {
+	for _, tc := range []struct {
+		name                     string
+		min, changing, untouched int
+		want                     string // "" when accepted
+	}{
+		{"no bound", 0, 4, 0, ""},
+		{"below: 3 of 4", 3, 4, 0, ""},
+		{"at: 4 of 4", 4, 4, 0, `min_in_service is 4, but the operation has 4 instances (4 to create or update, 0 left in service untouched); a rollout must take at least one instance out of service at a time, so min_in_service must be at most 3.`},
+		{"above: 9 of 4", 9, 4, 0, `min_in_service is 9, but the operation has 4 instances (4 to create or update, 0 left in service untouched)`},
+		{"untouched count: 5 of 2+4", 5, 2, 4, ""},
+		{"untouched count: 6 of 2+4", 6, 2, 4, `the operation has 6 instances (2 to create or update, 4 left in service untouched); a rollout must take at least one instance out of service at a time, so min_in_service must be at most 5.`},
+		{"one instance", 1, 1, 0, `the operation has 1 instance (1 to create or update, 0 left in service untouched); a rollout must take at least one instance out of service at a time, so min_in_service must be at most 0.`},
+		{"nothing rolls out", 9, 0, 4, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ss, diags := loadRollout(t, fmt.Sprintf("    batch_size = 2\n    min_in_service = %d", tc.min))
+			if diags.HasErrors() {
+				t.Fatal(diags.Error())
+			}
+			d := ss.Rollout.CheckMinInService(ss.Name, tc.changing, tc.untouched)
+			if tc.want == "" {
+				if d != nil {
+					t.Fatalf("min_in_service %d with %d+%d instances: %s; want it accepted", tc.min, tc.changing, tc.untouched, d.Detail)
+				}
+				return
+			}
+			if d == nil {
+				t.Fatalf("min_in_service %d with %d+%d instances accepted; want %q", tc.min, tc.changing, tc.untouched, tc.want)
+			}
+			if d.Severity != hcl.DiagError || d.Summary != "min_in_service cannot be met" || !strings.HasPrefix(d.Detail, `Stack set "s": `) || !strings.Contains(d.Detail, tc.want) {
+				t.Errorf("diagnostic %q: %q, want an error for stack set \"s\" containing %q", d.Summary, d.Detail, tc.want)
+			}
+			// The attribute's value, line 10 of ss.hcl (the rollout body starts on line 9).
+			if d.Subject == nil || d.Subject.Filename != "ss.hcl" || d.Subject.Start.Line != 10 {
+				t.Errorf("diagnostic at %v, want ss.hcl line 10 (min_in_service)", d.Subject)
+			}
+		})
 	}
 }

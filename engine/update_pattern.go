@@ -16,7 +16,9 @@ import (
 // (for_each) order, with Rollout.BatchSizes' rules: BatchSize members per
 // batch (canary: multiplied by GrowthFactor after each batch), and never
 // so many that fewer than MinInService existing members stay untouched;
-// new members (a larger count) do not count against MinInService. The
+// new members (a larger count) do not count against MinInService; a
+// MinInService at or above the group's number of members is a diagnostic
+// when the instance is planned (see CheckMinInService). The
 // members of a batch are applied concurrently; the next batch starts after
 // every member of this one succeeded and Pause passed. A failed member
 // stops the group after its batch: later batches are not applied, and the
@@ -32,6 +34,9 @@ type UpdatePattern struct {
 	MinInService int
 	Pause        time.Duration
 	DeclRange    hcl.Range
+	// MinInServiceRange is where min_in_service is set (DeclRange when it
+	// is not).
+	MinInServiceRange hcl.Range
 }
 
 var updatePatternSchema = &hcl.BodySchema{
@@ -48,6 +53,10 @@ func loadUpdatePattern(addr string, b *hcl.Block) (*UpdatePattern, hcl.Diagnosti
 	diags = append(diags, stringAttr(a["pattern"], &u.Pattern)...)
 	diags = append(diags, intAttr(a["batch_size"], &u.BatchSize)...)
 	diags = append(diags, intAttr(a["min_in_service"], &u.MinInService)...)
+	u.MinInServiceRange = u.DeclRange
+	if m := a["min_in_service"]; m != nil {
+		u.MinInServiceRange = m.Expr.Range()
+	}
 	if diags.HasErrors() {
 		return u, diags
 	}
@@ -101,6 +110,21 @@ func loadUpdatePattern(addr string, b *hcl.Block) (*UpdatePattern, hcl.Diagnosti
 func (u *UpdatePattern) BatchSizes(inService []bool, untouched int) []int {
 	r := Rollout{Pattern: u.Pattern, BatchSize: u.BatchSize, GrowthFactor: u.GrowthFactor, MinInService: u.MinInService}
 	return r.BatchSizes(inService, untouched)
+}
+
+// CheckMinInService is the diagnostic for a min_in_service that resource
+// addr's group of members (its count or for_each size after the change)
+// can never meet, as Rollout.CheckMinInService: an update must be able to
+// take one member at a time, so min_in_service must be below the number
+// of members. A group created from nothing is held to it too (the next
+// change of the group could not go). Nil for an empty group.
+func (u *UpdatePattern) CheckMinInService(addr string, members int) *hcl.Diagnostic {
+	if members == 0 || u.MinInService < members {
+		return nil
+	}
+	return errorf(u.MinInServiceRange, "min_in_service cannot be met",
+		"%s: update_pattern min_in_service is %d, but the group has %s; an update must take at least one member out of service at a time, so min_in_service must be at most %d.",
+		addr, u.MinInService, plural(members, "member"), members-1)
 }
 
 // String describes the pattern for logs and errors.

@@ -239,7 +239,7 @@ func TestUpdatePatternMinInService(t *testing.T) {
 	}{
 		{"all change", "batch_size = 4\n    min_in_service = 3", 4, []int{1, 1, 1, 1}},
 		{"one below the batch", "batch_size = 3\n    min_in_service = 1", 4, []int{3, 1}},
-		{"min above the group", "batch_size = 5\n    min_in_service = 10", 3, []int{1, 1, 1}},
+		{"min one below the group", "batch_size = 5\n    min_in_service = 2", 3, []int{1, 1, 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			pe, tmpl := deployGroup(t, c.pattern, c.n)
@@ -387,6 +387,36 @@ resource "rec" "app" {
 		if !strings.Contains(diags.Error(), c.want) {
 			t.Errorf("%s: got %v, want %q", c.block, diags, c.want)
 		}
+	}
+}
+
+// An update_pattern min_in_service at or above the group's members is a
+// diagnostic when the instance is planned, at the attribute; below it the
+// plan goes. A group created from nothing is held to it too, and so is one
+// that shrinks to the bound.
+func TestUpdatePatternMinInServiceCannotBeMet(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		min, n int
+		want   string // "" when the plan goes
+	}{
+		{"below", 2, 3, ""},
+		{"at", 3, 3, `t/main.hcl:9,22-23: min_in_service cannot be met; rec.app: update_pattern min_in_service is 3, but the group has 3 members; an update must take at least one member out of service at a time, so min_in_service must be at most 2.`},
+		{"above", 10, 3, `update_pattern min_in_service is 10, but the group has 3 members;`},
+		{"one member", 1, 1, `the group has 1 member; an update must take at least one member out of service at a time, so min_in_service must be at most 0.`},
+		{"empty group", 5, 0, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pe := newPatternEnv()
+			tmpl := fmt.Sprintf(groupTmpl, fmt.Sprintf("min_in_service = %d", c.min))
+			_, diags := pe.e.Plan(pe.instance(t, tmpl, fmt.Sprintf(`{ n = %d, image = "v1" }`, c.n)), nil)
+			switch {
+			case c.want == "" && diags.HasErrors():
+				t.Fatalf("min_in_service %d over %d members: %s; want the plan to go", c.min, c.n, diags.Error())
+			case c.want != "" && !strings.Contains(diags.Error(), c.want):
+				t.Fatalf("min_in_service %d over %d members: %v; want %q", c.min, c.n, diags, c.want)
+			}
+		})
 	}
 }
 

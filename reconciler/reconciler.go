@@ -689,7 +689,9 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 	for i := range existing {
 		have[engine.Target{Region: existing[i].Region, Account: existing[i].Account}] = &existing[i]
 	}
-	var creates, updates, deletes int
+	// untouched: instances left in service as they are (min_in_service
+	// counts them).
+	var creates, updates, deletes, untouched int
 	if ss != nil {
 		for _, t := range ss.Targets() {
 			hash := ss.InstanceHash(id, t)
@@ -697,6 +699,7 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 			delete(have, t)
 			if in != nil && in.ConfigHash == hash && in.Status == state.InstanceOperationComplete && id != "" {
 				addChange(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceNoChange})
+				untouched++
 				continue
 			}
 			w := &work{target: t, action: engine.InstanceUpdate, hash: hash, inService: in != nil && in.Status == state.InstanceOperationComplete}
@@ -771,6 +774,12 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 			addChange(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceDelete, Changes: w.plan.Changes()})
 		}
 		j.works = append(j.works, w)
+	}
+	if ss != nil && ss.Rollout != nil {
+		// A min_in_service the operation can never meet rejects the commit.
+		if d := ss.Rollout.CheckMinInService(ss.Name, creates+updates, untouched); d != nil {
+			return diags.Append(d), nil
+		}
 	}
 	switch {
 	case ss == nil:
