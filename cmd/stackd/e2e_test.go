@@ -784,11 +784,11 @@ func TestDemo(t *testing.T) {
 		subjects = append(subjects, strings.SplitN(c.Message, "\n", 2)[0])
 	}
 	want := []*regexp.Regexp{
-		regexp.MustCompile(`^stackd: web DeployStackSet [0-9a-f]{7} ROLLED_BACK \(0/6\)$`),
+		regexp.MustCompile(`^stackd: web DeployStackSet [0-9a-f]{7} ROLLED_BACK \(0/6, 5 cancelled, 1 rolled back\)$`),
 		regexp.MustCompile(`^stackd: plan feature/more-replicas`),
 		regexp.MustCompile(`^stackd: web DeployStackSet [0-9a-f]{7} SUCCEEDED \(6/6\)$`),
-		regexp.MustCompile(`^stackd: web DeployStackSet [0-9a-f]{7} RUNNING \(3/3\) batch 2/3$`),
-		regexp.MustCompile(`^stackd: web DeployStackSet [0-9a-f]{7} RUNNING \(1/1\) batch 1/3$`),
+		regexp.MustCompile(`^stackd: web DeployStackSet [0-9a-f]{7} RUNNING \(3/6\) batch 2/3$`),
+		regexp.MustCompile(`^stackd: web DeployStackSet [0-9a-f]{7} RUNNING \(1/6\) batch 1/3$`),
 		regexp.MustCompile(`^stackd: web CreateStackInstances [0-9a-f]{7} SUCCEEDED \(6/6\)$`),
 	}
 	if len(subjects) < len(want) {
