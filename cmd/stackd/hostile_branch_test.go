@@ -140,19 +140,10 @@ func hostileBranches() []branchAttack {
 	}
 }
 
-// pushBranch commits attack's edit on a new branch of repo, through a
-// worktree of its own (the repository's work tree is left alone).
+// pushBranch commits attack's edit on a new branch of its name.
 func pushBranch(t *testing.T, repo string, a branchAttack) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), a.name)
-	// Detached, so that the branch appears only once its commit is made.
-	runGit(t, repo, "worktree", "add", "-q", "--detach", dir, "main")
-	a.edit(t, dir)
-	rev := commitAllIn(t, dir, "hostile: "+a.name)
-	runGit(t, repo, "branch", a.name, rev)
-	// The branch keeps its commit; the 200 MB file need not stay on disk.
-	runGit(t, repo, "worktree", "remove", "--force", dir)
-	return rev
+	return commitOnBranch(t, repo, a.name, a.edit)
 }
 
 // peakRSSMiB is a process's peak resident set size (VmHWM).
@@ -184,12 +175,8 @@ const maxHostileRSSMiB = 200
 
 func TestHostileBranches(t *testing.T) {
 	t.Parallel()
-	binary := stackdBinary(t)
-	f := newFixture(t)
-	rev1 := runGit(t, f.repo, "rev-parse", "HEAD")
-	p := startProc(t, binary, nil, append([]string{"run"}, f.flags("--listen", "127.0.0.1:0", "--interval", "1h", "--plan-budget", "5s")...)...)
+	f, p := deployedDaemon(t, "--plan-budget", "5s")
 	addr := p.addr(t)
-	waitSucceeded(t, p, f.repo, "web", rev1)
 
 	attacks := hostileBranches()
 	heads := map[string]string{}
@@ -308,14 +295,9 @@ func reverse(s string) string {
 // can let the second request through.
 func TestChangeSetsRequestStopsWithItsClient(t *testing.T) {
 	t.Parallel()
-	binary := stackdBinary(t)
-	f := newFixture(t)
-	rev1 := runGit(t, f.repo, "rev-parse", "HEAD")
 	// --pr-branches none: only the API plans the branch.
-	p := startProc(t, binary, nil, append([]string{"run"}, f.flags("--listen", "127.0.0.1:0", "--interval", "1h",
-		"--plan-budget", "10m", "--pr-branches", "none")...)...)
+	f, p := deployedDaemon(t, "--plan-budget", "10m", "--pr-branches", "none")
 	addr := p.addr(t)
-	waitSucceeded(t, p, f.repo, "web", rev1)
 	pushBranch(t, f.repo, hostileBranchNamed(t, "expensive-to-plan"))
 
 	get := func(ref string, timeout time.Duration) (int, error) {

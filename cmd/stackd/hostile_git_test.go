@@ -82,12 +82,8 @@ func hostileBranch(t *testing.T, f *fixture, name string, links map[string]strin
 // deploying the deploy branch.
 func TestHostileGitHugeSymlinks(t *testing.T) {
 	t.Parallel()
-	binary := stackdBinary(t)
-	f := newFixture(t)
-	rev1 := runGit(t, f.repo, "rev-parse", "HEAD")
-	p := startProc(t, binary, nil, append([]string{"run"}, f.flags("--listen", "127.0.0.1:0", "--interval", "1h")...)...)
+	f, p := deployedDaemon(t)
 	addr := p.addr(t)
-	waitSucceeded(t, p, f.repo, "web", rev1)
 	base := peakRSS(t, p.cmd.Process.Pid)
 
 	branches := []struct {

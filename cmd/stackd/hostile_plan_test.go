@@ -121,32 +121,16 @@ func planAttacks() []planAttack {
 	}
 }
 
-// planAttackBranch commits edit on a new branch of repo through a worktree of
-// its own, leaving the repository's work tree alone.
-func planAttackBranch(t *testing.T, repo, name string, edit func(t *testing.T, dir string)) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), name)
-	runGit(t, repo, "worktree", "add", "-q", "-b", name, dir, "main")
-	edit(t, dir)
-	rev := commitAllIn(t, dir, "hostile: "+name)
-	runGit(t, repo, "worktree", "remove", "--force", dir)
-	return rev
-}
-
 func TestHostilePlans(t *testing.T) {
 	t.Parallel()
-	binary := stackdBinary(t)
-	f := newFixture(t)
-	rev1 := runGit(t, f.repo, "rev-parse", "HEAD")
-	p := startProc(t, binary, nil, append([]string{"run"}, f.flags("--listen", "127.0.0.1:0", "--interval", "1h")...)...)
+	f, p := deployedDaemon(t)
 	addr := p.addr(t)
-	waitSucceeded(t, p, f.repo, "web", rev1)
 	targets := snapshot(t, f.targets)
 
 	attacks := planAttacks()
 	heads := map[string]string{}
 	for _, a := range attacks {
-		heads[a.name] = planAttackBranch(t, f.repo, a.name, a.edit)
+		heads[a.name] = commitOnBranch(t, f.repo, a.name, a.edit)
 	}
 	for _, a := range attacks {
 		t.Run(a.name, func(t *testing.T) {
@@ -188,15 +172,11 @@ func TestHostilePlans(t *testing.T) {
 // diagnostic naming the budget; the daemon keeps deploying.
 func TestExpensivePlanRunsOutOfBudget(t *testing.T) {
 	t.Parallel()
-	binary := stackdBinary(t)
-	f := newFixture(t)
-	rev1 := runGit(t, f.repo, "rev-parse", "HEAD")
-	p := startProc(t, binary, nil, append([]string{"run"}, f.flags("--listen", "127.0.0.1:0", "--interval", "1h", "--plan-budget", "2s")...)...)
+	f, p := deployedDaemon(t, "--plan-budget", "2s")
 	addr := p.addr(t)
-	waitSucceeded(t, p, f.repo, "web", rev1)
 
 	// Within every size limit, but hashing a MiB 5,000 times per instance.
-	head := planAttackBranch(t, f.repo, "expensive", edit(qsTemplate, "resource \"file\" \"replica\" {\n  count   = var.replicas\n  path    = \"web/replicas/${count.index}.conf\"\n  content = \"replica=${count.index}\\nconfig_sha256=${file.config.sha256}\\n\"",
+	head := commitOnBranch(t, f.repo, "expensive", edit(qsTemplate, "resource \"file\" \"replica\" {\n  count   = var.replicas\n  path    = \"web/replicas/${count.index}.conf\"\n  content = \"replica=${count.index}\\nconfig_sha256=${file.config.sha256}\\n\"",
 		"locals {\n  mib = format(\"%1000000s\", target.account)\n}\n\nresource \"file\" \"replica\" {\n  count   = 5000 + 0 * var.replicas\n  path    = \"web/replicas/${count.index}.conf\"\n  content = sha256(local.mib)"))
 	start := time.Now()
 	diags := waitBranchDiagnostics(t, p, f.repo, "expensive", head)

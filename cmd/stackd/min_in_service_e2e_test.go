@@ -34,16 +34,12 @@ func withRollout(minInService int, image string) func(t *testing.T, dir string) 
 
 func TestMinInServiceUnmeetableIsRejected(t *testing.T) {
 	t.Parallel()
-	binary := stackdBinary(t)
-	f := newFixture(t)
-	rev1 := runGit(t, f.repo, "rev-parse", "HEAD")
-	p := startProc(t, binary, nil, append([]string{"run"}, f.flags("--listen", "127.0.0.1:0", "--interval", "1h")...)...)
-	waitSucceeded(t, p, f.repo, "web", rev1)
+	f, p := deployedDaemon(t)
 	deployed := snapshot(t, f.targets)
 	n := len(qsRegions) * len(qsAccounts)
 
 	// A pull request's change set shows the diagnostic.
-	head := planAttackBranch(t, f.repo, "min-in-service", withRollout(n, "nginx:1.27"))
+	head := commitOnBranch(t, f.repo, "min-in-service", withRollout(n, "nginx:1.27"))
 	diags := waitBranchDiagnostics(t, p, f.repo, "min-in-service", head)
 	want := []string{"min_in_service cannot be met", `Stack set "web"`, fmt.Sprintf("min_in_service is %d", n),
 		fmt.Sprintf("the operation has %d instances (%d to create or update, 0 left in service untouched)", n, n),

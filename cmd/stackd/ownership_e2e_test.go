@@ -45,6 +45,39 @@ resource "file" "config" {
 	}
 }
 
+// startRunning starts `stackd run` on the fixture as a process, with its
+// API on a free loopback port and no polling (the file watch reacts).
+func startRunning(t *testing.T, binary string, f *fixture, extra ...string) *proc {
+	t.Helper()
+	return startProc(t, binary, nil, append([]string{"run"}, f.flags(append([]string{"--listen", "127.0.0.1:0", "--interval", "1h"}, extra...)...)...)...)
+}
+
+// deployedDaemon is a quickstart fixture with `stackd run` (startRunning)
+// that has deployed its first commit.
+func deployedDaemon(t *testing.T, extra ...string) (*fixture, *proc) {
+	t.Helper()
+	binary := stackdBinary(t)
+	f := newFixture(t)
+	rev1 := runGit(t, f.repo, "rev-parse", "HEAD")
+	p := startRunning(t, binary, f, extra...)
+	waitSucceeded(t, p, f.repo, "web", rev1)
+	return f, p
+}
+
+// commitOnBranch commits edit on a new branch name of repo, made from main
+// in a worktree of its own (the repository's work tree is left alone). The
+// branch appears only once its commit exists.
+func commitOnBranch(t *testing.T, repo, name string, edit func(t *testing.T, dir string)) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), strings.ReplaceAll(name, "/", "-"))
+	runGit(t, repo, "worktree", "add", "-q", "--detach", dir, "main")
+	edit(t, dir)
+	rev := commitAllIn(t, dir, "hostile: "+name)
+	runGit(t, repo, "branch", name, rev)
+	runGit(t, repo, "worktree", "remove", "--force", dir)
+	return rev
+}
+
 // waitDiagnostics waits until the status branch's file path (an index
 // document: status/stackd.json, or changesets/<branch>/stackd.json) is
 // about head, fails the test if head validated, and returns its
@@ -111,11 +144,8 @@ func wantDiagnostic(t *testing.T, diags []string, parts ...string) {
 
 func TestFileOwnership(t *testing.T) {
 	t.Parallel()
-	binary := stackdBinary(t)
-	f := newFixture(t)
+	f, p := deployedDaemon(t)
 	rev1 := runGit(t, f.repo, "rev-parse", "HEAD")
-	p := startProc(t, binary, nil, append([]string{"run"}, f.flags("--listen", "127.0.0.1:0", "--interval", "1h")...)...)
-	waitSucceeded(t, p, f.repo, "web", rev1)
 	deployed := snapshot(t, f.targets)
 
 	// 1. A second stack set writing web's file on one of web's targets.
