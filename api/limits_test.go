@@ -315,17 +315,18 @@ func TestSlowWebhookHoldsOnlyItsClass(t *testing.T) {
 	if err := slow.write([]byte("xxxxxxxxxx")); err != nil {
 		t.Fatal(err)
 	}
-	// The slow request takes the slot once its headers are read: poll.
+	// The slow request takes the slot once its headers are read. Wait for
+	// that without sending webhooks meanwhile: one holding the slot when the
+	// slow one arrives would get the slow one refused instead.
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := e.do(req{method: http.MethodPost, path: "/v1/hooks/git", body: push, noAuth: true, header: signed})
-		if r.status == http.StatusServiceUnavailable {
-			break
+	for len(e.api.slots[classHook]) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow webhook never took the webhook slot")
 		}
-		if r.status != http.StatusAccepted || time.Now().After(deadline) {
-			t.Fatalf("webhook while a slow one holds the slot: %d %s", r.status, r.body)
-		}
+		time.Sleep(time.Millisecond)
 	}
+	r := e.do(req{method: http.MethodPost, path: "/v1/hooks/git", body: push, noAuth: true, header: signed})
+	r.wantStatus(t, "webhook while a slow one holds the slot", http.StatusServiceUnavailable)
 	e.do(req{path: "/healthz", noAuth: true}).wantStatus(t, "healthz", http.StatusOK)
 	if err := slow.write([]byte(strings.Repeat("x", 990))); err != nil {
 		t.Fatal(err)
