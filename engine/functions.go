@@ -23,8 +23,9 @@ import (
 // MaxFunctionStringBytes (limits.go); functions
 // that make numbers refuse numbers out of range (numberOK). A plan
 // evaluates with meter.functions, which also counts every result against
-// MaxBuiltBytes and stops at the plan's deadline.
-var functions = limitAll(map[string]function.Function{
+// MaxBuiltBytes and stops at the plan's deadline. Outermost, an error of a
+// call with a sensitive argument is hidden (hideSensitiveErrors).
+var functions = hideAllSensitiveErrors(limitAll(map[string]function.Function{
 	"abs": stdlib.AbsoluteFunc, "ceil": stdlib.CeilFunc, "chomp": stdlib.ChompFunc,
 	"chunklist": stdlib.ChunklistFunc, "coalesce": stdlib.CoalesceFunc,
 	"coalescelist": stdlib.CoalesceListFunc, "compact": stdlib.CompactFunc,
@@ -54,7 +55,7 @@ var functions = limitAll(map[string]function.Function{
 	"tomap":        stdlib.MakeToFunc(cty.Map(cty.DynamicPseudoType)),
 	"sha256":       stringHashFunc(func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }),
 	"base64encode": stringHashFunc(func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }),
-})
+}))
 
 func stringHashFunc(f func(string) string) function.Function {
 	return function.New(&function.Spec{

@@ -792,9 +792,6 @@ func (w *walker) expand(r *Resource) ([]expansion, hcl.Diagnostics) {
 		default:
 			return bad("is a " + ty.FriendlyName())
 		}
-		if len(keys) > MaxCount {
-			return bad(fmt.Sprintf("has %d elements, more than the limit of %d", len(keys), MaxCount))
-		}
 		if d := w.countResources(r, len(keys), r.ForEach.Range()); d != nil {
 			return nil, diags.Append(d)
 		}

@@ -21,12 +21,13 @@ import (
 // failed: the error message is hidden because an argument is sensitive.`
 var ErrSensitiveArgument = errors.New("the error message is hidden because an argument is sensitive")
 
-func init() {
-	// functions (functions.go) is initialised before any init function
-	// runs: wrap every entry, whatever else wraps it.
-	for name, f := range functions {
-		functions[name] = hideSensitiveErrors(f)
+// hideAllSensitiveErrors wraps every function of fns with
+// hideSensitiveErrors.
+func hideAllSensitiveErrors(fns map[string]function.Function) map[string]function.Function {
+	for name, f := range fns {
+		fns[name] = hideSensitiveErrors(f)
 	}
+	return fns
 }
 
 // hideSensitiveErrors returns f with the errors of calls that have a
