@@ -43,12 +43,9 @@ func newRunCommand() *cobra.Command {
 		Short: "Run the daemon: reconcile every new commit of the deploy branch",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			token, err := readSecretFile("--api-token-file", tokenFile, "the bearer token the API requires")
+			token, err := apiToken(tokenFile, listen)
 			if err != nil {
 				return err
-			}
-			if token == "" && !loopback(listen) {
-				return fmt.Errorf("--api-token-file is required when --listen (%s) is not a loopback address", listen)
 			}
 			secret, err := readSecretFile("--webhook-secret-file", webhookSecret, "the push webhook's secret")
 			if err != nil {
@@ -167,6 +164,19 @@ func readSecretFile(flag, path, what string) (string, error) {
 	return secret, nil
 }
 
+// apiToken reads the API's bearer token from --api-token-file, which is
+// required unless the API listens on a loopback address.
+func apiToken(tokenFile, listen string) (string, error) {
+	token, err := readSecretFile("--api-token-file", tokenFile, "the bearer token the API requires")
+	if err != nil {
+		return "", err
+	}
+	if token == "" && !loopback(listen) {
+		return "", fmt.Errorf("--api-token-file is required when --listen (%s) is not a loopback address", listen)
+	}
+	return token, nil
+}
+
 // apiListener is the HTTP API's bound address before it serves.
 type apiListener struct {
 	ln        net.Listener
@@ -273,11 +283,8 @@ func newApplyCommand() *cobra.Command {
 			)
 			if listen != "" {
 				var err error
-				if token, err = readSecretFile("--api-token-file", tokenFile, "the bearer token the API requires"); err != nil {
+				if token, err = apiToken(tokenFile, listen); err != nil {
 					return err
-				}
-				if token == "" && !loopback(listen) {
-					return fmt.Errorf("--api-token-file is required when --listen (%s) is not a loopback address", listen)
 				}
 				if l, err = c.listenAPI(listen, tlsCert, tlsKey); err != nil {
 					return err
