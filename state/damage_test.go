@@ -29,6 +29,29 @@ func closedState(t *testing.T) string {
 	return dir
 }
 
+// copyStateDir copies the files of an open state's directory (its LOCK
+// left out) to a new directory: what a killed process leaves behind.
+func copyStateDir(t *testing.T, dir string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "copy")
+	if err := os.MkdirAll(out, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range glob(t, dir, "*") {
+		if filepath.Base(p) == "LOCK" {
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(out, filepath.Base(p)), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
 func glob(t *testing.T, dir, pattern string) []string {
 	t.Helper()
 	m, err := filepath.Glob(filepath.Join(dir, pattern))
@@ -181,22 +204,7 @@ func TestOpenAfterCrashDuringFirstFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The directory as a kill would leave it: copied while open.
-	crashed := filepath.Join(t.TempDir(), "crashed")
-	if err := os.MkdirAll(crashed, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range glob(t, dir, "*") {
-		if filepath.Base(p) == "LOCK" {
-			continue
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(crashed, filepath.Base(p)), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	crashed := copyStateDir(t, dir)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package state
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -96,22 +95,7 @@ func TestCloseWhenDiskNearlyFull(t *testing.T) {
 		t.Errorf("Close on a full disk wrote %d table files", got-tables)
 	}
 	// What the exiting process would leave behind, reopened.
-	copyDir := filepath.Join(t.TempDir(), "copy")
-	if err := os.MkdirAll(copyDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range glob(t, dir, "*") {
-		if filepath.Base(p) == "LOCK" {
-			continue
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(copyDir, filepath.Base(p)), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	copyDir := copyStateDir(t, dir)
 	if err := s.db.Close(); err != nil { // the test process goes on: close for real
 		t.Fatal(err)
 	}

@@ -184,12 +184,8 @@ func TestHostileBranches(t *testing.T) {
 		heads[a.name] = pushBranch(t, f.repo, a)
 	}
 	// The deploy branch keeps deploying while the branches are planned.
-	for i, image := range []string{"nginx:1.26", "nginx:1.27"} {
-		replaceIn(t, f.repo, "web.hcl", []string{`"nginx:1.25"`, `"nginx:1.26"`}[i], fmt.Sprintf("%q", image))
-		rev := f.commit(t, "web: "+image)
-		waitSucceeded(t, p, f.repo, "web", rev)
-		checkDeployed(t, f, qsRegions, qsAccounts, image)
-	}
+	deployImage(t, f, p, "nginx:1.25", "nginx:1.26")
+	deployImage(t, f, p, "nginx:1.26", "nginx:1.27")
 
 	// Every branch gets its change sets (or diagnostics) on the status branch.
 	var head statusCommit

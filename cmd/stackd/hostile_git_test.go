@@ -124,10 +124,7 @@ func TestHostileGitHugeSymlinks(t *testing.T) {
 	}
 
 	// The deploy branch deploys on: a new image reaches every target.
-	replaceIn(t, f.repo, "web.hcl", `"nginx:1.25"`, `"nginx:1.26"`)
-	rev2 := f.commit(t, "new image")
-	waitSucceeded(t, p, f.repo, "web", rev2)
-	checkDeployed(t, f, qsRegions, qsAccounts, "nginx:1.26")
+	deployImage(t, f, p, "nginx:1.25", "nginx:1.26")
 
 	if p.done() {
 		t.Fatalf("the daemon exited; logs:\n%s", p.log)

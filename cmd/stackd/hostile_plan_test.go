@@ -162,10 +162,7 @@ func TestHostilePlans(t *testing.T) {
 	t.Logf("peak RSS of stackd run with %d hostile branches: %d MiB", len(attacks), peakRSS(t, p.cmd.Process.Pid)>>20)
 
 	// The deploy branch still deploys.
-	replaceIn(t, f.repo, "web.hcl", `"nginx:1.25"`, `"nginx:1.26"`)
-	rev2 := f.commit(t, "web: nginx 1.26")
-	waitSucceeded(t, p, f.repo, "web", rev2)
-	checkDeployed(t, f, qsRegions, qsAccounts, "nginx:1.26")
+	deployImage(t, f, p, "nginx:1.25", "nginx:1.26")
 }
 
 // A branch whose plan takes longer than --plan-budget stops with a
@@ -184,10 +181,7 @@ func TestExpensivePlanRunsOutOfBudget(t *testing.T) {
 	t.Logf("the expensive branch was stopped %s after it was pushed", time.Since(start).Round(100*time.Millisecond))
 	healthz(t, addr)
 
-	replaceIn(t, f.repo, "web.hcl", `"nginx:1.25"`, `"nginx:1.26"`)
-	rev2 := f.commit(t, "web: nginx 1.26")
-	waitSucceeded(t, p, f.repo, "web", rev2)
-	checkDeployed(t, f, qsRegions, qsAccounts, "nginx:1.26")
+	deployImage(t, f, p, "nginx:1.25", "nginx:1.26")
 }
 
 // stackd validate, as a process: the attacks on loading are diagnostics,

@@ -64,6 +64,16 @@ func deployedDaemon(t *testing.T, extra ...string) (*fixture, *proc) {
 	return f, p
 }
 
+// deployImage commits the quickstart's image from → to on the deploy
+// branch and waits until the daemon p has deployed it to every target.
+func deployImage(t *testing.T, f *fixture, p *proc, from, to string) {
+	t.Helper()
+	replaceIn(t, f.repo, "web.hcl", fmt.Sprintf("%q", from), fmt.Sprintf("%q", to))
+	rev := f.commit(t, "web: "+to)
+	waitSucceeded(t, p, f.repo, "web", rev)
+	checkDeployed(t, f, qsRegions, qsAccounts, to)
+}
+
 // commitOnBranch commits edit on a new branch name of repo, made from main
 // in a worktree of its own (the repository's work tree is left alone). The
 // branch appears only once its commit exists.
