@@ -531,15 +531,14 @@ func (m *opModel) pick() (*regionRun, string) {
 	panic("pick: nothing in flight")
 }
 
-// end ends one instance; it reports whether the region's tolerance was
-// exceeded by it.
-func (m *opModel) end(r *regionRun, account string) (broke bool) {
+// end ends one instance.
+func (m *opModel) end(r *regionRun, account string) {
 	r.inFlight = slices.DeleteFunc(r.inFlight, func(a string) bool { return a == account })
 	if m.fail[r.name+"/"+account] {
 		r.status[account] = state.InstanceOperationFailed
 		r.failures++
-		if r.failures > r.tol && !r.broken {
-			r.broken, broke = true, true
+		if r.failures > r.tol {
+			r.broken = true
 		}
 	} else {
 		r.status[account] = state.InstanceOperationComplete
@@ -549,7 +548,7 @@ func (m *opModel) end(r *regionRun, account string) (broke bool) {
 		if r.done() && r.broken {
 			r.cancelWaiting()
 		}
-		return broke
+		return
 	}
 	for m.cur < len(m.regions) && m.regions[m.cur].done() {
 		cur := m.regions[m.cur]
@@ -566,7 +565,6 @@ func (m *opModel) end(r *regionRun, account string) (broke bool) {
 			m.regions[m.cur].fill()
 		}
 	}
-	return broke
 }
 
 func (m *opModel) finished() bool {
@@ -604,9 +602,9 @@ func (m *opModel) matches(c *ctl, stackSet string) bool {
 // waitDelivered waits until every instance goroutine of the scheduler that
 // is not blocked in the ctl provider has handed its result to the
 // scheduler (the goroutine has ended). Only needed after an instance
-// exceeded the tolerance while others are still in flight: the scheduler
-// must see that failure before the next instance ends, or it could count
-// the later success first.
+// failed while others are still in flight: the scheduler must see that
+// failure before the next instance ends, or it could count the later
+// success first (and, in STRICT mode, start more than the failures allow).
 func waitDelivered(t *testing.T, c *ctl) {
 	t.Helper()
 	deadline := time.Now().Add(waitLimit)
@@ -876,10 +874,14 @@ func TestSchedulerOperationPreferences(t *testing.T) {
 
 			for !m.finished() {
 				r, account := m.pick()
-				broke := m.end(r, account)
+				failed := m.fail[r.name+"/"+account]
+				m.end(r, account)
 				m.ceilings(c, name)
 				c.release(t, name, r.name, account)
-				if broke && len(r.inFlight) > 0 {
+				if failed && len(r.inFlight) > 0 {
+					// A failure changes what may start next (tolerance
+					// exceeded; STRICT: lower concurrency): the scheduler
+					// must see it before the next instance ends.
 					waitDelivered(t, c)
 				}
 				c.waitFor(t, fmt.Sprintf("the instances in flight after %s/%s ended (want %v)", r.name, account, r.inFlight),
