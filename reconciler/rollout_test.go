@@ -854,12 +854,19 @@ func TestRolloutResumesHolding(t *testing.T) {
 	h.rec = restart()
 	d = runDriver(t, h)
 	t.Cleanup(func() { _ = h.rec.Abort("web"); d.stop(t) })
+	// The events are counted before each promotion attempt: once Promote
+	// succeeds, batch 2 may run before this goroutine looks again.
+	eventsAtPromotion := -1
 	eventually(t, "the restarted daemon to hold after batch 1 again", func() (bool, string) {
 		ok, now := holding(1)()
-		return ok && h.rec.Promote("web") == nil, now
+		if !ok {
+			return false, now
+		}
+		eventsAtPromotion = len(c.eventsOf("web"))
+		return h.rec.Promote("web") == nil, now
 	})
-	if n := len(c.eventsOf("web")); n != 4 {
-		t.Fatalf("%d provider events when the restarted rollout was promoted, want still 4", n)
+	if eventsAtPromotion != 4 {
+		t.Fatalf("%d provider events when the restarted rollout was promoted, want still 4", eventsAtPromotion)
 	}
 	eventually(t, "the rollout to hold after batch 2", holding(2))
 	if n := len(c.eventsOf("web")); n != 8 {
