@@ -1097,10 +1097,12 @@ func (w *walker) batches(r *Resource, members []*member) [][]*member {
 		return nil
 	}
 	var out [][]*member
-	i := 0
-	for _, n := range r.UpdatePattern.BatchSizes(inService, untouched) {
-		out = append(out, changing[i:i+n])
-		i += n
+	for _, idx := range r.UpdatePattern.Batches(inService, untouched) {
+		batch := make([]*member, len(idx))
+		for i, k := range idx {
+			batch[i] = changing[k]
+		}
+		out = append(out, batch)
 	}
 	return out
 }

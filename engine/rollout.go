@@ -70,7 +70,12 @@ type Rollout struct {
 	Pause time.Duration
 	// UntilPromoted: after each batch but the last, hold until promoted.
 	UntilPromoted bool
-	OnFailure     string // OnFailureStop | OnFailureRollback
+	// Supersede: a newer commit of the stack set arriving while a rollout
+	// holds for promotion aborts the held rollout (rolling back per
+	// OnFailure) and starts at once; without it the newer commit waits
+	// for the promotions. The newer commit's rollout block decides.
+	Supersede bool
+	OnFailure string // OnFailureStop | OnFailureRollback
 	// HealthCheck is nil when the block has none: the gate then only
 	// checks that every instance of the batch reached the revision.
 	HealthCheck *HealthCheck
@@ -94,7 +99,7 @@ type HealthCheck struct {
 var rolloutSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "pattern"}, {Name: "batch_size"}, {Name: "growth_factor"}, {Name: "min_in_service"},
-		{Name: "pause"}, {Name: "on_failure"},
+		{Name: "pause"}, {Name: "on_failure"}, {Name: "supersede"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "health_check"}},
 }
@@ -118,6 +123,7 @@ func (ss *StackSet) loadRollout(b *hcl.Block) hcl.Diagnostics {
 	diags = append(diags, stringAttr(a["on_failure"], &r.OnFailure)...)
 	diags = append(diags, intAttr(a["batch_size"], &r.BatchSize)...)
 	diags = append(diags, intAttr(a["min_in_service"], &r.MinInService)...)
+	diags = append(diags, boolAttr(a["supersede"], &r.Supersede)...)
 	r.MinInServiceRange = r.DeclRange
 	if m := a["min_in_service"]; m != nil {
 		r.MinInServiceRange = m.Expr.Range()
@@ -403,9 +409,14 @@ type RolloutPlan struct {
 }
 
 // PlanRollout is the rollout plan of r over the instances an operation
-// deploys (see BatchSizes for inService and untouched).
-func (r *Rollout) PlanRollout(inService []bool, untouched int) *RolloutPlan {
-	p := &RolloutPlan{Pattern: r.Pattern, Batches: r.BatchSizes(inService, untouched), HealthCheck: r.HealthCheck != nil, OnFailure: r.OnFailure}
+// deploys, every batch assumed to pass (see PlanBatches).
+func (r *Rollout) PlanRollout(cands []Candidate, serving int) *RolloutPlan {
+	batches, _ := r.PlanBatches(cands, serving)
+	sizes := make([]int, len(batches))
+	for i, b := range batches {
+		sizes[i] = len(b)
+	}
+	p := &RolloutPlan{Pattern: r.Pattern, Batches: sizes, HealthCheck: r.HealthCheck != nil, OnFailure: r.OnFailure}
 	switch {
 	case r.UntilPromoted:
 		p.Pause = "until_promoted"
@@ -440,42 +451,132 @@ func (p *RolloutPlan) String() string {
 	return s + ", on failure " + p.OnFailure
 }
 
-// BatchSizes splits the instances of an operation into batches, in order.
-// inService[i] tells whether the i-th instance is in service before the
-// operation (it existed and its last operation completed); untouched is
-// the number of in-service instances the operation leaves alone. Every
-// batch holds at least one instance; see Rollout for the rules.
-func (r *Rollout) BatchSizes(inService []bool, untouched int) []int {
-	n := len(inService)
+// Candidate is an instance a rollout has yet to put in a batch.
+type Candidate struct {
+	Region string
+	// InService: the instance serves now (DESIGN §6), so deploying it
+	// takes it out of service until its batch passes its gate.
+	InService bool
+}
+
+// NextBatch picks the members of the next batch, of nominal size size,
+// from the instances left (in region order, then account order); serving
+// is how many of the stack set's instances serve now, those left
+// included. It returns the indexes taken, in order.
+//
+// A batch takes at most size instances, and at most serving −
+// MinInService of them in service: min_in_service holds at every
+// instant. Instances that do not serve (new targets, failed ones) cost no
+// capacity, so the batch takes them past an in-service instance it must
+// leave for later — within its region: it moves on to a later region only
+// when it has taken nothing, so region order holds unless keeping it
+// would stop the rollout. It returns nothing when every instance left
+// serves and none may leave service: the rollout cannot go on without
+// breaking min_in_service.
+func (r *Rollout) NextBatch(left []Candidate, serving, size int) []int {
+	limit := max(serving-r.MinInService, 0)
+	var taken []int
+	out, skipped := 0, false
+	for i, c := range left {
+		if len(taken) == size {
+			break
+		}
+		if skipped && len(taken) > 0 && c.Region != left[i-1].Region {
+			break // region order: the instance left behind goes first
+		}
+		if c.InService {
+			if out == limit {
+				skipped = true
+				continue
+			}
+			out++
+		}
+		taken = append(taken, i)
+	}
+	return taken
+}
+
+// NextSize is the nominal size of the batch after one of nominal size
+// size: a canary multiplies it by GrowthFactor after a fully successful
+// batch (every member deployed and healthy); otherwise it stays.
+func (r *Rollout) NextSize(size int, fullySucceeded bool) int {
+	if r.Pattern != PatternCanary || !fullySucceeded || size >= math.MaxInt/max(r.GrowthFactor, 2) {
+		return size
+	}
+	return size * max(r.GrowthFactor, 2)
+}
+
+// PlanBatches cuts the instances an operation deploys into batches as the
+// rollout will if every batch passes (each batch's members serve again
+// after its gate): the indexes of each batch's members, in order, and
+// whether every instance found a batch. It does not when min_in_service
+// stops the rollout (see NextBatch); the batches it could cut are
+// returned.
+func (r *Rollout) PlanBatches(cands []Candidate, serving int) ([][]int, bool) {
+	left := make([]int, len(cands)) // indexes into cands
+	for i := range left {
+		left[i] = i
+	}
+	var batches [][]int
+	size := max(r.BatchSize, 1)
+	for len(left) > 0 {
+		view := make([]Candidate, len(left))
+		for i, ci := range left {
+			view[i] = cands[ci]
+		}
+		picked := r.NextBatch(view, serving, size)
+		if len(picked) == 0 {
+			return batches, false
+		}
+		batch := make([]int, len(picked))
+		taken := map[int]bool{}
+		for i, pi := range picked {
+			batch[i] = left[pi]
+			taken[pi] = true
+			if !cands[left[pi]].InService {
+				serving++ // it serves once its batch passes
+			}
+		}
+		rest := left[:0:0]
+		for i, ci := range left {
+			if !taken[i] {
+				rest = append(rest, ci)
+			}
+		}
+		batches, left = append(batches, batch), rest
+		size = r.NextSize(size, true)
+	}
+	return batches, true
+}
+
+// Batches splits the members of a group (update_pattern: one region,
+// inService telling which exist; untouched the members that serve and do
+// not change) into batches by the rules of NextBatch: the indexes of each
+// batch's members. Should min_in_service stop the split (CheckMinInService
+// rejects such a plan first), the rest goes one member per batch.
+func (r *Rollout) Batches(inService []bool, untouched int) [][]int {
+	cands := make([]Candidate, len(inService))
 	serving := untouched
-	for _, s := range inService {
+	for i, s := range inService {
+		cands[i].InService = s
 		if s {
 			serving++
 		}
 	}
-	var sizes []int
-	nominal := max(r.BatchSize, 1)
-	for i := 0; i < n; {
-		// How many in-service instances this batch may take out of service.
-		limit := max(1, serving-r.MinInService)
-		size, taken := 0, 0
-		for i+size < n && size < nominal {
-			if inService[i+size] {
-				if taken == limit {
-					break
-				}
-				taken++
-			}
-			size++
-		}
-		sizes = append(sizes, size)
-		// Once the batch passes its gate, its instances serve again, the
-		// new ones included.
-		serving += size - taken
-		i += size
-		if r.Pattern == PatternCanary && nominal < math.MaxInt/max(r.GrowthFactor, 2) {
-			nominal *= max(r.GrowthFactor, 2)
+	batches, ok := r.PlanBatches(cands, serving)
+	if ok {
+		return batches
+	}
+	placed := map[int]bool{}
+	for _, b := range batches {
+		for _, i := range b {
+			placed[i] = true
 		}
 	}
-	return sizes
+	for i := range inService {
+		if !placed[i] {
+			batches = append(batches, []int{i})
+		}
+	}
+	return batches
 }

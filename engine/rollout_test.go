@@ -187,6 +187,65 @@ func sum(xs []int) int {
 	return n
 }
 
+func sizesOf(batches [][]int) []int {
+	var out []int
+	if len(batches) > 0 {
+		out = make([]int, len(batches))
+	}
+	for i, b := range batches {
+		out[i] = len(b)
+	}
+	return out
+}
+
+func candidates(inService ...bool) []Candidate {
+	out := make([]Candidate, len(inService))
+	for i, s := range inService {
+		out[i] = Candidate{Region: "r1", InService: s}
+	}
+	return out
+}
+
+// NextBatch over regions: an in-service instance min_in_service holds
+// back lets the batch take instances that do not serve in its region, not
+// in a later one — unless the batch has taken nothing, when stopping would
+// be the alternative. Nothing is taken when every instance left serves and
+// none may leave service.
+func TestNextBatch(t *testing.T) {
+	r := &Rollout{Pattern: PatternRolling, BatchSize: 3, MinInService: 3}
+	c := func(region string, inService bool) Candidate { return Candidate{Region: region, InService: inService} }
+	for _, tc := range []struct {
+		name    string
+		left    []Candidate
+		serving int
+		want    []int
+	}{
+		{"capacity for one", []Candidate{c("a", true), c("a", true), c("a", true), c("a", true)}, 4, []int{0}},
+		{"no capacity", []Candidate{c("a", true), c("a", true)}, 3, nil},
+		{"no capacity, a failed one later in the region", []Candidate{c("a", true), c("a", false), c("a", true)}, 3, []int{1}},
+		{"capacity for one, new ones after it", []Candidate{c("a", true), c("a", true), c("a", false), c("a", false)}, 4, []int{0, 2, 3}},
+		{"never past a held-back instance into a later region", []Candidate{c("a", true), c("a", true), c("b", false)}, 4, []int{0}},
+		{"into a later region rather than stop", []Candidate{c("a", true), c("b", false), c("b", false)}, 3, []int{1, 2}},
+		{"size bounds new instances too", []Candidate{c("a", false), c("a", false), c("a", false), c("a", false)}, 0, []int{0, 1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, r.NextBatch(tc.left, tc.serving, 3)); diff != "" {
+				t.Errorf("batch (-want +got):\n%s", diff)
+			}
+		})
+	}
+	canary := &Rollout{Pattern: PatternCanary, BatchSize: 1, GrowthFactor: 3}
+	if got := canary.NextSize(2, true); got != 6 {
+		t.Errorf("canary after a fully successful batch of 2: %d, want 6", got)
+	}
+	if got := canary.NextSize(2, false); got != 2 {
+		t.Errorf("canary after a batch with a failure: %d, want 2 (it grows only after a fully successful batch)", got)
+	}
+	if got := r.NextSize(3, true); got != 3 {
+		t.Errorf("rolling: %d, want 3", got)
+	}
+}
+
 func allInService(n int) []bool {
 	out := make([]bool, n)
 	for i := range out {
@@ -239,17 +298,20 @@ func TestBatchSizes(t *testing.T) {
 		// Untouched in-service instances count towards min_in_service.
 		{"rolling 5 by 5, min 5, 5 untouched", rolling(5, 5), allInService(5), 5, []int{5}},
 		{"rolling 5 by 5, min 5, 2 untouched", rolling(5, 5), allInService(5), 2, []int{2, 2, 1}},
-		// min_in_service at or above the fleet: one in-service instance at a time.
+		// min_in_service at or above the fleet (a plan-time diagnostic):
+		// the split cannot go, the rest goes one at a time.
 		{"min above the fleet", rolling(3, 50), allInService(7), 0, repeat(1, 7)},
 		{"min equal to the fleet, canary", canary(1, 2, 20), allInService(20), 0, repeat(1, 20)},
 		// New instances are not in service: they never count against it,
 		// and once their batch passes they serve.
 		{"new fleet ignores min_in_service", rolling(4, 10), make([]bool, 10), 0, []int{4, 4, 2}},
 		{"new instances join service", rolling(4, 3), []bool{false, false, false, true, true, true, true}, 0, []int{4, 3}},
+		// Instances not in service go past one min_in_service holds back.
+		{"new instances go first", rolling(4, 3), []bool{true, true, true, false, false}, 0, []int{2, 2, 1}},
 		{"no instances", rolling(2, 0), nil, 0, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := tc.r.BatchSizes(tc.inService, tc.untouched)
+			got := sizesOf(tc.r.Batches(tc.inService, tc.untouched))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("batch sizes (-want +got):\n%s", diff)
 			}
@@ -262,7 +324,8 @@ func TestBatchSizes(t *testing.T) {
 
 // The min_in_service invariant over many shapes: every batch holds at
 // least one instance, and a batch takes in-service instances out only down
-// to min_in_service (unless it takes a single one, to keep progress).
+// to min_in_service; when it cannot take one (min_in_service at or above
+// the fleet, a plan-time diagnostic), planning says so.
 func TestBatchSizesInvariant(t *testing.T) {
 	for _, n := range []int{1, 7, 20, 1000} {
 		for _, b := range []int{1, 2, 5, 64} {
@@ -270,13 +333,13 @@ func TestBatchSizesInvariant(t *testing.T) {
 				for _, pattern := range []string{PatternRolling, PatternCanary} {
 					r := &Rollout{Pattern: pattern, BatchSize: b, GrowthFactor: 2, MinInService: min}
 					name := fmt.Sprintf("%s n=%d b=%d min=%d", pattern, n, b, min)
-					inService := allInService(n)
-					sizes := r.BatchSizes(inService, 0)
-					if sum(sizes) != n {
-						t.Fatalf("%s: batches %v hold %d, want %d", name, sizes, sum(sizes), n)
+					batches, ok := r.PlanBatches(candidates(allInService(n)...), n)
+					sizes := sizesOf(batches)
+					if ok != (min < n) || ok && sum(sizes) != n || !ok && len(sizes) != 0 {
+						t.Fatalf("%s: batches %v (all placed: %v), want all %d placed exactly when min < n", name, sizes, ok, n)
 					}
 					for k, s := range sizes {
-						if s < 1 || s > 1 && n-s < min {
+						if s < 1 || n-s < min {
 							t.Fatalf("%s: batch %d of %v holds %d, leaving %d of %d in service", name, k+1, sizes, s, n-s, min)
 						}
 					}
@@ -298,7 +361,7 @@ func TestRolloutPlanInChangeSets(t *testing.T) {
 		{Rollout{Pattern: PatternRolling, BatchSize: 4, GrowthFactor: 1, OnFailure: OnFailureStop, UntilPromoted: true},
 			"rolling in 2 batches (4, 2), held between batches until stackd promote, on failure stop"},
 	} {
-		p := tc.r.PlanRollout(make([]bool, 6), 0)
+		p := tc.r.PlanRollout(candidates(make([]bool, 6)...), 0)
 		if got := p.String(); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.r, got, tc.want)
 		}

@@ -13,7 +13,7 @@ import (
 // are updated or replaced in batches instead of one after another.
 //
 // Batches are formed over the changing members in index (count) or key
-// (for_each) order, with Rollout.BatchSizes' rules: BatchSize members per
+// (for_each) order, with Rollout.Batches' rules: BatchSize members per
 // batch (canary: multiplied by GrowthFactor after each batch), and never
 // so many that fewer than MinInService existing members stay untouched;
 // new members (a larger count) do not count against MinInService; a
@@ -104,12 +104,12 @@ func loadUpdatePattern(addr string, b *hcl.Block) (*UpdatePattern, hcl.Diagnosti
 	return u, diags
 }
 
-// BatchSizes splits the changing members of a group into batches; see
-// Rollout.BatchSizes (inService: the member exists; untouched: members
-// that do not change).
-func (u *UpdatePattern) BatchSizes(inService []bool, untouched int) []int {
+// Batches splits the changing members of a group into batches (the
+// indexes of each batch's members); see Rollout.Batches (inService: the
+// member exists; untouched: members that do not change).
+func (u *UpdatePattern) Batches(inService []bool, untouched int) [][]int {
 	r := Rollout{Pattern: u.Pattern, BatchSize: u.BatchSize, GrowthFactor: u.GrowthFactor, MinInService: u.MinInService}
-	return r.BatchSizes(inService, untouched)
+	return r.Batches(inService, untouched)
 }
 
 // CheckMinInService is the diagnostic for a min_in_service that resource

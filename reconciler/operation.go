@@ -312,7 +312,7 @@ func (o *opRun) runRegionWith(ctx context.Context, works []*work, tolerance, max
 		case ctx.Err() != nil || o.r.isStopping():
 			reason = "operation interrupted"
 		case failures <= tolerance && o.aborted():
-			reason = "aborted by stackd abort"
+			reason = o.ro.abortedBy()
 		}
 		o.cancel(works[i:], reason)
 	}
@@ -353,6 +353,7 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 		in = state.Instance{StackSetID: ssID, Region: t.Region, Account: t.Account}
 	}
 	in.Status, in.StatusReason, in.Updated = state.InstanceOperationInProgress, "", o.r.opts.Now()
+	in.OutOfService = "being deployed at revision " + short(o.op.Revision)
 	if err := st.PutInstance(in); err != nil {
 		return o.fail(w, log, err)
 	}
@@ -449,8 +450,16 @@ func (o *opRun) settle(w *work, status, reason string, outputs json.RawMessage) 
 			in = state.Instance{StackSetID: o.j.recorded.ID, Region: t.Region, Account: t.Account}
 		}
 		in.Status, in.StatusReason, in.Updated = status, reason, o.r.opts.Now()
-		if status == state.InstanceOperationComplete {
+		switch status {
+		case state.InstanceOperationComplete:
 			in.Revision, in.ConfigHash, in.Outputs = o.op.Revision, w.hash, outputs
+			in.OutOfService = ""
+			if o.ro != nil {
+				// A rollout's instance serves once its batch passes its gate.
+				in.OutOfService = "deployed at revision " + short(o.op.Revision) + "; waiting for its batch's gate"
+			}
+		case state.InstanceOperationFailed:
+			in.OutOfService = "its operation at revision " + short(o.op.Revision) + " failed"
 		}
 		if err := st.PutInstance(in); err != nil {
 			o.log.Error().Err(err).Msg("cannot record instance status")

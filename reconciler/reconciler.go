@@ -447,8 +447,8 @@ type work struct {
 	action string // engine.InstanceCreate | InstanceUpdate | InstanceDelete | actionSkip
 	hash   string
 	plan   *engine.InstancePlan
-	// inService: the instance existed and its last operation completed
-	// when the operation was planned (rollout min_in_service counts it).
+	// inService: the instance served (state.Instance.InService) when the
+	// operation was planned (rollout min_in_service counts it).
 	inService bool
 }
 
@@ -702,7 +702,7 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 				untouched++
 				continue
 			}
-			w := &work{target: t, action: engine.InstanceUpdate, hash: hash, inService: in != nil && in.Status == state.InstanceOperationComplete}
+			w := &work{target: t, action: engine.InstanceUpdate, hash: hash, inService: in != nil && in.InService()}
 			if ss.SuspendedAccounts[t.Account] {
 				if in != nil && in.Status == state.InstanceSkippedSuspendedAccount {
 					// Already recorded as skipped: nothing new to say.
@@ -817,20 +817,40 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 // rolloutPlan is how the job's instances to create or update will roll out
 // (nil when there are none), as runRollout will batch them.
 func (r *Reconciler) rolloutPlan(j *job) (*engine.RolloutPlan, error) {
-	var inService []bool
+	var cands []engine.Candidate
 	for _, w := range j.works {
 		if w.action == engine.InstanceCreate || w.action == engine.InstanceUpdate {
-			inService = append(inService, w.inService)
+			cands = append(cands, engine.Candidate{Region: w.target.Region, InService: w.inService})
 		}
 	}
-	if len(inService) == 0 {
+	if len(cands) == 0 {
 		return nil, nil
 	}
-	untouched, err := r.untouchedInService(j)
+	serving, err := r.serving(j)
 	if err != nil {
 		return nil, err
 	}
-	return j.desired.Rollout.PlanRollout(inService, untouched), nil
+	return j.desired.Rollout.PlanRollout(cands, serving), nil
+}
+
+// serving counts the stack set's instances in service now
+// (state.Instance.InService): min_in_service counts every one of them,
+// touched by the operation or not.
+func (r *Reconciler) serving(j *job) (int, error) {
+	if j.recorded == nil {
+		return 0, nil
+	}
+	ins, err := r.opts.Store.Instances(j.recorded.ID)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, in := range ins {
+		if in.InService() {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // resources reads an instance's recorded resources in the engine's form.

@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stackd/stackd/engine"
@@ -91,47 +92,54 @@ func (r *Reconciler) Abort(name string) error {
 	if !ok {
 		return fmt.Errorf("stack set %s: %w", name, ErrNoRollout)
 	}
-	rr := v.(*rolloutRun)
-	rr.mu.Lock()
-	defer rr.mu.Unlock()
-	if !rr.aborted {
-		rr.aborted = true
-		close(rr.abort)
-	}
+	v.(*rolloutRun).abortWith("aborted by stackd abort")
 	return nil
 }
 
-// rolloutRun is the rollout of one running operation.
+// rolloutRun is the rollout of one running operation: a state machine
+// whose state is the operation's RolloutProgress, recorded in the store
+// before each batch starts and at every phase change, so that a restart
+// resumes it where it was (DESIGN §6).
 type rolloutRun struct {
 	o     *opRun
 	spec  *engine.Rollout
 	prefs engine.OperationPreferences
-	// prevRev is the revision a rollback re-deploys ("" for a stack set
-	// never deployed: a rollback then deletes what was created).
+	// prevRev is the revision the stack set was at before the operation;
+	// each instance rolls back to its own (its plan member's).
 	prevRev string
-	// prev is the stack set at prevRev once loaded (prevLoaded): loaded
-	// when the rollout starts, so that a rollback does not depend on the
-	// revision still being readable from Git by then.
-	prev       *engine.StackSet
-	prevLoaded bool
+	// prevs are the stack sets at the previous revisions the plan's
+	// members ran, by revision, loaded when the rollout starts so that a
+	// rollback does not depend on them still being readable from Git.
+	prevs map[string]*engine.StackSet
 	// prior are the results an interrupted run of the operation recorded.
 	prior []state.InstanceResult
 	// regionTotal counts the operation's instances per region (the base
 	// of percentages, as without a rollout).
 	regionTotal map[string]int
-	// batchOf is each instance's batch (guarded by o.mu).
+	// batchOf is each plan member's batch, member its plan record and
+	// works the instances this run may deploy (guarded by o.mu once the
+	// rollout runs).
 	batchOf map[engine.Target]int
+	member  map[engine.Target]state.RolloutMember
+	works   map[engine.Target]*work
 	// interrupted: the daemon stopped the rollout; it resumes on restart.
 	interrupted bool
+	// rollingBack: the rollout is rolling back (an abort no longer ends
+	// its waits).
+	rollingBack atomic.Bool
 	// outcome and reason, when the rollout did not succeed: the
 	// operation's status and reason.
 	outcome, reason string
 
-	mu             sync.Mutex
-	waiting        bool
-	promote        chan struct{}
+	mu      sync.Mutex
+	waiting bool
+	promote chan struct{}
+	// queued is told when a job queues behind the operation (it may
+	// supersede a hold).
+	queued         chan struct{}
 	abort          chan struct{}
 	aborted        bool
+	abortReason    string
 	regionFailures map[string]int
 }
 
@@ -148,20 +156,15 @@ func (b *batchFailure) Error() string { return b.reason }
 func (o *opRun) runRollout(ctx context.Context, prefs engine.OperationPreferences) {
 	rr := &rolloutRun{
 		o: o, spec: o.j.desired.Rollout, prefs: prefs, prevRev: o.j.recorded.Revision,
-		regionTotal: map[string]int{}, batchOf: map[engine.Target]int{}, regionFailures: map[string]int{},
-		promote: make(chan struct{}, 1), abort: make(chan struct{}),
+		prevs: map[string]*engine.StackSet{}, regionTotal: map[string]int{}, batchOf: map[engine.Target]int{},
+		member: map[engine.Target]state.RolloutMember{}, works: map[engine.Target]*work{}, regionFailures: map[string]int{},
+		promote: make(chan struct{}, 1), queued: make(chan struct{}, 1), abort: make(chan struct{}),
 	}
 	var resumed *state.RolloutProgress
 	if o.resumed && o.op.Rollout != nil {
 		p := *o.op.Rollout
 		resumed = &p
 		rr.prevRev = p.PreviousRevision
-		rr.prior = rolloutPrior(o.prior, len(o.op.Results), &p)
-	}
-	if rr.spec.OnFailure == engine.OnFailureRollback {
-		if _, err := rr.previous(ctx); err != nil {
-			o.log.Warn().Str("error", o.redact(err.Error())).Str("previous", rr.prevName()).Msg("the previous revision does not load now; a rollback will try again")
-		}
 	}
 	o.ro = rr
 	o.r.rollouts.Store(o.j.name, rr)
@@ -177,47 +180,48 @@ func (o *opRun) runRollout(ctx context.Context, prefs engine.OperationPreference
 			deletes = append(deletes, w)
 		default:
 			deploy = append(deploy, w)
+			rr.works[w.target] = w
 		}
 	}
-	untouched, err := o.r.untouchedInService(o.j)
-	if err != nil {
-		o.log.Warn().Err(err).Msg("cannot count the instances in service; counting none")
-	}
-	inService := make([]bool, len(deploy))
-	for i, w := range deploy {
-		inService[i] = w.inService
-	}
-	var batches [][]*work
-	for _, n := range rr.spec.BatchSizes(inService, untouched) {
-		batches, deploy = append(batches, deploy[:n]), deploy[n:]
-	}
-	base := 0
+	prog := &state.RolloutProgress{Pattern: rr.spec.Pattern, Phase: state.RolloutDeploying, PreviousRevision: rr.prevRev}
 	if resumed != nil {
-		base = resumed.Batch
+		*prog = *resumed
 	}
-	o.op.Rollout = &state.RolloutProgress{Pattern: rr.spec.Pattern, Batch: base, Batches: base + len(batches), Phase: state.RolloutDeploying, PreviousRevision: rr.prevRev}
-	if resumed != nil {
-		o.op.Rollout.Phase, o.op.Rollout.FailedBatch = resumed.Phase, resumed.FailedBatch
+	if err := rr.planBatches(prog, deploy, resumed); err != nil {
+		o.log.Error().Err(err).Msg("cannot plan the rollout")
+		rr.outcome, rr.reason = state.OperationFailed, "cannot plan the rollout: "+err.Error()
+		o.op.Rollout = prog
+		return
 	}
-	// The stack set's status shows this operation while it runs.
+	o.op.Rollout = prog
+	o.mu.Lock()
+	for k, b := range prog.Plan {
+		for _, m := range b.Members {
+			t := engine.Target{Region: m.Region, Account: m.Account}
+			rr.batchOf[t], rr.member[t] = k+1, m
+		}
+	}
+	o.mu.Unlock()
+	rr.prior = make([]state.InstanceResult, len(o.prior))
+	for i, pr := range o.prior {
+		if pr.Batch == 0 {
+			pr.Batch = rr.batchOf[engine.Target{Region: pr.Region, Account: pr.Account}]
+		}
+		rr.prior[i] = pr
+	}
+	if rr.spec.OnFailure == engine.OnFailureRollback {
+		rr.loadPrevious(ctx)
+	}
+	// The plan is recorded before any instance starts; the stack set's
+	// status shows this operation while it runs.
+	rr.persist()
 	o.j.recorded.LastOperation = o.op.ID
 	if err := o.r.opts.Store.PutStackSet(*o.j.recorded); err != nil {
 		o.log.Warn().Err(err).Msg("cannot record the running operation on the stack set")
 	}
-	o.log.Info().Str("pattern", rr.spec.Pattern).Int("batches", len(batches)).Ints("sizes", sizes(batches)).Int("in_service_untouched", untouched).Msg("rollout planned")
+	o.log.Info().Str("pattern", rr.spec.Pattern).Int("batches", prog.Batches).Ints("sizes", prog.BatchSizes()).Bool("resumed", resumed != nil).Msg("rollout planned")
 
-	var stop error
-	switch {
-	case resumed != nil && resumed.Phase == state.RolloutRollingBack:
-		stop = &batchFailure{batch: resumed.FailedBatch, reason: o.op.Reason}
-	case resumed != nil && resumed.Batch > 0 && resumed.Phase != state.RolloutDone:
-		// Interrupted after batch k was deployed: its gate (and hold)
-		// must pass again before anything else starts.
-		stop = rr.resumeGate(ctx, resumed, len(batches) > 0)
-	}
-	if stop == nil {
-		stop = rr.deploy(ctx, batches, base)
-	}
+	stop := rr.drive(ctx, resumed)
 	switch {
 	case errors.Is(stop, errInterrupted):
 		rr.interrupted = true
@@ -241,126 +245,289 @@ func (o *opRun) runRollout(ctx context.Context, prefs engine.OperationPreference
 		o.mu.Unlock()
 		if cancelled > 0 {
 			rr.outcome = state.OperationStopped
-			rr.reason = fmt.Sprintf("aborted by stackd abort while deleting the instances of removed targets (%d not deleted)", cancelled)
+			rr.reason = fmt.Sprintf("%s while deleting the instances of removed targets (%d not deleted)", rr.abortedBy(), cancelled)
 		}
 	}
 	o.op.Rollout.Phase = state.RolloutDone
 }
 
-func sizes(batches [][]*work) []int {
-	out := make([]int, len(batches))
-	for i, b := range batches {
-		out[i] = len(b)
-	}
-	return out
-}
-
-// untouchedInService counts the stack set's instances the job does not
-// touch whose last operation completed (min_in_service counts them).
-func (r *Reconciler) untouchedInService(j *job) (int, error) {
-	if j.recorded == nil {
-		return 0, nil
-	}
-	ins, err := r.opts.Store.Instances(j.recorded.ID)
-	if err != nil {
-		return 0, err
-	}
-	touched := map[engine.Target]bool{}
-	for _, w := range j.works {
-		touched[w.target] = true
-	}
-	n := 0
-	for _, in := range ins {
-		if !touched[engine.Target{Region: in.Region, Account: in.Account}] && in.Status == state.InstanceOperationComplete {
-			n++
-		}
-	}
-	return n, nil
-}
-
-// deploy runs the batches in order, each followed by its gate and, but for
-// the last, its hold or status commit.
-func (rr *rolloutRun) deploy(ctx context.Context, batches [][]*work, base int) error {
+// planBatches fills prog.Plan: a resumed rollout keeps the plan it
+// recorded; a new one cuts the instances it deploys into batches as they
+// will go if every batch passes (engine.Rollout.PlanBatches), each member
+// with the revision it runs now. A resumed rollout recorded before plans
+// were (its results carry their batches) gets the batches it ran from its
+// results and the rest cut anew.
+func (rr *rolloutRun) planBatches(prog *state.RolloutProgress, deploy []*work, resumed *state.RolloutProgress) error {
 	o := rr.o
-	total := base + len(batches)
-	for i, batch := range batches {
-		n := base + i + 1
-		if rr.isAborted() {
-			return &batchFailure{aborted: true, reason: fmt.Sprintf("aborted by stackd abort before batch %d of %d", n, total)}
+	if resumed != nil && len(resumed.Plan) > 0 {
+		return nil
+	}
+	ins, err := o.r.opts.Store.Instances(o.j.recorded.ID)
+	if err != nil {
+		return err
+	}
+	have := map[engine.Target]state.Instance{}
+	serving := 0
+	for _, in := range ins {
+		have[engine.Target{Region: in.Region, Account: in.Account}] = in
+		if in.InService() {
+			serving++
 		}
-		o.mu.Lock()
-		for _, w := range batch {
-			rr.batchOf[w.target] = n
-		}
-		o.mu.Unlock()
-		rr.phase(n, state.RolloutDeploying)
-		o.log.Info().Int("batch", n).Int("batches", total).Int("instances", len(batch)).Msg("rollout batch started")
-		if err := rr.runBatch(ctx, n, batch); err != nil {
-			return err
-		}
-		var done []engine.Target
-		o.mu.Lock()
-		for _, w := range batch {
-			if o.results[w.target].Status == state.InstanceOperationComplete {
-				done = append(done, w.target)
+	}
+	placed := map[engine.Target]bool{}
+	if resumed != nil {
+		// Recorded before plans were: the batches it ran, from its results.
+		byBatch := map[int][]state.RolloutMember{}
+		for _, pr := range o.prior {
+			if pr.Batch > 0 && pr.Batch <= resumed.Batch {
+				byBatch[pr.Batch] = append(byBatch[pr.Batch], state.RolloutMember{Region: pr.Region, Account: pr.Account, PreviousRevision: resumed.PreviousRevision})
+				placed[engine.Target{Region: pr.Region, Account: pr.Account}] = true
 			}
 		}
-		o.mu.Unlock()
-		if err := rr.gate(ctx, n, done); err != nil {
-			return err
+		for k := 1; k <= resumed.Batch; k++ {
+			prog.Plan = append(prog.Plan, state.RolloutBatch{Size: len(byBatch[k]), Members: byBatch[k]})
 		}
-		o.log.Info().Int("batch", n).Int("batches", total).Int("healthy", len(done)).Int("failed", len(batch)-len(done)).Msg("rollout batch passed its gate")
-		if i == len(batches)-1 {
+	}
+	var left []*work
+	for _, w := range deploy {
+		if !placed[w.target] {
+			left = append(left, w)
+		}
+	}
+	cands := make([]engine.Candidate, len(left))
+	for i, w := range left {
+		in, ok := have[w.target]
+		cands[i] = engine.Candidate{Region: w.target.Region, InService: ok && in.InService()}
+	}
+	batches, ok := rr.spec.PlanBatches(cands, serving)
+	if !ok {
+		// CheckMinInService rejects what can never be met; this is a fleet
+		// with too few instances serving now.
+		return fmt.Errorf("min_in_service is %d but only %d of the stack set's instances are in service, and every instance the operation deploys serves: none can be taken out of service", rr.spec.MinInService, serving)
+	}
+	size := max(rr.spec.BatchSize, 1)
+	for _, b := range batches {
+		batch := state.RolloutBatch{Size: size}
+		for _, i := range b {
+			w := left[i]
+			in, ok := have[w.target]
+			batch.Members = append(batch.Members, state.RolloutMember{
+				Region: w.target.Region, Account: w.target.Account,
+				PreviousRevision: in.Revision, InService: ok && in.InService(),
+			})
+		}
+		prog.Plan = append(prog.Plan, batch)
+		size = rr.spec.NextSize(size, true)
+	}
+	prog.Batches = len(prog.Plan)
+	return nil
+}
+
+// loadPrevious loads the stack set at every previous revision a rollback
+// may re-deploy, so that it does not depend on Git later; a revision that
+// does not load now is tried again by the rollback.
+func (rr *rolloutRun) loadPrevious(ctx context.Context) {
+	seen := map[string]bool{}
+	for _, b := range rr.o.op.Rollout.Plan {
+		for _, m := range b.Members {
+			if m.PreviousRevision == "" || seen[m.PreviousRevision] {
+				continue
+			}
+			seen[m.PreviousRevision] = true
+			if _, err := rr.previous(ctx, m.PreviousRevision); err != nil {
+				rr.o.log.Warn().Str("error", rr.o.redact(err.Error())).Str("previous", short(m.PreviousRevision)).Msg("a previous revision does not load now; a rollback will try again")
+			}
+		}
+	}
+}
+
+// drive runs the batches from where the rollout is: each batch's members
+// are deployed, then its gate (pause, records, health of this batch and
+// of every earlier one) passes, then it holds for promotion or writes its
+// status commit. A resumed rollout first finishes the batch it was in —
+// its members that had not finished, then the gate of all of them — or
+// holds again where it held.
+func (rr *rolloutRun) drive(ctx context.Context, resumed *state.RolloutProgress) error {
+	o := rr.o
+	prog := o.op.Rollout
+	k, holding := 1, false
+	if resumed != nil {
+		switch resumed.Phase {
+		case state.RolloutRollingBack:
+			return &batchFailure{batch: resumed.FailedBatch, reason: o.op.Reason}
+		case state.RolloutDone:
+			k = len(prog.Plan) + 1 // interrupted while deleting
+		case state.RolloutWaitingForPromotion:
+			k, holding = resumed.Batch, true
+		default:
+			k = max(resumed.Batch, 1)
+		}
+		if resumed.Batch > 0 {
+			o.log.Info().Int("batch", resumed.Batch).Int("batches", prog.Batches).Str("phase", resumed.Phase).Msg("resuming the rollout where it was")
+		}
+	}
+	for ; k <= len(prog.Plan); k++ {
+		if !holding {
+			if k > prog.Batch {
+				if err := rr.startBatch(k); err != nil {
+					return err
+				}
+			}
+			if rr.isAborted() {
+				return &batchFailure{aborted: true, reason: fmt.Sprintf("%s before batch %d of %d", rr.abortedBy(), k, prog.Batches)}
+			}
+			if prog.Phase == state.RolloutDeploying {
+				o.log.Info().Int("batch", k).Int("batches", prog.Batches).Int("instances", len(prog.Plan[k-1].Members)).Msg("rollout batch started")
+				if err := rr.runBatch(ctx, k, rr.pending(k)); err != nil {
+					return err
+				}
+			}
+			if err := rr.gate(ctx, k); err != nil {
+				return err
+			}
+		}
+		holding = false
+		if k == len(prog.Plan) {
 			break // the operation's own status commit follows
 		}
-		if err := rr.hold(ctx, n); err != nil {
+		if err := rr.hold(ctx, k); err != nil {
 			return err
 		}
 	}
-	if rr.isAborted() && len(batches) > 0 {
-		return &batchFailure{aborted: true, reason: fmt.Sprintf("aborted by stackd abort during batch %d of %d", total, total)}
+	if rr.isAborted() && len(prog.Plan) > 0 {
+		return &batchFailure{aborted: true, reason: fmt.Sprintf("%s during batch %d of %d", rr.abortedBy(), prog.Batches, prog.Batches)}
 	}
 	return nil
 }
 
-// resumeGate re-checks the gate of the batch an interrupted run was in,
-// then holds if the rollout holds and batches are left.
-func (rr *rolloutRun) resumeGate(ctx context.Context, p *state.RolloutProgress, more bool) error {
-	if p.Phase != state.RolloutWaitingForPromotion {
-		var done []engine.Target
-		for _, res := range rr.prior {
-			if res.Batch == p.Batch && res.Status == state.InstanceOperationComplete {
-				done = append(done, engine.Target{Region: res.Region, Account: res.Account})
-			}
-		}
-		rr.o.log.Info().Int("batch", p.Batch).Str("phase", p.Phase).Msg("resumed rollout: checking the interrupted batch's gate again")
-		if err := rr.gate(ctx, p.Batch, done); err != nil {
+// startBatch makes batch k the current one and records it before any of
+// its members starts. The batches from k on are cut again from the
+// instances in service now when the batch before ended with a member out
+// of service (a failure within the tolerance): with fewer instances
+// serving, later batches must shrink to keep min_in_service, and a canary
+// grows only after a fully successful batch. It fails when no instance
+// can be taken out of service without breaking min_in_service.
+func (rr *rolloutRun) startBatch(k int) error {
+	o := rr.o
+	prog := o.op.Rollout
+	if k > 1 {
+		ok, err := rr.recut(k)
+		if err != nil {
 			return err
 		}
+		if !ok {
+			return &batchFailure{batch: k - 1, reason: fmt.Sprintf("batch %d of %d cannot start: min_in_service is %d and taking any of its instances out of service would leave fewer in service", k, prog.Batches, rr.spec.MinInService)}
+		}
 	}
-	if !more {
-		return nil
-	}
-	return rr.hold(ctx, p.Batch)
+	prog.Batch, prog.Phase = k, state.RolloutDeploying
+	rr.persist()
+	return nil
 }
 
-// rolloutPrior are the results an interrupted rollout finished: recorded
-// holds first the recorded results, then those completed from the event log
-// (finished after the last record, which is written at every phase
-// change). Those can only belong to the batch the run was deploying, and
-// get its number, so that its gate checks them and a rollback restores
-// them.
-func rolloutPrior(prior []state.InstanceResult, recorded int, p *state.RolloutProgress) []state.InstanceResult {
-	out := slices.Clone(prior)
-	if p.Phase != state.RolloutDeploying || p.Batch == 0 {
-		return out
+// recut cuts the batches from k on again when batch k-1 did not fully
+// succeed, and records the new plan (an event says what changed); it
+// reports false when batch k would be empty.
+func (rr *rolloutRun) recut(k int) (bool, error) {
+	o := rr.o
+	prog := o.op.Rollout
+	if rr.fullySucceeded(k - 1) {
+		return true, nil
 	}
-	for i := recorded; i < len(out); i++ {
-		switch out[i].Action {
-		case strings.ToLower(engine.InstanceCreate), strings.ToLower(engine.InstanceUpdate):
-			if out[i].Batch == 0 {
-				out[i].Batch = p.Batch
-			}
+	var left []state.RolloutMember
+	for _, b := range prog.Plan[k-1:] {
+		left = append(left, b.Members...)
+	}
+	ins, err := o.r.opts.Store.Instances(o.j.recorded.ID)
+	if err != nil {
+		return false, err
+	}
+	now := map[engine.Target]state.Instance{}
+	serving := 0
+	for _, in := range ins {
+		now[engine.Target{Region: in.Region, Account: in.Account}] = in
+		if in.InService() {
+			serving++
+		}
+	}
+	cands := make([]engine.Candidate, len(left))
+	for i, m := range left {
+		in, ok := now[engine.Target{Region: m.Region, Account: m.Account}]
+		left[i].InService = ok && in.InService()
+		cands[i] = engine.Candidate{Region: m.Region, InService: left[i].InService}
+	}
+	// The batch size stays where it was: a canary grows only after a
+	// fully successful batch.
+	cut := *rr.spec
+	cut.BatchSize = prog.Plan[k-2].Size
+	batches, _ := cut.PlanBatches(cands, serving)
+	if len(batches) == 0 {
+		return false, nil
+	}
+	var tail []state.RolloutBatch
+	size := cut.BatchSize
+	for _, b := range batches {
+		batch := state.RolloutBatch{Size: size}
+		for _, i := range b {
+			batch.Members = append(batch.Members, left[i])
+		}
+		tail = append(tail, batch)
+		size = cut.NextSize(size, true)
+	}
+	msg := fmt.Sprintf("batch %d of %d ended with an instance out of service; batches from %d on are cut again from the %d instances in service (min_in_service %d): sizes %v, were %v",
+		k-1, prog.Batches, k, serving, rr.spec.MinInService, sizesOf(tail), sizesOf(prog.Plan[k-1:]))
+	prog.Plan = append(prog.Plan[:k-1:k-1], tail...)
+	prog.Batches = len(prog.Plan)
+	o.mu.Lock()
+	for i, b := range tail {
+		for _, m := range b.Members {
+			rr.batchOf[engine.Target{Region: m.Region, Account: m.Account}] = k + i
+		}
+	}
+	o.mu.Unlock()
+	o.log.Warn().Msg("rollout replanned: " + msg)
+	o.event("", "", "", "ROLLOUT_REPLANNED", msg)
+	return true, nil
+}
+
+func sizesOf(batches []state.RolloutBatch) []int {
+	out := make([]int, len(batches))
+	for i, b := range batches {
+		out[i] = len(b.Members)
+	}
+	return out
+}
+
+// fullySucceeded reports whether every member of batch k that ran
+// completed and passed the gate (none failed).
+func (rr *rolloutRun) fullySucceeded(k int) bool {
+	for _, res := range rr.results() {
+		if res.Batch == k && res.Status != state.InstanceOperationComplete {
+			return false
+		}
+	}
+	return true
+}
+
+// pending are the works of batch k's members that have not finished: all
+// of them, but for a resumed batch those that finished before.
+func (rr *rolloutRun) pending(k int) []*work {
+	o := rr.o
+	finished := map[engine.Target]bool{}
+	for _, pr := range rr.prior {
+		if pr.Batch == k {
+			finished[engine.Target{Region: pr.Region, Account: pr.Account}] = true
+		}
+	}
+	var out []*work
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, m := range o.op.Rollout.Plan[k-1].Members {
+		t := engine.Target{Region: m.Region, Account: m.Account}
+		if _, done := o.results[t]; done || finished[t] {
+			continue
+		}
+		if w := rr.works[t]; w != nil {
+			out = append(out, w)
 		}
 	}
 	return out
@@ -398,7 +565,7 @@ func (rr *rolloutRun) runBatch(ctx context.Context, n int, batch []*work) error 
 	}
 	// An abort lets the instances in flight finish and starts no other.
 	abortedDuring := func() error {
-		return &batchFailure{aborted: true, reason: fmt.Sprintf("aborted by stackd abort during batch %d of %d", n, total)}
+		return &batchFailure{aborted: true, reason: fmt.Sprintf("%s during batch %d of %d", rr.abortedBy(), n, total)}
 	}
 	if rr.prefs.RegionConcurrency == "PARALLEL" {
 		var (
@@ -443,10 +610,13 @@ func (rr *rolloutRun) runBatch(ctx context.Context, n int, batch []*work) error 
 	return nil
 }
 
-// gate waits the pause, then checks that every instance of batch n that
-// completed is recorded at the operation's revision, complete, and passes
-// its health check.
-func (rr *rolloutRun) gate(ctx context.Context, n int, done []engine.Target) error {
+// gate waits the pause, then checks batch n: at least one of its
+// instances deployed; every one that did is recorded complete at the
+// operation's revision; each passes its health check; and every instance
+// of an earlier batch still does (as Argo Rollouts' background analysis:
+// one that degrades after its own gate fails the rollout). The instances
+// of a batch that passes serve again.
+func (rr *rolloutRun) gate(ctx context.Context, n int) error {
 	o := rr.o
 	total := o.op.Rollout.Batches
 	if rr.spec.Pause > 0 {
@@ -457,10 +627,45 @@ func (rr *rolloutRun) gate(ctx context.Context, n int, done []engine.Target) err
 		}
 	}
 	rr.phase(n, state.RolloutHealthCheck)
+	results := map[engine.Target]state.InstanceResult{}
+	for _, res := range rr.results() {
+		results[engine.Target{Region: res.Region, Account: res.Account}] = res
+	}
+	var done, earlier []engine.Target
+	ran := 0
+	for k, b := range o.op.Rollout.Plan[:n] {
+		for _, m := range b.Members {
+			t := engine.Target{Region: m.Region, Account: m.Account}
+			res, ok := results[t]
+			switch {
+			case !ok:
+			case k+1 < n:
+				if res.Status == state.InstanceOperationComplete {
+					earlier = append(earlier, t)
+				}
+			default:
+				ran++
+				if res.Status == state.InstanceOperationComplete {
+					done = append(done, t)
+				}
+			}
+		}
+	}
+	if ran > 0 && len(done) == 0 {
+		// A batch with no healthy instance never passes, whatever the
+		// failure tolerance allows.
+		first := ""
+		for _, m := range o.op.Rollout.Plan[n-1].Members {
+			if res := results[engine.Target{Region: m.Region, Account: m.Account}]; first == "" && res.Status == state.InstanceOperationFailed {
+				first = fmt.Sprintf("; first failure %s/%s: %s", res.Region, res.Account, clip(res.Reason))
+			}
+		}
+		return &batchFailure{batch: n, reason: o.redact(fmt.Sprintf("batch %d of %d failed its gate: none of its %s deployed%s", n, total, plural(ran, "instance"), first))}
+	}
 	st := o.r.opts.Store
 	ssID := o.j.recorded.ID
-	outputs := make([][]byte, len(done))
-	for i, t := range done {
+	outputs := map[engine.Target][]byte{}
+	for _, t := range append(slices.Clone(done), earlier...) {
 		// The record, not what this run remembers: stale status never
 		// lets a batch pass.
 		in, err := st.Instance(ssID, t.Region, t.Account)
@@ -476,18 +681,52 @@ func (rr *rolloutRun) gate(ctx context.Context, n int, done []engine.Target) err
 			return &batchFailure{batch: n, reason: fmt.Sprintf("batch %d of %d failed its gate: instance %s/%s is recorded %s at revision %s, not %s at %s",
 				n, total, t.Region, t.Account, in.Status, short(in.Revision), state.InstanceOperationComplete, short(o.op.Revision))}
 		}
-		outputs[i] = in.Outputs
+		outputs[t] = in.Outputs
 	}
+	if hc := rr.spec.HealthCheck; hc != nil {
+		o.log.Info().Int("batch", n).Int("instances", len(done)).Int("earlier", len(earlier)).Msg("rollout health checks started")
+		probed := append(slices.Clone(done), earlier...)
+		errs, err := rr.probeAll(ctx, o.j.desired, probed, outputs)
+		if err != nil {
+			return rr.waitFailure(err, n, "during its health checks")
+		}
+		var bad []string
+		for i, err := range errs {
+			if err == nil {
+				continue
+			}
+			t := probed[i]
+			what := "health check failed: " + err.Error()
+			if i >= len(done) {
+				what = fmt.Sprintf("health check failed after batch %d passed its gate: %v", rr.batchOf[t], err)
+			}
+			bad = append(bad, fmt.Sprintf("%s/%s: %s", t.Region, t.Account, what))
+			o.event(t.Region, t.Account, "", "HEALTH_CHECK_FAILED", err.Error())
+			rr.gateFailed(t, what)
+		}
+		if len(bad) > 0 {
+			reason := fmt.Sprintf("batch %d of %d failed its health check: %s", n, total, bad[0])
+			if len(bad) > 1 {
+				reason += fmt.Sprintf(" (and %s more)", plural(len(bad)-1, "instance"))
+			}
+			return &batchFailure{batch: n, reason: o.redact(reason)}
+		}
+	}
+	rr.serve(done)
+	o.log.Info().Int("batch", n).Int("batches", total).Int("healthy", len(done)).Int("failed", ran-len(done)).Msg("rollout batch passed its gate")
+	return nil
+}
+
+// probeAll health-checks instances of ss at once (at most maxProbes in
+// flight): one error per instance (nil: healthy), or the error that ended
+// the wait (abort, stop).
+func (rr *rolloutRun) probeAll(ctx context.Context, ss *engine.StackSet, ts []engine.Target, outputs map[engine.Target][]byte) ([]error, error) {
 	hc := rr.spec.HealthCheck
-	if hc == nil || len(done) == 0 {
-		return nil
-	}
-	o.log.Info().Int("batch", n).Int("instances", len(done)).Msg("rollout health checks started")
-	errs := make([]error, len(done))
+	errs := make([]error, len(ts))
 	sem := make(chan struct{}, maxProbes)
 	var wg sync.WaitGroup
-	for i, t := range done {
-		url, err := hc.URLFor(o.j.desired, ssID, t, outputs[i])
+	for i, t := range ts {
+		url, err := hc.URLFor(ss, rr.o.j.recorded.ID, t, outputs[t])
 		if err != nil {
 			errs[i] = err
 			continue
@@ -501,57 +740,71 @@ func (rr *rolloutRun) gate(ctx context.Context, n int, done []engine.Target) err
 		}()
 	}
 	wg.Wait()
-	var bad []string
-	for i, err := range errs {
-		switch {
-		case errors.Is(err, errAborted), errors.Is(err, errInterrupted):
-			return rr.waitFailure(err, n, "during its health checks")
-		case err != nil:
-			t := done[i]
-			bad = append(bad, fmt.Sprintf("%s/%s: %v", t.Region, t.Account, err))
-			o.event(t.Region, t.Account, "", "HEALTH_CHECK_FAILED", err.Error())
-			rr.gateFailed(t, "health check failed: "+err.Error())
+	for _, err := range errs {
+		if errors.Is(err, errAborted) || errors.Is(err, errInterrupted) {
+			return nil, err
 		}
 	}
-	if len(bad) == 0 {
-		return nil
-	}
-	reason := fmt.Sprintf("batch %d of %d failed its health check: %s", n, total, bad[0])
-	if len(bad) > 1 {
-		reason += fmt.Sprintf(" (and %s more)", plural(len(bad)-1, "instance"))
-	}
-	return &batchFailure{batch: n, reason: o.redact(reason)}
+	return errs, nil
 }
 
-// gateFailed records that instance t, deployed, failed its batch's gate:
-// it is OPERATION_FAILED with the reason, in the state and in the
-// operation's results (its action and batch kept).
+// serve records that instances passed their gate: they are in service.
+func (rr *rolloutRun) serve(ts []engine.Target) {
+	o := rr.o
+	st := o.r.opts.Store
+	var ins []state.Instance
+	for _, t := range ts {
+		in, err := st.Instance(o.j.recorded.ID, t.Region, t.Account)
+		if err != nil || in.OutOfService == "" {
+			continue
+		}
+		in.OutOfService = ""
+		ins = append(ins, in)
+	}
+	if err := st.PutInstances(ins); err != nil {
+		o.log.Error().Err(err).Msg("cannot record instances in service")
+	}
+}
+
+// gateFailed records that instance t, deployed, failed a gate: it is
+// OPERATION_FAILED with the reason and out of service, in the state and in
+// the operation's results (its action and batch kept).
 func (rr *rolloutRun) gateFailed(t engine.Target, reason string) {
 	o := rr.o
 	reason = o.redact(reason)
 	st := o.r.opts.Store
 	if in, err := st.Instance(o.j.recorded.ID, t.Region, t.Account); err == nil {
-		in.Status, in.StatusReason, in.Updated = state.InstanceOperationFailed, reason, o.r.opts.Now()
+		in.Status, in.StatusReason, in.OutOfService, in.Updated = state.InstanceOperationFailed, reason, reason, o.r.opts.Now()
 		if err := st.PutInstance(in); err != nil {
 			o.log.Error().Err(err).Msg("cannot record instance status")
 		}
 	}
 	o.event(t.Region, t.Account, "", state.InstanceOperationFailed, reason)
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	res, ok := o.results[t]
-	if !ok {
-		for _, pr := range rr.prior {
-			if pr.Region == t.Region && pr.Account == t.Account {
-				res, ok = pr, true
-			}
-		}
-	}
+	res, ok := rr.resultOf(t)
 	if !ok {
 		res = state.InstanceResult{Region: t.Region, Account: t.Account, Action: "none"}
 	}
 	res.Status, res.Reason = state.InstanceOperationFailed, reason
+	o.mu.Lock()
 	o.results[t] = res
+	o.mu.Unlock()
+}
+
+// resultOf is instance t's result in the operation so far.
+func (rr *rolloutRun) resultOf(t engine.Target) (state.InstanceResult, bool) {
+	o := rr.o
+	o.mu.Lock()
+	res, ok := o.results[t]
+	o.mu.Unlock()
+	if ok {
+		return res, true
+	}
+	for _, pr := range rr.prior {
+		if pr.Region == t.Region && pr.Account == t.Account {
+			return pr, true
+		}
+	}
+	return state.InstanceResult{}, false
 }
 
 // probe polls one instance until it answers the expected status healthy
@@ -626,26 +879,56 @@ func (rr *rolloutRun) hold(ctx context.Context, n int) error {
 	o.op.Rollout.Batch, o.op.Rollout.Phase = n, state.RolloutWaitingForPromotion
 	rr.checkpoint(ctx)
 	o.log.Info().Int("batch", n).Int("batches", o.op.Rollout.Batches).Msg("rollout waiting for promotion (stackd promote " + o.j.name + ")")
-	select {
-	case <-rr.promote:
-		o.log.Info().Int("batch", n).Msg("rollout promoted")
-		o.event("", "", "", "PROMOTED", fmt.Sprintf("promoted after batch %d of %d", n, o.op.Rollout.Batches))
-		return nil
-	case <-rr.abort:
-		return rr.waitFailure(errAborted, n, "while waiting for promotion")
-	case <-ctx.Done():
-		return errInterrupted
-	case <-o.r.stopping:
-		return errInterrupted
+	for {
+		if rev := o.r.supersedingRev(o.j.name); rev != "" {
+			// A newer commit with supersede = true waits behind this hold.
+			rr.abortWith("superseded by revision " + short(rev))
+			o.log.Warn().Str("by", short(rev)).Msg("held rollout superseded by a newer commit (supersede = true)")
+		}
+		select {
+		case <-rr.promote:
+			o.log.Info().Int("batch", n).Msg("rollout promoted")
+			o.event("", "", "", "PROMOTED", fmt.Sprintf("promoted after batch %d of %d", n, o.op.Rollout.Batches))
+			return nil
+		case <-rr.queued:
+			continue // look whether it supersedes
+		case <-rr.abort:
+			return rr.waitFailure(errAborted, n, "while waiting for promotion")
+		case <-ctx.Done():
+			return errInterrupted
+		case <-o.r.stopping:
+			return errInterrupted
+		}
 	}
 }
 
-// sleep waits d on the clock, unless aborted or interrupted first.
+// supersedingRev is the revision of the job queued behind the stack set's
+// running operation when its rollout block says supersede = true ("" when
+// there is none): it ends the running rollout's hold for promotion.
+func (r *Reconciler) supersedingRev(name string) string {
+	r.runMu.Lock()
+	defer r.runMu.Unlock()
+	ru := r.runners[name]
+	if ru == nil || ru.queued == nil {
+		return ""
+	}
+	if q := ru.queued.desired; q == nil || q.Rollout == nil || !q.Rollout.Supersede {
+		return ""
+	}
+	return ru.queued.rev
+}
+
+// sleep waits d on the clock, unless aborted or interrupted first (a
+// rollback's waits are not aborted: abort is how many rollbacks start).
 func (rr *rolloutRun) sleep(ctx context.Context, d time.Duration) error {
+	abort := rr.abort
+	if rr.rollingBack.Load() {
+		abort = nil
+	}
 	select {
 	case <-rr.o.r.opts.Clock.After(d):
 		return nil
-	case <-rr.abort:
+	case <-abort:
 		return errAborted
 	case <-ctx.Done():
 		return errInterrupted
@@ -657,7 +940,7 @@ func (rr *rolloutRun) sleep(ctx context.Context, d time.Duration) error {
 // waitFailure turns an ended wait into the rollout's stop.
 func (rr *rolloutRun) waitFailure(err error, n int, when string) error {
 	if errors.Is(err, errAborted) {
-		return &batchFailure{aborted: true, reason: fmt.Sprintf("aborted by stackd abort after batch %d of %d (%s)", n, rr.o.op.Rollout.Batches, when)}
+		return &batchFailure{aborted: true, reason: fmt.Sprintf("%s after batch %d of %d (%s)", rr.abortedBy(), n, rr.o.op.Rollout.Batches, when)}
 	}
 	return err
 }
@@ -666,6 +949,27 @@ func (rr *rolloutRun) isAborted() bool {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	return rr.aborted
+}
+
+// abortWith aborts the rollout (see Abort), saying why; the first reason
+// stays.
+func (rr *rolloutRun) abortWith(reason string) {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	if !rr.aborted {
+		rr.aborted, rr.abortReason = true, reason
+		close(rr.abort)
+	}
+}
+
+// abortedBy says who aborted the rollout.
+func (rr *rolloutRun) abortedBy() string {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	if rr.abortReason == "" {
+		return "aborted by stackd abort"
+	}
+	return rr.abortReason
 }
 
 // phase records where the rollout is.
@@ -763,7 +1067,8 @@ func (rr *rolloutRun) runDeletes(ctx context.Context, deletes []*work) {
 // on_failure = "rollback" what the operation changed is rolled back.
 func (rr *rolloutRun) fail(ctx context.Context, bf *batchFailure) {
 	o := rr.o
-	o.op.Rollout.FailedBatch = bf.batch
+	prog := o.op.Rollout
+	prog.FailedBatch = bf.batch
 	o.log.Error().Int("batch", bf.batch).Bool("aborted", bf.aborted).Str("reason", bf.reason).Msg("rollout stopped")
 	o.event("", "", "", "ROLLOUT_STOPPED", bf.reason)
 	var rest []*work
@@ -791,21 +1096,27 @@ func (rr *rolloutRun) fail(ctx context.Context, bf *batchFailure) {
 	switch {
 	case rr.spec.OnFailure == engine.OnFailureRollback:
 		o.op.Reason = bf.reason
-		rr.phase(o.op.Rollout.Batch, state.RolloutRollingBack)
-		restored, failed, err := rr.rollback(ctx)
+		if prog.Phase != state.RolloutRollingBack || prog.RollbackBatch == 0 {
+			prog.RollbackBatch = max(prog.Batch, 1)
+		}
+		prog.Phase = state.RolloutRollingBack
+		rr.persist()
+		rr.rollingBack.Store(true)
+		o.log.Warn().Int("from_batch", prog.RollbackBatch).Msg("rollout rolling back")
+		restored, revs, where, err := rr.rollback(ctx)
 		switch {
 		case errors.Is(err, errInterrupted):
 			rr.interrupted = true
 			return
 		case err != nil:
 			rr.outcome = state.OperationRollbackFailed
-			rr.reason += fmt.Sprintf("; rollback to %s failed: %v", rr.prevName(), err)
-		case failed > 0:
+			rr.reason += "; rollback failed: " + err.Error()
+		case where != "":
 			rr.outcome = state.OperationRollbackFailed
-			rr.reason += fmt.Sprintf("; rollback to %s failed for %d of %s", rr.prevName(), failed, plural(restored+failed, "instance"))
+			rr.reason += fmt.Sprintf("; rollback failed: %s (%s rolled back before it, to %s)", where, plural(restored, "instance"), revs)
 		default:
 			rr.outcome = state.OperationRolledBack
-			rr.reason += fmt.Sprintf("; rolled back %s to %s", plural(restored, "instance"), rr.prevName())
+			rr.reason += fmt.Sprintf("; rolled back %s to %s", plural(restored, "instance"), revs)
 		}
 	case bf.aborted:
 		rr.outcome = state.OperationStopped
@@ -813,7 +1124,7 @@ func (rr *rolloutRun) fail(ctx context.Context, bf *batchFailure) {
 		rr.outcome = state.OperationFailed
 		rr.reason += "; stopped (on_failure = \"stop\")"
 	}
-	o.op.Rollout.Phase = state.RolloutDone
+	prog.Phase = state.RolloutDone
 }
 
 // restore puts back the instance status an interrupted run recorded.
@@ -829,87 +1140,205 @@ func (rr *rolloutRun) restore(w *work, pr state.InstanceResult) {
 	}
 }
 
-func (rr *rolloutRun) prevName() string {
-	if rr.prevRev == "" {
-		return "nothing (the stack set was never deployed)"
+// revName names a previous revision for reasons and logs.
+func revName(rev string) string {
+	if rev == "" {
+		return "nothing (created by the operation)"
 	}
-	return short(rr.prevRev)
+	return short(rev)
 }
 
-// rollbackItem is one instance the operation changed.
+// rollbackItem is one instance a rollback returns to its previous
+// revision.
 type rollbackItem struct {
 	target engine.Target
-	create bool // created by the operation: a rollback deletes it
-	batch  int
+	// prev is the revision it ran before the operation; "" when the
+	// operation created it (a rollback deletes it).
+	prev  string
+	batch int
 }
 
-// rollback re-deploys the previous revision to every instance the
-// operation changed (completed or failed), newest batch first, each batch
-// with the operation preferences' concurrency. It returns how many
-// instances were restored and how many could not be.
-func (rr *rolloutRun) rollback(ctx context.Context) (restored, failed int, err error) {
+// rollbackItems are the instances of batch k the rollback has yet to
+// return: those the operation touched (they ran, or are recorded at its
+// revision or in progress) that are not back at their previous revision
+// and serving there. The record decides, so that a resumed rollback
+// neither misses an instance nor rolls one back twice.
+func (rr *rolloutRun) rollbackItems(k int) ([]rollbackItem, error) {
 	o := rr.o
-	byBatch := map[int][]rollbackItem{}
-	for _, res := range rr.results() {
-		if res.Batch == 0 || res.RolledBack || res.Action == strings.ToLower(engine.InstanceDelete) ||
-			res.Status != state.InstanceOperationComplete && res.Status != state.InstanceOperationFailed {
+	st := o.r.opts.Store
+	var items []rollbackItem
+	for _, m := range o.op.Rollout.Plan[k-1].Members {
+		t := engine.Target{Region: m.Region, Account: m.Account}
+		in, err := st.Instance(o.j.recorded.ID, t.Region, t.Account)
+		exists := err == nil
+		if err != nil && !errors.Is(err, state.ErrNotFound) {
+			return nil, err
+		}
+		res, ran := rr.resultOf(t)
+		touched := ran && (res.Status == state.InstanceOperationComplete || res.Status == state.InstanceOperationFailed) ||
+			exists && (in.Status == state.InstanceOperationInProgress || in.Revision == o.op.Revision)
+		switch {
+		case !touched:
+		case m.PreviousRevision == "":
+			if exists {
+				items = append(items, rollbackItem{target: t, batch: k})
+			}
+		case !exists || in.Revision != m.PreviousRevision || !in.InService():
+			items = append(items, rollbackItem{target: t, prev: m.PreviousRevision, batch: k})
+		}
+	}
+	return items, nil
+}
+
+// rollback returns every instance the operation changed to the revision it
+// ran before (a created one is deleted), batch by batch from the newest to
+// the first, as the Heat seed asks ("rollback is a reverse update"): each
+// rollback batch with the operation preferences' concurrency, then the
+// rollout's pause and a gate (records at the previous revision, health
+// checks) before the batch before it. It stops at the first batch that
+// cannot be restored or fails its gate — where says which, and the
+// batches before it keep serving the new revision — and returns how many
+// instances it restored and to which revisions.
+func (rr *rolloutRun) rollback(ctx context.Context) (restored int, revs, where string, err error) {
+	o := rr.o
+	prog := o.op.Rollout
+	seen := map[string]bool{}
+	var names []string
+	for k := prog.RollbackBatch; k >= 1; k-- {
+		items, err := rr.rollbackItems(k)
+		if err != nil {
+			return restored, "", "", err
+		}
+		for _, it := range items {
+			if !seen[it.prev] {
+				seen[it.prev] = true
+				names = append(names, revName(it.prev))
+			}
+		}
+		revs = strings.Join(names, ", ")
+		if len(items) == 0 {
 			continue
 		}
-		byBatch[res.Batch] = append(byBatch[res.Batch], rollbackItem{
-			target: engine.Target{Region: res.Region, Account: res.Account},
-			create: res.Action == strings.ToLower(engine.InstanceCreate), batch: res.Batch,
-		})
-	}
-	var order []int
-	for b := range byBatch {
-		order = append(order, b)
-	}
-	sort.Sort(sort.Reverse(sort.IntSlice(order)))
-	prev, err := rr.previous(ctx)
-	if err != nil {
-		return 0, 0, err
-	}
-	o.log.Warn().Str("to", rr.prevName()).Ints("batches", order).Msg("rollout rolling back")
-	for _, b := range order {
-		items := byBatch[b]
-		o.op.Rollout.Batch = b
+		prog.RollbackBatch = k
 		rr.persist()
-		o.log.Info().Int("batch", b).Int("instances", len(items)).Msg("rolling back batch")
-		ok, bad := rr.rollbackBatch(ctx, prev, items)
-		restored, failed = restored+ok, failed+bad
+		o.log.Warn().Int("batch", k).Int("instances", len(items)).Msg("rolling back batch")
+		ok, failed := rr.rollbackBatch(ctx, items)
+		restored += ok
 		if ctx.Err() != nil || o.r.isStopping() {
-			return restored, failed, errInterrupted
+			return restored, revs, "", errInterrupted
+		}
+		if failed != "" {
+			return restored, revs, fmt.Sprintf("the rollback of batch %d of %d failed: %s", k, prog.Batches, failed), nil
+		}
+		if bad, err := rr.rollbackGate(ctx, k, items); err != nil {
+			return restored, revs, "", err
+		} else if bad != "" {
+			return restored, revs, fmt.Sprintf("the rollback of batch %d of %d failed its gate: %s", k, prog.Batches, bad), nil
 		}
 	}
-	return restored, failed, nil
+	if revs == "" {
+		revs = "their previous revisions"
+	}
+	return restored, revs, "", nil
 }
 
-// previous loads the stack set at the previous revision (nil when there
-// is none: a rollback deletes what the operation created).
-func (rr *rolloutRun) previous(ctx context.Context) (*engine.StackSet, error) {
-	if rr.prevRev == "" || rr.prevLoaded {
-		return rr.prev, nil
+// rollbackGate gates a rolled-back batch as a batch of the rollout: the
+// pause, then every restored instance recorded complete at its previous
+// revision and healthy there. It returns what failed ("" when it passed);
+// the instances of a batch that passes serve again.
+func (rr *rolloutRun) rollbackGate(ctx context.Context, k int, items []rollbackItem) (string, error) {
+	o := rr.o
+	if rr.spec.Pause > 0 {
+		o.log.Info().Int("batch", k).Dur("pause", rr.spec.Pause).Msg("rollback pausing")
+		if err := rr.sleep(ctx, rr.spec.Pause); err != nil {
+			return "", err
+		}
+	}
+	st := o.r.opts.Store
+	byRev := map[string][]engine.Target{}
+	outputs := map[engine.Target][]byte{}
+	var restored []engine.Target
+	for _, it := range items {
+		if it.prev == "" {
+			continue // deleted
+		}
+		in, err := st.Instance(o.j.recorded.ID, it.target.Region, it.target.Account)
+		switch {
+		case err != nil:
+			return fmt.Sprintf("%s/%s: %v", it.target.Region, it.target.Account, err), nil
+		case in.Revision != it.prev || in.Status != state.InstanceOperationComplete:
+			return fmt.Sprintf("%s/%s is recorded %s at revision %s, not %s at %s", it.target.Region, it.target.Account, in.Status, short(in.Revision), state.InstanceOperationComplete, short(it.prev)), nil
+		}
+		byRev[it.prev] = append(byRev[it.prev], it.target)
+		outputs[it.target] = in.Outputs
+		restored = append(restored, it.target)
+	}
+	if rr.spec.HealthCheck != nil {
+		var bad []string
+		for rev, ts := range byRev {
+			prev, err := rr.previous(ctx, rev)
+			if err != nil {
+				return err.Error(), nil
+			}
+			errs, err := rr.probeAll(ctx, prev, ts, outputs)
+			if err != nil {
+				return "", err
+			}
+			for i, err := range errs {
+				if err != nil {
+					t := ts[i]
+					what := fmt.Sprintf("health check failed after the rollback to %s: %v", short(rev), err)
+					bad = append(bad, fmt.Sprintf("%s/%s: %s", t.Region, t.Account, what))
+					o.event(t.Region, t.Account, "", "HEALTH_CHECK_FAILED", err.Error())
+					rr.gateFailed(t, what)
+				}
+			}
+		}
+		if len(bad) > 0 {
+			sort.Strings(bad)
+			msg := bad[0]
+			if len(bad) > 1 {
+				msg += fmt.Sprintf(" (and %s more)", plural(len(bad)-1, "instance"))
+			}
+			return o.redact(msg), nil
+		}
+	}
+	rr.serve(restored)
+	return "", nil
+}
+
+// previous loads the stack set at revision rev (cached: loaded once, when
+// the rollout starts if it can be).
+func (rr *rolloutRun) previous(ctx context.Context, rev string) (*engine.StackSet, error) {
+	rr.mu.Lock()
+	ss, ok := rr.prevs[rev]
+	rr.mu.Unlock()
+	if ok {
+		return ss, nil
 	}
 	o := rr.o
-	fsys, err := o.r.opts.Source.Tree(ctx, rr.prevRev)
+	fsys, err := o.r.opts.Source.Tree(ctx, rev)
 	if err != nil {
-		return nil, fmt.Errorf("read tree %s: %w", short(rr.prevRev), err)
+		return nil, fmt.Errorf("read tree %s: %w", short(rev), err)
 	}
 	defs, diags := o.r.opts.Engine.Load(fsys, o.r.opts.Path)
 	if diags.HasErrors() {
-		return nil, fmt.Errorf("revision %s does not load: %s", short(rr.prevRev), diags.Errs()[0])
+		return nil, fmt.Errorf("revision %s does not load: %s", short(rev), diags.Errs()[0])
 	}
-	ss := defs.StackSet(o.j.name)
+	ss = defs.StackSet(o.j.name)
 	if ss == nil {
-		return nil, fmt.Errorf("revision %s has no stack set %q", short(rr.prevRev), o.j.name)
+		return nil, fmt.Errorf("revision %s has no stack set %q", short(rev), o.j.name)
 	}
-	rr.prev, rr.prevLoaded = ss, true
+	rr.mu.Lock()
+	rr.prevs[rev] = ss
+	rr.mu.Unlock()
 	return ss, nil
 }
 
 // rollbackBatch rolls back one batch's instances: regions in reverse
-// order (all at once when PARALLEL), each with its max concurrency.
-func (rr *rolloutRun) rollbackBatch(ctx context.Context, prev *engine.StackSet, items []rollbackItem) (restored, failed int) {
+// order (all at once when PARALLEL), each with its max concurrency. It
+// returns how many were restored and the first failure ("" when none).
+func (rr *rolloutRun) rollbackBatch(ctx context.Context, items []rollbackItem) (restored int, failed string) {
 	var regions []string
 	byRegion := map[string][]rollbackItem{}
 	for _, it := range items {
@@ -919,14 +1348,8 @@ func (rr *rolloutRun) rollbackBatch(ctx context.Context, prev *engine.StackSet, 
 		byRegion[it.target.Region] = append(byRegion[it.target.Region], it)
 	}
 	slices.Reverse(regions)
-	var targets map[engine.Target]bool
-	if prev != nil {
-		targets = map[engine.Target]bool{}
-		for _, t := range prev.Targets() {
-			targets[t] = true
-		}
-	}
 	var mu sync.Mutex
+	var failures []string
 	region := func(region string) {
 		_, maxConc := rr.prefs.Limits(rr.regionTotal[region])
 		sem := make(chan struct{}, maxConc)
@@ -940,16 +1363,17 @@ func (rr *rolloutRun) rollbackBatch(ctx context.Context, prev *engine.StackSet, 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ok := rr.rollbackOne(ctx, prev, targets, it)
+				err := rr.rollbackOne(ctx, it)
 				<-rr.o.r.inflight
 				<-sem
 				mu.Lock()
-				if ok {
+				defer mu.Unlock()
+				switch {
+				case err == nil:
 					restored++
-				} else if ctx.Err() == nil {
-					failed++
+				case ctx.Err() == nil:
+					failures = append(failures, fmt.Sprintf("%s/%s: %v", it.target.Region, it.target.Account, err))
 				}
-				mu.Unlock()
 			}()
 		}
 		wg.Wait()
@@ -969,41 +1393,56 @@ func (rr *rolloutRun) rollbackBatch(ctx context.Context, prev *engine.StackSet, 
 			region(r)
 		}
 	}
+	if len(failures) == 0 {
+		return restored, ""
+	}
+	sort.Strings(failures)
+	failed = failures[0]
+	if len(failures) > 1 {
+		failed += fmt.Sprintf(" (and %s more)", plural(len(failures)-1, "instance"))
+	}
 	return restored, failed
 }
 
-// rollbackOne re-deploys the previous revision to one instance (or deletes
-// an instance the operation created); it reports success.
-func (rr *rolloutRun) rollbackOne(ctx context.Context, prev *engine.StackSet, targets map[engine.Target]bool, it rollbackItem) bool {
+// rollbackOne re-deploys its previous revision to one instance (or deletes
+// an instance the operation created).
+func (rr *rolloutRun) rollbackOne(ctx context.Context, it rollbackItem) error {
 	o := rr.o
 	st := o.r.opts.Store
 	ssID := o.j.recorded.ID
 	t := it.target
 	log := o.log.With().Str("region", t.Region).Str("account", t.Account).Int("batch", it.batch).Logger()
-	redactPrev := redactor(prev)
-	failWith := func(err error) bool {
-		reason := redactPrev(o.redact(fmt.Sprintf("rollback to %s failed: %v", rr.prevName(), err)))
+	var prev *engine.StackSet
+	redactPrev := func(s string) string { return s }
+	failWith := func(err error) error {
+		reason := redactPrev(o.redact(fmt.Sprintf("rollback to %s failed: %v", revName(it.prev), err)))
 		log.Error().Str("reason", reason).Msg("instance rollback failed")
 		if in, gerr := st.Instance(ssID, t.Region, t.Account); gerr == nil {
-			in.Status, in.StatusReason, in.Updated = state.InstanceOperationFailed, reason, o.r.opts.Now()
+			in.Status, in.StatusReason, in.OutOfService, in.Updated = state.InstanceOperationFailed, reason, reason, o.r.opts.Now()
 			if err := st.PutInstance(in); err != nil {
 				log.Error().Err(err).Msg("cannot record instance status")
 			}
 		}
 		rr.rolledBack(it, state.InstanceOperationFailed, reason, false)
-		return false
+		return errors.New(clip(reason))
+	}
+	if it.prev != "" {
+		p, err := rr.previous(ctx, it.prev)
+		if err != nil {
+			return failWith(err)
+		}
+		prev, redactPrev = p, redactor(p)
 	}
 	recorded, err := o.r.resources(ssID, t)
 	if err != nil {
 		return failWith(err)
 	}
-	destroy := it.create || prev == nil
 	var plan *engine.InstancePlan
 	switch {
-	case destroy:
+	case prev == nil:
 		plan = engine.PlanDestroy(&engine.Instance{Name: o.j.name, StackSetID: ssID, Target: t, DeclaredTypes: o.r.declaredTypes(o.j)}, recorded)
-	case !targets[t]:
-		return failWith(fmt.Errorf("%s/%s is not a target of revision %s", t.Region, t.Account, short(rr.prevRev)))
+	case !slices.Contains(prev.Targets(), t):
+		return failWith(fmt.Errorf("%s/%s is not a target of revision %s", t.Region, t.Account, short(it.prev)))
 	default:
 		p, diags := o.r.opts.Engine.PlanContext(ctx, &engine.Instance{StackSet: prev, StackSetID: ssID, Target: t}, recorded)
 		if diags.HasErrors() {
@@ -1015,7 +1454,8 @@ func (rr *rolloutRun) rollbackOne(ctx context.Context, prev *engine.StackSet, ta
 	if err != nil {
 		in = state.Instance{StackSetID: ssID, Region: t.Region, Account: t.Account}
 	}
-	in.Status, in.StatusReason, in.Updated = state.InstanceOperationInProgress, "rolling back to "+rr.prevName(), o.r.opts.Now()
+	in.Status, in.StatusReason, in.Updated = state.InstanceOperationInProgress, "rolling back to "+revName(it.prev), o.r.opts.Now()
+	in.OutOfService = in.StatusReason
 	if err := st.PutInstance(in); err != nil {
 		return failWith(err)
 	}
@@ -1026,26 +1466,27 @@ func (rr *rolloutRun) rollbackOne(ctx context.Context, prev *engine.StackSet, ta
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return false // stopping: the resumed operation rolls back again
+			return err // stopping: the resumed operation rolls back again
 		}
 		return failWith(err)
 	}
-	reason := "rolled back to " + rr.prevName()
-	if destroy {
+	reason := "rolled back to " + revName(it.prev)
+	if prev == nil {
 		if err := st.DeleteInstance(ssID, t.Region, t.Account); err != nil {
 			return failWith(err)
 		}
 		reason = "deleted: created by the rolled-back operation"
 	} else {
 		in.Status, in.StatusReason, in.Updated = state.InstanceOperationComplete, reason, o.r.opts.Now()
-		in.Revision, in.ConfigHash, in.Outputs = rr.prevRev, prev.InstanceHash(ssID, t), outputsJSON(res.Outputs)
+		in.Revision, in.ConfigHash, in.Outputs = it.prev, prev.InstanceHash(ssID, t), outputsJSON(res.Outputs)
+		in.OutOfService = reason + "; waiting for the rollback's gate"
 		if err := st.PutInstance(in); err != nil {
 			return failWith(err)
 		}
 	}
 	log.Info().Msg("instance rolled back")
 	rr.rolledBack(it, state.InstanceOperationComplete, reason, true)
-	return true
+	return nil
 }
 
 // rolledBack records an instance's rollback in the operation's results.
@@ -1054,7 +1495,7 @@ func (rr *rolloutRun) rolledBack(it rollbackItem, status, reason string, ok bool
 	t := it.target
 	o.event(t.Region, t.Account, "", status, reason)
 	action := strings.ToLower(engine.InstanceUpdate)
-	if it.create {
+	if it.prev == "" {
 		action = strings.ToLower(engine.InstanceCreate)
 	}
 	o.mu.Lock()
@@ -1074,12 +1515,17 @@ func (o *opRun) firstFailure(works []*work) string {
 	defer o.mu.Unlock()
 	for _, w := range works {
 		if r, ok := o.results[w.target]; ok && r.Status == state.InstanceOperationFailed {
-			reason := strings.Join(strings.Fields(r.Reason), " ")
-			if len(reason) > 300 {
-				reason = strings.ToValidUTF8(reason[:300], "") + "…"
-			}
-			return fmt.Sprintf("; first failure %s/%s: %s", r.Region, r.Account, reason)
+			return fmt.Sprintf("; first failure %s/%s: %s", r.Region, r.Account, clip(r.Reason))
 		}
 	}
 	return ""
+}
+
+// clip is a reason on one line, at most 300 bytes.
+func clip(reason string) string {
+	reason = strings.Join(strings.Fields(reason), " ")
+	if len(reason) > 300 {
+		reason = strings.ToValidUTF8(reason[:300], "") + "…"
+	}
+	return reason
 }

@@ -35,9 +35,12 @@ import (
 // ---- the fake clock -----------------------------------------------------------
 
 // fakeClock is the rollout clock of the tests. Manual (the default), After
-// fires when the test advances the clock past it; auto, After moves the
-// clock forward by d and fires at once, so health checks poll and pauses
-// pass without any real waiting.
+// fires when the test advances the clock past it. Auto, a goroutine of the
+// clock moves it to the earliest waiter and fires what is due as soon as
+// the waiters have had a moment to register, so health checks poll and
+// pauses pass without any real waiting — and concurrent waiters share
+// time as they would on a real clock (each After is measured from the
+// same now, instead of every caller pushing the clock on by its own d).
 type fakeClock struct {
 	mu      sync.Mutex
 	now     time.Time
@@ -45,6 +48,8 @@ type fakeClock struct {
 	waiters []clockWaiter
 	afters  []time.Duration // every After, in order
 	changed chan struct{}
+	// advancing: the auto clock's goroutine runs.
+	advancing bool
 }
 
 type clockWaiter struct {
@@ -55,6 +60,31 @@ type clockWaiter struct {
 
 func newFakeClock(auto bool) *fakeClock {
 	return &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), auto: auto, changed: make(chan struct{}, 1)}
+}
+
+// advance is the auto clock's goroutine, running while anything waits: it
+// lets concurrent waiters register (a real millisecond, so that the probes
+// of one batch sleep in the same round), then moves the clock to the
+// earliest of them.
+func (c *fakeClock) advance() {
+	for {
+		time.Sleep(time.Millisecond)
+		c.mu.Lock()
+		if len(c.waiters) == 0 {
+			c.advancing = false
+			c.mu.Unlock()
+			return
+		}
+		earliest := c.waiters[0].at
+		for _, w := range c.waiters {
+			if w.at.Before(earliest) {
+				earliest = w.at
+			}
+		}
+		d := earliest.Sub(c.now)
+		c.mu.Unlock()
+		c.Advance(d)
+	}
 }
 
 func (c *fakeClock) Now() time.Time {
@@ -69,14 +99,15 @@ func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 	c.afters = append(c.afters, d)
 	ch := make(chan time.Time, 1)
 	at := c.now.Add(d)
-	if c.auto || d <= 0 {
-		if at.After(c.now) {
-			c.now = at
-		}
+	if d <= 0 {
 		ch <- c.now
 		return ch
 	}
 	c.waiters = append(c.waiters, clockWaiter{at: at, d: d, ch: ch})
+	if c.auto && !c.advancing {
+		c.advancing = true
+		go c.advance()
+	}
 	select {
 	case c.changed <- struct{}{}:
 	default:
@@ -121,18 +152,23 @@ func (c *fakeClock) waitForWaiter(t *testing.T, d time.Duration) {
 // ---- the health endpoint ------------------------------------------------------
 
 // healthServer answers GET /health/<stack set>/<region>/<account> with 200,
-// or with the status set for the region.
+// or with the status set for the region, or 503 while the instance runs a
+// tag set bad for its region (as a real service is unhealthy only while it
+// runs the bad version).
 type healthServer struct {
 	*httptest.Server
 	mu     sync.Mutex
 	status map[string]int // region -> status
 	hits   map[string]int // "region/account" -> requests
+	world  *ctl
+	bad    map[string]string // region -> tag
 }
 
 func newHealthServer(t *testing.T) *healthServer {
-	h := &healthServer{status: map[string]int{}, hits: map[string]int{}}
+	h := &healthServer{status: map[string]int{}, hits: map[string]int{}, bad: map[string]string{}}
 	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/health/"), "/")
+		unit := strings.TrimPrefix(r.URL.Path, "/health/")
+		parts := strings.Split(unit, "/")
 		if len(parts) != 3 {
 			http.NotFound(w, r)
 			return
@@ -140,9 +176,17 @@ func newHealthServer(t *testing.T) *healthServer {
 		h.mu.Lock()
 		h.hits[parts[1]+"/"+parts[2]]++
 		code, ok := h.status[parts[1]]
+		bad, world := h.bad[parts[1]], h.world
 		h.mu.Unlock()
 		if !ok {
 			code = http.StatusOK
+		}
+		if bad != "" {
+			world.mu.Lock()
+			if world.world[unit] == bad {
+				code = http.StatusServiceUnavailable
+			}
+			world.mu.Unlock()
 		}
 		w.WriteHeader(code)
 	}))
@@ -154,6 +198,14 @@ func (h *healthServer) set(region string, code int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.status[region] = code
+}
+
+// badTag makes the instances of region answer 503 while c shows them at
+// tag.
+func (h *healthServer) badTag(c *ctl, region, tag string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.world, h.bad[region] = c, tag
 }
 
 // healthBlock is a health_check block polling the endpoint; the URL uses
@@ -491,8 +543,8 @@ func TestRolloutHealthCheckRollback(t *testing.T) {
 	}
 	before := instanceStatuses(t, h.store, "web")
 
-	// Region 2 (batches 3 and 4) turns unhealthy; v2 goes out.
-	hs.set(regions[1], http.StatusServiceUnavailable)
+	// v2 is unhealthy in region 2 (batches 3 and 4); it goes out.
+	hs.badTag(c, regions[1], "v2")
 	rev2 := commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v2", regions, accounts, "", rollout)}, "v2")
 	op := reconcileOp(t, h, "web")
 	if op.Status != state.OperationRolledBack {
@@ -901,7 +953,7 @@ func TestRolloutRollbackOutlivesThePreviousCommit(t *testing.T) {
 		t.Fatalf("first operation %s (%s), want SUCCEEDED", op.Status, op.Reason)
 	}
 
-	hs.set(regions[1], http.StatusServiceUnavailable)
+	hs.badTag(c, regions[1], "v2")
 	commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v2", regions, accounts, "", rollout)}, "v2")
 	c.gate("web")
 	wait := background(t, h)

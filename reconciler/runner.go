@@ -89,6 +89,13 @@ func (r *Reconciler) dispatch(ctx context.Context, j *job, p *pass) {
 			r.coalesce(old, j)
 		}
 		r.recordQueued(j)
+		if v, ok := r.rollouts.Load(j.name); ok {
+			// A rollout holding for promotion looks whether j supersedes it.
+			select {
+			case v.(*rolloutRun).queued <- struct{}{}:
+			default:
+			}
+		}
 		r.opts.Metrics.QueueLength(r.queued())
 		r.log.Info().Str("stack_set", j.name).Str("revision", short(j.rev)).Msg("operation queued behind the running one")
 		return

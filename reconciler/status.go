@@ -47,14 +47,43 @@ type OperationStatus struct {
 	Counts   OperationCounts `json:"counts"`
 	// Rollout is where a rollout is (batch k of n, phase), or where it
 	// stopped (failed_batch).
-	Rollout *state.RolloutProgress `json:"rollout,omitempty"`
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
+}
+
+// RolloutStatus is where a rollout is, in a status document: its
+// progress with the size of each batch of its plan (the members of each
+// batch are in the operation's record, GET /v1/operations/{id}).
+type RolloutStatus struct {
+	Pattern          string `json:"pattern"`
+	Batch            int    `json:"batch"`
+	Batches          int    `json:"batches"`
+	Phase            string `json:"phase"`
+	FailedBatch      int    `json:"failed_batch,omitempty"`
+	PreviousRevision string `json:"previous_revision,omitempty"`
+	RollbackBatch    int    `json:"rollback_batch,omitempty"`
+	Sizes            []int  `json:"sizes,omitempty"`
+}
+
+// rolloutStatus summarises a rollout's progress (nil without one).
+func rolloutStatus(p *state.RolloutProgress) *RolloutStatus {
+	if p == nil {
+		return nil
+	}
+	rs := &RolloutStatus{
+		Pattern: p.Pattern, Batch: p.Batch, Batches: p.Batches, Phase: p.Phase, FailedBatch: p.FailedBatch,
+		PreviousRevision: p.PreviousRevision, RollbackBatch: p.RollbackBatch,
+	}
+	if len(p.Plan) > 0 {
+		rs.Sizes = p.BatchSizes()
+	}
+	return rs
 }
 
 // operationStatus summarises op.
 func operationStatus(op *state.Operation) *OperationStatus {
 	return &OperationStatus{
 		ID: op.ID, Kind: op.Kind, Status: op.Status, Reason: op.Reason, Revision: op.Revision,
-		Started: op.Started, Ended: op.Ended, Counts: Counts(op), Rollout: op.Rollout,
+		Started: op.Started, Ended: op.Ended, Counts: Counts(op), Rollout: rolloutStatus(op.Rollout),
 	}
 }
 

@@ -78,7 +78,23 @@ type Instance struct {
 	ConfigHash   string          `json:"config_hash,omitempty"` // hash of what was last applied successfully
 	Overrides    json.RawMessage `json:"overrides,omitempty"`
 	Outputs      json.RawMessage `json:"outputs,omitempty"` // non-sensitive outputs, JSON object
-	Updated      time.Time       `json:"updated"`
+	// OutOfService says why the instance is not serving: it is being
+	// deployed, its apply failed, it waits for its batch's gate, or its
+	// health check failed. Empty when it serves. Status labels do not
+	// change it: an instance left WAIT_IN_PROGRESS by a restart or
+	// CANCEL_COMPLETE by a stopped rollout still runs Revision.
+	OutOfService string    `json:"out_of_service,omitempty"`
+	Updated      time.Time `json:"updated"`
+}
+
+// InService reports whether the instance serves: it runs a good revision
+// (one applied successfully) and was last seen healthy, whatever its
+// status label says (DESIGN §6). An instance being changed or whose last
+// operation failed does not serve (the status check keeps records written
+// before OutOfService existed honest).
+func (in Instance) InService() bool {
+	return in.Revision != "" && in.OutOfService == "" &&
+		in.Status != InstanceOperationInProgress && in.Status != InstanceOperationFailed
 }
 
 // Resource is one resource of one instance, as last applied (or journaled).
@@ -133,7 +149,9 @@ type InstanceResult struct {
 	RolledBack bool `json:"rolled_back,omitempty"`
 }
 
-// RolloutProgress is where a rollout operation is.
+// RolloutProgress is where a rollout operation is. It is the durable
+// state of the rollout's state machine: recorded before any instance of a
+// batch starts, and at every phase change.
 type RolloutProgress struct {
 	Pattern string `json:"pattern"`
 	// Batch is the current batch (1-based; 0 before the first), Batches
@@ -143,8 +161,49 @@ type RolloutProgress struct {
 	Phase   string `json:"phase"` // Rollout* phase
 	// FailedBatch is the batch whose gate or tolerance failed (0: none).
 	FailedBatch int `json:"failed_batch,omitempty"`
-	// PreviousRevision is the revision a rollback re-deploys.
+	// PreviousRevision is the revision the stack set was at before the
+	// operation (each instance rolls back to its own, in Plan).
 	PreviousRevision string `json:"previous_revision,omitempty"`
+	// Plan is the batch plan: the members of every batch, recorded when
+	// the rollout starts. Batches up to Batch never change; the batches
+	// after it are cut again only when a batch ends with an instance out
+	// of service (a tolerated failure), so that later batches shrink.
+	Plan []RolloutBatch `json:"plan,omitempty"`
+	// RollbackBatch is the batch being rolled back (Phase ROLLING_BACK):
+	// batches roll back from the newest to the first.
+	RollbackBatch int `json:"rollback_batch,omitempty"`
+}
+
+// RolloutBatch is one batch of a rollout's plan.
+type RolloutBatch struct {
+	// Size is the batch's nominal size (batch_size, grown by a canary
+	// after each fully successful batch); it holds fewer members when
+	// min_in_service or what is left allows fewer.
+	Size    int             `json:"size"`
+	Members []RolloutMember `json:"members"`
+}
+
+// RolloutMember is one instance of a rollout batch, as it was when the
+// batch was planned.
+type RolloutMember struct {
+	Region  string `json:"region"`
+	Account string `json:"account"`
+	// PreviousRevision is the revision the instance ran before the
+	// operation: a rollback re-deploys it. Empty for an instance the
+	// operation creates (a rollback deletes it).
+	PreviousRevision string `json:"previous_revision,omitempty"`
+	// InService: the instance served when the batch was planned, so the
+	// batch took it out of service (min_in_service counts it).
+	InService bool `json:"in_service,omitempty"`
+}
+
+// BatchSizes are the sizes of the plan's batches, in order.
+func (p *RolloutProgress) BatchSizes() []int {
+	out := make([]int, len(p.Plan))
+	for i, b := range p.Plan {
+		out[i] = len(b.Members)
+	}
+	return out
 }
 
 // Operation is one stack-set operation, keyed by (stack set id, commit).

@@ -13,27 +13,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/stackd/stackd/reconciler"
 	"github.com/stackd/stackd/state"
 )
 
 // regionHealth is a health endpoint on 127.0.0.1: GET
 // /health/<region>/<account> answers 200 unless its region is set
-// unhealthy.
+// unhealthy while a condition on the instance holds (as a real service is
+// unhealthy only while it runs the bad version).
 type regionHealth struct {
 	*httptest.Server
 	mu        sync.Mutex
-	unhealthy map[string]bool
+	unhealthy map[string]func(account string) bool
 }
 
 func newRegionHealth(t *testing.T) *regionHealth {
-	h := &regionHealth{unhealthy: map[string]bool{}}
+	h := &regionHealth{unhealthy: map[string]func(string) bool{}}
 	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		region, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/health/"), "/")
+		region, account, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/health/"), "/")
 		h.mu.Lock()
 		bad := h.unhealthy[region]
 		h.mu.Unlock()
-		if bad {
+		if bad != nil && bad(account) {
 			http.Error(w, "unhealthy", http.StatusServiceUnavailable)
 			return
 		}
@@ -43,10 +46,18 @@ func newRegionHealth(t *testing.T) *regionHealth {
 	return h
 }
 
-func (h *regionHealth) setUnhealthy(region string) {
+// unhealthyWhile makes the instances of region unhealthy while bad says
+// so.
+func (h *regionHealth) unhealthyWhile(region string, bad func(account string) bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.unhealthy[region] = true
+	h.unhealthy[region] = bad
+}
+
+// runs reports whether the quickstart instance's app.conf names image.
+func (f *fixture) runs(region, account, image string) bool {
+	b, err := os.ReadFile(filepath.Join(f.instanceDir(region, account), "web", "app.conf"))
+	return err == nil && strings.Contains(string(b), image)
 }
 
 // The quickstart with a canary rollout and a health check: a new image
@@ -82,7 +93,7 @@ func TestRolloutHealthCheckRollbackEndToEnd(t *testing.T) {
 	checkDeployed(t, f, qsRegions, qsAccounts, "nginx:1.25")
 	before := snapshot(t, f.targets)
 
-	hs.setUnhealthy("us-east-1")
+	hs.unhealthyWhile("us-east-1", func(account string) bool { return f.runs("us-east-1", account, "nginx:1.27") })
 	replaceIn(t, f.repo, "web.hcl", `image    = "nginx:1.25"`, `image    = "nginx:1.27"`)
 	rev2 := f.commit(t, "nginx 1.27")
 	res = f.apply(t)
@@ -216,7 +227,7 @@ func TestPromoteAndAbortThroughTheDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	if lo := doc.LastOperation; lo == nil || lo.Status != state.OperationRunning || lo.Rollout == nil ||
-		*lo.Rollout != (state.RolloutProgress{Pattern: "rolling", Batch: 2, Batches: 3, Phase: state.RolloutWaitingForPromotion, PreviousRevision: rev1}) {
+		!cmp.Equal(*lo.Rollout, reconciler.RolloutStatus{Pattern: "rolling", Batch: 2, Batches: 3, Phase: state.RolloutWaitingForPromotion, PreviousRevision: rev1, Sizes: []int{2, 2, 2}}) {
 		t.Errorf("GET /v1/stack_sets/web last_operation %+v, want RUNNING, waiting for promotion after batch 2 of 3", doc.LastOperation)
 	}
 
