@@ -152,16 +152,17 @@ func (c *fakeClock) waitForWaiter(t *testing.T, d time.Duration) {
 // ---- the health endpoint ------------------------------------------------------
 
 // healthServer answers GET /health/<stack set>/<region>/<account> with 200,
-// or with the status set for the region, or 503 while the instance runs a
-// tag set bad for its region (as a real service is unhealthy only while it
-// runs the bad version).
+// or with the status set for the instance ("region/account") or its
+// region, or 503 while the instance runs a tag set bad for it or its
+// region (as a real service is unhealthy only while it runs the bad
+// version).
 type healthServer struct {
 	*httptest.Server
 	mu     sync.Mutex
-	status map[string]int // region -> status
+	status map[string]int // region or "region/account" -> status
 	hits   map[string]int // "region/account" -> requests
 	world  *ctl
-	bad    map[string]string // region -> tag
+	bad    map[string]string // region or "region/account" -> tag
 }
 
 func newHealthServer(t *testing.T) *healthServer {
@@ -174,9 +175,16 @@ func newHealthServer(t *testing.T) *healthServer {
 			return
 		}
 		h.mu.Lock()
-		h.hits[parts[1]+"/"+parts[2]]++
-		code, ok := h.status[parts[1]]
-		bad, world := h.bad[parts[1]], h.world
+		inst := parts[1] + "/" + parts[2]
+		h.hits[inst]++
+		code, ok := h.status[inst]
+		if !ok {
+			code, ok = h.status[parts[1]]
+		}
+		bad, world := h.bad[inst], h.world
+		if bad == "" {
+			bad = h.bad[parts[1]]
+		}
 		h.mu.Unlock()
 		if !ok {
 			code = http.StatusOK
@@ -200,12 +208,12 @@ func (h *healthServer) set(region string, code int) {
 	h.status[region] = code
 }
 
-// badTag makes the instances of region answer 503 while c shows them at
-// tag.
-func (h *healthServer) badTag(c *ctl, region, tag string) {
+// badTag makes the instances of where (a region, or "region/account")
+// answer 503 while c shows them at tag.
+func (h *healthServer) badTag(c *ctl, where, tag string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.world, h.bad[region] = c, tag
+	h.world, h.bad[where] = c, tag
 }
 
 // healthBlock is a health_check block polling the endpoint; the URL uses

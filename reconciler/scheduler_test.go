@@ -1167,10 +1167,17 @@ type driver struct {
 }
 
 func runDriver(t *testing.T, h *harness) *driver {
+	return runDriverWithGrace(t, h, 10*time.Second)
+}
+
+// runDriverWithGrace is runDriver whose stop cancels the provider calls in
+// flight after grace (a short grace leaves them interrupted, as a kill
+// does).
+func runDriverWithGrace(t *testing.T, h *harness, grace time.Duration) *driver {
 	trigger := make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- h.rec.Run(ctx, trigger, 10*time.Second) }()
+	go func() { done <- h.rec.Run(ctx, trigger, grace) }()
 	stopped := false
 	stop := func(t *testing.T) {
 		if stopped {
