@@ -3,11 +3,20 @@ package reconciler
 // Rollouts (DESIGN §6, the Heat seed): with a rollout block, an operation's
 // creates and updates go in batches (rolling or canary), each followed by a
 // pause and a gate — every instance of the batch at the operation's
-// revision and healthy — before the next batch starts; pause =
-// "until_promoted" holds after each batch until Promote. A failed gate, an
+// revision and healthy, and the earlier batches still healthy — before the
+// next batch starts; pause = "until_promoted" holds after each batch until
+// Promote (or a newer commit with supersede = true). A failed gate, an
 // exceeded failure tolerance or Abort stops the rollout; with on_failure =
-// "rollback" the previous revision is then re-deployed to every instance
-// the operation changed, newest batch first.
+// "rollback" each instance the operation changed goes back to the revision
+// it ran before, newest batch first, each batch paced and gated.
+//
+// The rollout is a state machine whose state is the operation's
+// RolloutProgress: the batch plan (members, previous revisions) is recorded
+// before the first instance starts, the current batch and phase before each
+// step, each instance's result (event and instance record) the moment it
+// finishes. A restart resumes at the recorded batch with the recorded
+// members. min_in_service counts the instances that serve
+// (state.Instance.InService), not status labels.
 
 import (
 	"context"

@@ -25,6 +25,7 @@ stack_set "app" {
     min_in_service = 2
     pause          = "30s"     # or "until_promoted": stackd promote app
     on_failure     = "rollback"
+    supersede      = false     # true: a newer commit aborts a rollout held until_promoted
 
     health_check {
       url      = "http://127.0.0.1:8080/healthz/${target.region}/${target.account}?v=${output.version}"
