@@ -640,7 +640,7 @@ func (rr *rolloutRun) gate(ctx context.Context, n int) error {
 	for _, res := range rr.results() {
 		results[engine.Target{Region: res.Region, Account: res.Account}] = res
 	}
-	var done, earlier []engine.Target
+	var done, earlier, failed []engine.Target
 	ran := 0
 	for k, b := range o.op.Rollout.Plan[:n] {
 		for _, m := range b.Members {
@@ -654,10 +654,24 @@ func (rr *rolloutRun) gate(ctx context.Context, n int) error {
 				}
 			default:
 				ran++
-				if res.Status == state.InstanceOperationComplete {
+				switch res.Status {
+				case state.InstanceOperationComplete:
 					done = append(done, t)
+				case state.InstanceOperationFailed:
+					failed = append(failed, t)
 				}
 			}
+		}
+	}
+	st := o.r.opts.Store
+	ssID := o.j.recorded.ID
+	for _, t := range failed {
+		// Deployed, then failed this gate before a restart: the batch
+		// failed, whatever the tolerance says of apply failures.
+		in, err := st.Instance(ssID, t.Region, t.Account)
+		if err == nil && in.Revision == o.op.Revision {
+			return &batchFailure{batch: n, reason: o.redact(fmt.Sprintf("batch %d of %d failed its gate: instance %s/%s is recorded %s: %s",
+				n, total, t.Region, t.Account, in.Status, in.StatusReason))}
 		}
 	}
 	if ran > 0 && len(done) == 0 {
@@ -671,8 +685,6 @@ func (rr *rolloutRun) gate(ctx context.Context, n int) error {
 		}
 		return &batchFailure{batch: n, reason: o.redact(fmt.Sprintf("batch %d of %d failed its gate: none of its %s deployed%s", n, total, plural(ran, "instance"), first))}
 	}
-	st := o.r.opts.Store
-	ssID := o.j.recorded.ID
 	outputs := map[engine.Target][]byte{}
 	for _, t := range append(slices.Clone(done), earlier...) {
 		// The record, not what this run remembers: stale status never
