@@ -30,11 +30,23 @@ func pending(status string) bool {
 }
 
 func (j *journal) Save(_ context.Context, r engine.ResourceState) error {
+	rec := resourceRecord(r, j.now())
+	j.buf = append(j.buf, state.ResourceWrite{Resource: &rec})
+	if pending(r.Status) {
+		return j.Flush()
+	}
+	return nil
+}
+
+// resourceRecord and resourceState are the one mapping between the
+// engine's resource and the state's record (TestResourceMapping fails when
+// a field is added to one and not the other).
+func resourceRecord(r engine.ResourceState, now time.Time) state.Resource {
 	rec := state.Resource{
 		Address: r.Address, Type: r.Type, PhysicalID: r.PhysicalID,
 		Inputs: r.Inputs, Attributes: r.Attributes, Sensitive: r.Sensitive,
 		DependsOn: r.DependsOn, Status: r.Status, RequestID: r.RequestID,
-		DeletionPolicy: r.DeletionPolicy, Metadata: r.Metadata, Updated: j.now(),
+		DeletionPolicy: r.DeletionPolicy, Metadata: r.Metadata, Updated: now,
 	}
 	if d := r.Deposed; d != nil {
 		rec.Deposed = &state.DeposedResource{
@@ -42,11 +54,23 @@ func (j *journal) Save(_ context.Context, r engine.ResourceState) error {
 			RequestID: d.RequestID, DeletionPolicy: d.DeletionPolicy,
 		}
 	}
-	j.buf = append(j.buf, state.ResourceWrite{Resource: &rec})
-	if pending(r.Status) {
-		return j.Flush()
+	return rec
+}
+
+func resourceState(rec state.Resource) engine.ResourceState {
+	r := engine.ResourceState{
+		Address: rec.Address, Type: rec.Type, PhysicalID: rec.PhysicalID,
+		Inputs: rec.Inputs, Attributes: rec.Attributes, Sensitive: rec.Sensitive,
+		DependsOn: rec.DependsOn, Status: rec.Status, RequestID: rec.RequestID,
+		DeletionPolicy: rec.DeletionPolicy, Metadata: rec.Metadata,
 	}
-	return nil
+	if d := rec.Deposed; d != nil {
+		r.Deposed = &engine.Deposed{
+			PhysicalID: d.PhysicalID, Inputs: d.Inputs, Attributes: d.Attributes, Sensitive: d.Sensitive,
+			RequestID: d.RequestID, DeletionPolicy: d.DeletionPolicy,
+		}
+	}
+	return r
 }
 
 func (j *journal) Remove(_ context.Context, address string) error {

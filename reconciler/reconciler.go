@@ -861,18 +861,7 @@ func (r *Reconciler) resources(ssID string, t engine.Target) ([]engine.ResourceS
 	}
 	out := make([]engine.ResourceState, len(recs))
 	for i, rec := range recs {
-		out[i] = engine.ResourceState{
-			Address: rec.Address, Type: rec.Type, PhysicalID: rec.PhysicalID,
-			Inputs: rec.Inputs, Attributes: rec.Attributes, Sensitive: rec.Sensitive,
-			DependsOn: rec.DependsOn, Status: rec.Status, RequestID: rec.RequestID,
-			DeletionPolicy: rec.DeletionPolicy, Metadata: rec.Metadata,
-		}
-		if d := rec.Deposed; d != nil {
-			out[i].Deposed = &engine.Deposed{
-				PhysicalID: d.PhysicalID, Inputs: d.Inputs, Attributes: d.Attributes, Sensitive: d.Sensitive,
-				RequestID: d.RequestID, DeletionPolicy: d.DeletionPolicy,
-			}
-		}
+		out[i] = resourceState(rec)
 	}
 	return out, nil
 }

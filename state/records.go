@@ -116,8 +116,6 @@ type Resource struct {
 	DeletionPolicy string `json:"deletion_policy,omitempty"`
 	// Metadata is the resource's metadata argument (JSON), if any.
 	Metadata json.RawMessage `json:"metadata,omitempty"`
-	// Pending holds the properties of a pending create/update (JSON object).
-	Pending json.RawMessage `json:"pending,omitempty"`
 	// Deposed is the object a create_before_destroy replacement superseded,
 	// recorded until it is deleted.
 	Deposed *DeposedResource `json:"deposed,omitempty"`

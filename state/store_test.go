@@ -198,7 +198,7 @@ func TestInstancesAndResources(t *testing.T) {
 		{Address: `file.cfg["a/b"]`, Type: "file", Status: ResourceApplied, Updated: t0,
 			Inputs: json.RawMessage(`{"path":"a/b"}`), Sensitive: []string{"content"}, DependsOn: []string{"file.x"}},
 		{Address: "file.a", Type: "file", Status: ResourcePendingCreate, RequestID: "r1",
-			Pending: json.RawMessage(`{"path":"a"}`), Updated: t0},
+			Inputs: json.RawMessage(`{"path":"a"}`), Updated: t0},
 		{Address: "custom.dns", Type: "Custom::DNS", PhysicalID: "dns-1", Status: ResourceApplied,
 			Attributes: json.RawMessage(`{"fqdn":"x.example"}`), Updated: t0},
 	}
@@ -208,7 +208,7 @@ func TestInstancesAndResources(t *testing.T) {
 		}
 	}
 	// Settle the pending create.
-	rs[1].Status, rs[1].Pending, rs[1].PhysicalID = ResourceApplied, nil, "/srv/a"
+	rs[1].Status, rs[1].PhysicalID = ResourceApplied, "/srv/a"
 	if err := s.PutResource(ss.ID, "eu-west-1", "123", rs[1]); err != nil {
 		t.Fatal(err)
 	}
