@@ -349,8 +349,11 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 		return true
 	}
 	in, err := st.Instance(ssID, t.Region, t.Account)
-	if err != nil {
+	switch {
+	case errors.Is(err, state.ErrNotFound):
 		in = state.Instance{StackSetID: ssID, Region: t.Region, Account: t.Account}
+	case err != nil:
+		return o.fail(w, log, err) // never overwrite a record it cannot read
 	}
 	in.Status, in.StatusReason, in.Updated = state.InstanceOperationInProgress, "", o.r.opts.Now()
 	in.OutOfService = "being deployed at revision " + short(o.op.Revision)
@@ -446,8 +449,18 @@ func (o *opRun) settle(w *work, status, reason string, outputs json.RawMessage) 
 	t := w.target
 	if !(w.action == engine.InstanceDelete && status == state.InstanceOperationComplete) {
 		in, err := st.Instance(o.j.recorded.ID, t.Region, t.Account)
+		if errors.Is(err, state.ErrNotFound) {
+			in, err = state.Instance{StackSetID: o.j.recorded.ID, Region: t.Region, Account: t.Account}, nil
+		}
 		if err != nil {
-			in = state.Instance{StackSetID: o.j.recorded.ID, Region: t.Region, Account: t.Account}
+			// A record it cannot read is never overwritten with a blank
+			// one (its revision would be lost); the event says the outcome.
+			o.log.Error().Err(err).Str("region", t.Region).Str("account", t.Account).Msg("cannot read instance record to settle it")
+			o.event(t.Region, t.Account, "", status, reason)
+			o.mu.Lock()
+			o.results[t] = state.InstanceResult{Region: t.Region, Account: t.Account, Action: strings.ToLower(w.action), Status: status, Reason: reason}
+			o.mu.Unlock()
+			return
 		}
 		in.Status, in.StatusReason, in.Updated = status, reason, o.r.opts.Now()
 		switch status {

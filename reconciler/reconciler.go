@@ -353,8 +353,9 @@ func (r *Reconciler) start(ctx context.Context) (*Result, *pass, error) {
 			continue
 		}
 		r.log.Warn().Str("stack_set", op.StackSet).Str("operation", op.ID).Str("revision", short(op.Revision)).Msg("resuming interrupted operation at its own revision")
-		_, rp, err := r.reconcileRevision(ctx, op.Revision, op.StackSet)
-		if err != nil {
+		var rp *pass
+		// err, not a shadow of it: the deferred ReconcileDone records it.
+		if _, rp, err = r.reconcileRevision(ctx, op.Revision, op.StackSet); err != nil {
 			return res, p, err
 		}
 		p = p.join(rp)

@@ -1472,8 +1472,11 @@ func (rr *rolloutRun) rollbackOne(ctx context.Context, it rollbackItem) error {
 		plan = p
 	}
 	in, err := st.Instance(ssID, t.Region, t.Account)
-	if err != nil {
+	switch {
+	case errors.Is(err, state.ErrNotFound):
 		in = state.Instance{StackSetID: ssID, Region: t.Region, Account: t.Account}
+	case err != nil:
+		return failWith(err)
 	}
 	in.Status, in.StatusReason, in.Updated = state.InstanceOperationInProgress, "rolling back to "+revName(it.prev), o.r.opts.Now()
 	in.OutOfService = in.StatusReason
