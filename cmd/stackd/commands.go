@@ -382,9 +382,10 @@ func short(rev string) string {
 
 func newPlanCommand() *cobra.Command {
 	var (
-		c      repoConfig
-		ref    string
-		output string
+		c        repoConfig
+		ref      string
+		output   string
+		detailed bool
 	)
 	cmd := &cobra.Command{
 		Use:   "plan",
@@ -405,13 +406,30 @@ func newPlanCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printPlan(cmd.OutOrStdout(), res, output)
+			if err := printPlan(cmd.OutOrStdout(), res, output); err != nil {
+				return err
+			}
+			if detailed && planHasChanges(res) {
+				return exitError{2}
+			}
+			return nil
 		},
 	}
 	c.addFlags(cmd)
 	cmd.Flags().StringVar(&ref, "ref", "", "branch or commit to plan (default: the deploy branch)")
+	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 0 when nothing changes, 2 when something does, 1 on error (Terraform's convention)")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or markdown (as pull requests get it)")
 	return cmd
+}
+
+// planHasChanges reports whether any stack set of a plan changes.
+func planHasChanges(res *reconciler.PlanResult) bool {
+	for _, cs := range res.ChangeSets {
+		if cs.HasChanges() {
+			return true
+		}
+	}
+	return false
 }
 
 func printPlan(w io.Writer, res *reconciler.PlanResult, output string) error {
