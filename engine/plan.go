@@ -107,6 +107,9 @@ type Instance struct {
 	// Untrusted plans a ref that is not the deploy branch: the sensitive
 	// values recorded for its resources are unknown (sensitive_state.go).
 	Untrusted bool
+	// Caller, for a destroy without StackSet, is the account calls are made
+	// as (see CallerAccount); empty: the target account.
+	Caller string
 }
 
 func (in *Instance) providerTarget() provider.Target {
@@ -118,7 +121,7 @@ func (in *Instance) providerTarget() provider.Target {
 	if in.StackSet != nil {
 		types = in.StackSet.ResourceTypes
 	}
-	return provider.Target{DeclaredTypes: types, StackSetName: name, StackSetID: in.StackSetID, Region: in.Target.Region, Account: in.Target.Account}
+	return provider.Target{DeclaredTypes: types, StackSetName: name, StackSetID: in.StackSetID, Region: in.Target.Region, Account: in.Target.Account, Caller: in.caller()}
 }
 
 // ResourcePlan is the planned action for one resource instance.

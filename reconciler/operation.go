@@ -374,7 +374,7 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 		// Planned when the pass validated the commit, against this same
 		// recorded state (one operation per stack set at a time).
 	case w.action == engine.InstanceDelete:
-		plan = engine.PlanDestroy(&engine.Instance{Name: o.j.name, StackSetID: ssID, Target: t, DeclaredTypes: o.r.declaredTypes(o.j)}, recorded)
+		plan = engine.PlanDestroy(&engine.Instance{Name: o.j.name, StackSetID: ssID, Target: t, DeclaredTypes: o.r.declaredTypes(o.j), Caller: engine.CallerAccount(o.j.desired)}, recorded)
 	default:
 		if err := o.plan(ctx, t, recorded, &plan); err != nil {
 			return o.fail(w, log, err)

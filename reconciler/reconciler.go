@@ -771,7 +771,7 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 			if err != nil {
 				return nil, err
 			}
-			w.plan = engine.PlanDestroy(&engine.Instance{Name: j.name, StackSetID: id, Target: t, DeclaredTypes: r.declaredTypes(j)}, recorded)
+			w.plan = engine.PlanDestroy(&engine.Instance{Name: j.name, StackSetID: id, Target: t, DeclaredTypes: r.declaredTypes(j), Caller: engine.CallerAccount(j.desired)}, recorded)
 			addChange(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceDelete, Changes: w.plan.Changes()})
 		}
 		j.works = append(j.works, w)

@@ -1461,7 +1461,7 @@ func (rr *rolloutRun) rollbackOne(ctx context.Context, it rollbackItem) error {
 	var plan *engine.InstancePlan
 	switch {
 	case prev == nil:
-		plan = engine.PlanDestroy(&engine.Instance{Name: o.j.name, StackSetID: ssID, Target: t, DeclaredTypes: o.r.declaredTypes(o.j)}, recorded)
+		plan = engine.PlanDestroy(&engine.Instance{Name: o.j.name, StackSetID: ssID, Target: t, DeclaredTypes: o.r.declaredTypes(o.j), Caller: engine.CallerAccount(o.j.desired)}, recorded)
 	case !slices.Contains(prev.Targets(), t):
 		return failWith(fmt.Errorf("%s/%s is not a target of revision %s", t.Region, t.Account, short(it.prev)))
 	default:

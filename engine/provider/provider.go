@@ -63,6 +63,10 @@ type Target struct {
 	StackSetID   string
 	Region       string
 	Account      string
+	// Caller is the account the call is made as: the delegated admin of a
+	// stack set with call_identity DELEGATED_ADMIN, empty for the target
+	// account itself (SELF).
+	Caller string
 	// DeclaredTypes are the resource types the revision's definitions
 	// declare (resource_type blocks): name → default service token.
 	DeclaredTypes map[string]string

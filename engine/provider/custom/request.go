@@ -45,7 +45,7 @@ type Request struct {
 	StackID         string `json:"StackId"`
 	StackName       string `json:"StackName"`       // the stack set's name
 	ResourceOwnerID string `json:"ResourceOwnerId"` // the account
-	CallerID        string `json:"CallerId"`        // the account
+	CallerID        string `json:"CallerId"`        // the target's Caller, else the account
 	RegionID        string `json:"RegionId"`
 	// PhysicalResourceID is set for Update and Delete.
 	PhysicalResourceID string `json:"PhysicalResourceId,omitempty"`
@@ -146,7 +146,7 @@ func (p *Provider) exchange(ctx context.Context, req provider.Request, kind stri
 		RequestType: kind, ServiceToken: cfg.token, RequestID: req.RequestID, ResponseURL: w.URL(),
 		ResourceType: cfg.typ, LogicalResourceID: req.LogicalID, StackID: id.StackID,
 		StackName: req.Target.StackSetName, ResourceOwnerID: req.Target.Account,
-		CallerID: req.Target.Account, RegionID: req.Target.Region,
+		CallerID: orDefault(req.Target.Caller, req.Target.Account), RegionID: req.Target.Region,
 		PhysicalResourceID: physicalID, ResourceProperties: props, OldResourceProperties: oldProps,
 	}); err != nil {
 		return Response{}, err
