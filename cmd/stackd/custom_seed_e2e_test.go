@@ -1,0 +1,191 @@
+package main
+
+// End-to-end tests of the ROS custom-resource seed's rules (issue 16,
+// items 13-15): CallerId under call_identity, a Create answered without
+// PhysicalResourceId, an HTTP error status carrying a SUCCESS body, and
+// response URLs stackd cannot receive.
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// seedProvider is a custom-resource provider on 127.0.0.1 that records
+// every request as JSON and answers synchronously with answer's status
+// and body (default: 200 and a SUCCESS with a physical id).
+type seedProvider struct {
+	mu       sync.Mutex
+	requests []map[string]any
+	answer   func(req map[string]any) (int, map[string]any)
+}
+
+func (p *seedProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var req map[string]any
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	p.mu.Lock()
+	p.requests = append(p.requests, req)
+	answer := p.answer
+	p.mu.Unlock()
+	status, body := http.StatusOK, map[string]any{
+		"Status": "SUCCESS", "PhysicalResourceId": fmt.Sprintf("phys-%v", req["RequestId"]),
+		"Data": map[string]any{"caller": req["CallerId"]},
+	}
+	if answer != nil {
+		status, body = answer(req)
+	}
+	if body == nil {
+		w.WriteHeader(status)
+		return
+	}
+	for _, k := range []string{"RequestId", "StackId", "LogicalResourceId"} {
+		body[k] = req[k]
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(body)
+}
+
+func (p *seedProvider) all() []map[string]any {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]map[string]any(nil), p.requests...)
+}
+
+func startSeedProvider(t *testing.T, answer func(req map[string]any) (int, map[string]any)) (*seedProvider, string) {
+	t.Helper()
+	p := &seedProvider{answer: answer}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	return p, srv.URL + "/hook"
+}
+
+// newSeedFixture is an empty fixture (no quickstart) with files committed.
+func newSeedFixture(t *testing.T, files map[string]string) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	f := &fixture{repo: filepath.Join(dir, "repo"), state: filepath.Join(dir, "state"), targets: filepath.Join(dir, "targets")}
+	writeTree(t, f.repo, files)
+	runGit(t, f.repo, "init", "-q")
+	f.commit(t, "definitions")
+	return f
+}
+
+const seedOrgHCL = `organization {
+  management_account = "000000000000"
+  delegated_admins   = ["444444444444", "555555555555"]
+
+  organizational_unit "ou-root" {
+    accounts = ["000000000000", "111111111111", "222222222222", "444444444444", "555555555555"]
+  }
+}
+`
+
+// seedCallerHCL: "admin" is DELEGATED_ADMIN, "self" SERVICE_MANAGED SELF,
+// "plain" SELF_MANAGED, each with one custom resource.
+func seedCallerHCL(token, adminAccounts string) string {
+	return `resource_type "Custom::Probe" {
+  service_token = "` + token + `"
+}
+
+stack_set "admin" {
+  template         = "./template"
+  permission_model = "SERVICE_MANAGED"
+  call_identity    = "DELEGATED_ADMIN"
+  deployment_targets {
+    regions              = ["eu-west-1"]
+    organizational_units = ["ou-root"]
+    account_filter_type  = "INTERSECTION"
+    accounts             = [` + adminAccounts + `]
+  }
+}
+
+stack_set "self" {
+  template         = "./template"
+  permission_model = "SERVICE_MANAGED"
+  call_identity    = "SELF"
+  deployment_targets {
+    regions              = ["eu-west-1"]
+    organizational_units = ["ou-root"]
+    account_filter_type  = "INTERSECTION"
+    accounts             = ["111111111111"]
+  }
+}
+
+stack_set "plain" {
+  template = "./template"
+  deployment_targets {
+    regions  = ["eu-west-1"]
+    accounts = ["333333333333"]
+  }
+}
+`
+}
+
+const seedProbeTemplate = `resource "custom" "probe" {
+  type       = "Custom::Probe"
+  properties = { at = target.account }
+}
+output "caller" { value = custom.probe.data.caller }
+`
+
+// Item 13: CallerId is the delegated admin (the first of delegated_admins)
+// under call_identity = "DELEGATED_ADMIN", for creates and for the deletes
+// of an account leaving the stack set; the target account otherwise.
+func TestCustomCallerIDFollowsCallIdentity(t *testing.T) {
+	t.Parallel()
+	prov, token := startSeedProvider(t, nil)
+	f := newSeedFixture(t, map[string]string{
+		"org.hcl":           seedOrgHCL,
+		"sets.hcl":          seedCallerHCL(token, `"111111111111", "222222222222"`),
+		"template/main.hcl": seedProbeTemplate,
+	})
+	f.mustApply(t)
+
+	got := func(kind string) []string {
+		var out []string
+		for _, r := range prov.all() {
+			if r["RequestType"] == kind {
+				out = append(out, fmt.Sprintf("%v %v caller=%v", r["StackName"], r["ResourceOwnerId"], r["CallerId"]))
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	want := []string{
+		"admin 111111111111 caller=444444444444",
+		"admin 222222222222 caller=444444444444",
+		"plain 333333333333 caller=333333333333",
+		"self 111111111111 caller=111111111111",
+	}
+	if g := got("Create"); strings.Join(g, "\n") != strings.Join(want, "\n") {
+		t.Errorf("creates:\n%s\nwant:\n%s", strings.Join(g, "\n"), strings.Join(want, "\n"))
+	}
+	// The caller is what the provider saw: its Data echoes it into the output.
+	doc := statusHead(t, f.repo).stackSetStatus(t, "admin")
+	for _, in := range doc.Instances {
+		var out map[string]string
+		json.Unmarshal(in.Outputs, &out)
+		if out["caller"] != "444444444444" {
+			t.Errorf("admin/%s output caller %q, want 444444444444", in.Account, out["caller"])
+		}
+	}
+
+	// 222222222222 leaves the stack set: its instance's delete is made as
+	// the delegated admin too.
+	replaceIn(t, f.repo, "sets.hcl", `accounts             = ["111111111111", "222222222222"]`, `accounts             = ["111111111111"]`)
+	f.commit(t, "admin: one account fewer")
+	f.mustApply(t)
+	if g := got("Delete"); strings.Join(g, "\n") != "admin 222222222222 caller=444444444444" {
+		t.Errorf("deletes: %q, want the delegated admin's delete of 222222222222", g)
+	}
+}
