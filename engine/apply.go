@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/stackd/stackd/engine/provider"
@@ -122,7 +120,7 @@ func (e *Engine) apply(ctx context.Context, p *InstancePlan, j Journal, obs Obse
 	}
 	w, diags := e.newWalker(p.Instance, recorded)
 	if diags.HasErrors() {
-		return res, diagError(diags)
+		return res, DiagsError(diags)
 	}
 	w.apply = func(r *Resource, rp *ResourcePlan, props cty.Value) (cty.Value, *ResourceState, error) {
 		if err := ctx.Err(); err != nil {
@@ -159,7 +157,7 @@ func (e *Engine) apply(ctx context.Context, p *InstancePlan, j Journal, obs Obse
 	w.wait = func(m *member) error { return e.waitFor(ctx, target, m, j, obs) }
 	w.note = obs
 	if diags := w.walk(); diags.HasErrors() {
-		return res, diagError(diags)
+		return res, DiagsError(diags)
 	}
 	for _, m := range *w.waiters {
 		if m.waited {
@@ -247,16 +245,6 @@ func (e *Engine) waitFor(ctx context.Context, target provider.Target, m *member,
 	return nil
 }
 
-// diagError turns diagnostics into one error.
-func diagError(diags hcl.Diagnostics) error {
-	var msgs []string
-	for _, d := range DiagnosticsJSON(sanitizeDiagnostics(diags, nil)) {
-		if d.Severity == "error" {
-			msgs = append(msgs, d.String())
-		}
-	}
-	return errors.New(strings.Join(msgs, "\n"))
-}
 
 func (e *Engine) provider(typ string) (provider.Provider, error) {
 	p, ok := e.providers[typ]

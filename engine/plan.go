@@ -975,7 +975,7 @@ func (w *walker) gate(node string) hcl.Diagnostics {
 				continue
 			}
 			if err := w.wait(m); err != nil {
-				return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Wait failed", Detail: err.Error()}}
+				return hcl.Diagnostics{causeDiag("Wait failed", err.Error(), err)}
 			}
 			changed = true
 		}
@@ -1018,7 +1018,7 @@ func (w *walker) applyMembers(r *Resource, members []*member) hcl.Diagnostics {
 		return nil
 	}
 	failed := func(m *member, err error) *hcl.Diagnostic {
-		return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Apply failed", Detail: fmt.Sprintf("%s: %s", m.addr, err)}
+		return causeDiag("Apply failed", fmt.Sprintf("%s: %s", m.addr, err), err)
 	}
 	batches := w.batches(r, members)
 	if batches == nil {

@@ -426,11 +426,7 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 func (o *opRun) plan(ctx context.Context, t engine.Target, recorded []engine.ResourceState, out **engine.InstancePlan) error {
 	p, diags := o.r.opts.Engine.PlanContext(ctx, &engine.Instance{StackSet: o.j.desired, StackSetID: o.j.recorded.ID, Target: t}, recorded)
 	if diags.HasErrors() {
-		var msgs []string
-		for _, d := range engine.DiagnosticsJSON(diags) {
-			msgs = append(msgs, d.String())
-		}
-		return errors.New(strings.Join(msgs, "; "))
+		return engine.DiagsError(diags)
 	}
 	*out = p
 	return nil

@@ -1467,7 +1467,7 @@ func (rr *rolloutRun) rollbackOne(ctx context.Context, it rollbackItem) error {
 	default:
 		p, diags := o.r.opts.Engine.PlanContext(ctx, &engine.Instance{StackSet: prev, StackSetID: ssID, Target: t}, recorded)
 		if diags.HasErrors() {
-			return failWith(diagError(diags))
+			return failWith(engine.DiagsError(diags))
 		}
 		plan = p
 	}
@@ -1527,10 +1527,6 @@ func (rr *rolloutRun) rolledBack(it rollbackItem, status, reason string, ok bool
 	o.results[t] = state.InstanceResult{Region: t.Region, Account: t.Account, Action: action, Status: status, Reason: reason, Batch: it.batch, RolledBack: ok}
 }
 
-// diagError joins diagnostics into one error.
-func diagError(diags interface{ Errs() []error }) error {
-	return errors.Join(diags.Errs()...)
-}
 
 // firstFailure names the first failed instance of works and why, for an
 // operation's reason (": region/account: reason"), or "".
