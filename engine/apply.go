@@ -245,7 +245,6 @@ func (e *Engine) waitFor(ctx context.Context, target provider.Target, m *member,
 	return nil
 }
 
-
 func (e *Engine) provider(typ string) (provider.Provider, error) {
 	p, ok := e.providers[typ]
 	if !ok {

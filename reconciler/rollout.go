@@ -1527,7 +1527,6 @@ func (rr *rolloutRun) rolledBack(it rollbackItem, status, reason string, ok bool
 	o.results[t] = state.InstanceResult{Region: t.Region, Account: t.Account, Action: action, Status: status, Reason: reason, Batch: it.batch, RolledBack: ok}
 }
 
-
 // firstFailure names the first failed instance of works and why, for an
 // operation's reason (": region/account: reason"), or "".
 func (o *opRun) firstFailure(works []*work) string {
