@@ -13,6 +13,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/stackd/stackd/engine/provider"
+	"github.com/stackd/stackd/internal/clock"
 )
 
 // Journal records resource state around every provider action: Save with a
@@ -146,14 +147,7 @@ func (e *Engine) apply(ctx context.Context, p *InstancePlan, j Journal, obs Obse
 		}
 		return val, rec, err
 	}
-	w.pause = func(d time.Duration) error {
-		select {
-		case <-e.clock.After(d):
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	w.pause = func(d time.Duration) error { return clock.Sleep(ctx, e.clock, d) }
 	w.wait = func(m *member) error { return e.waitFor(ctx, target, m, j, obs) }
 	w.note = obs
 	if diags := w.walk(); diags.HasErrors() {

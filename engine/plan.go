@@ -19,6 +19,7 @@ import (
 	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/stackd/stackd/engine/provider"
+	"github.com/stackd/stackd/internal/clock"
 )
 
 // Journal statuses of a recorded resource (the same strings the state
@@ -258,27 +259,16 @@ func (rr *recordedResource) attrs() cty.Value {
 // Engine evaluates templates against providers.
 type Engine struct {
 	providers provider.Registry
-	clock     Clock
+	clock     clock.Clock     // times the pauses of update patterns
 	log       *zerolog.Logger // see SetLogger
 }
 
-// Clock times the pauses of update patterns.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
 // New returns an engine using the given providers.
-func New(reg provider.Registry) *Engine { return &Engine{providers: reg, clock: realClock{}} }
+func New(reg provider.Registry) *Engine { return &Engine{providers: reg, clock: clock.Real} }
 
 // SetClock replaces the real clock (tests use a fake one). Call it before
 // the engine is used.
-func (e *Engine) SetClock(c Clock) { e.clock = c }
+func (e *Engine) SetClock(c clock.Clock) { e.clock = c }
 
 // Load loads definitions with this engine's providers (see Load). A
 // panic while loading is a diagnostic (see contain).

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -16,6 +15,9 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
+
+	"github.com/stackd/stackd/internal/backoff"
+	"github.com/stackd/stackd/internal/clock"
 )
 
 // StatusWrite is one status commit.
@@ -84,7 +86,7 @@ func (s *Source) WriteStatus(ctx context.Context, w StatusWrite) (_ string, err 
 	var lastErr error
 	for attempt := range statusAttempts {
 		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
+			if err := clock.Sleep(ctx, clock.Real, statusRetry.Delay(attempt)); err != nil {
 				return "", fmt.Errorf("write status to %s: %w (after %w)", s.opts.StatusBranch, err, lastErr)
 			}
 		}
@@ -101,19 +103,9 @@ func (s *Source) WriteStatus(ctx context.Context, w StatusWrite) (_ string, err 
 		s.opts.StatusBranch, s.name(), ErrPushRejected, statusAttempts, lastErr)
 }
 
-// backoff sleeps before retry attempt (1-based): 25ms, 50ms, 100ms... with jitter.
-func backoff(ctx context.Context, attempt int) error {
-	d := time.Duration(25<<(attempt-1)) * time.Millisecond
-	d += rand.N(d / 2)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+// statusRetry is the wait before each new attempt to push status: 25ms,
+// 50ms, 100ms, 200ms, jittered.
+var statusRetry = backoff.Policy{Min: 25 * time.Millisecond, Max: time.Second, Jitter: true}
 
 // tryWriteStatus makes one attempt. retry reports a lost race (err says which).
 func (s *Source) tryWriteStatus(ctx context.Context, ref plumbing.ReferenceName, edits *edit, msg string) (hash string, retry bool, err error) {

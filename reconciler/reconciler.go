@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/internal/clock"
 	"github.com/stackd/stackd/state"
 )
 
@@ -64,7 +65,7 @@ type Options struct {
 	MaxInFlight int
 	// Clock times rollout pauses and health checks (default: the real
 	// clock); tests use a fake one.
-	Clock Clock
+	Clock clock.Clock
 	// HealthClient makes rollout health checks (default: a client that
 	// keeps no idle connections). Each request gets the health check's
 	// timeout through its context.
@@ -142,7 +143,7 @@ func (o *Options) Validate() error {
 		o.MaxInFlight = 256
 	}
 	if o.Clock == nil {
-		o.Clock = realClock{}
+		o.Clock = clock.Real
 	}
 	if o.PlanBudget <= 0 {
 		o.PlanBudget = DefaultPlanBudget

@@ -35,17 +35,6 @@ import (
 	"github.com/stackd/stackd/state"
 )
 
-// Clock is the time source of rollout pauses and health checks.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
 // defaultHealthClient keeps no idle connections: a health check polls
 // each instance a few times, then never again.
 var defaultHealthClient = &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}}

@@ -28,6 +28,7 @@ import (
 	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/gitsource"
+	"github.com/stackd/stackd/internal/clock"
 	"github.com/stackd/stackd/reconciler"
 	"github.com/stackd/stackd/state"
 )
@@ -232,7 +233,7 @@ func (h *healthServer) healthBlock(extra string) string {
 // ---- harness ------------------------------------------------------------------
 
 // newRolloutHarness is newHarness with the fake clock.
-func newRolloutHarness(t *testing.T, c *ctl, clock reconciler.Clock, files map[string]string) (*harness, string) {
+func newRolloutHarness(t *testing.T, c *ctl, clock clock.Clock, files map[string]string) (*harness, string) {
 	t.Helper()
 	h, rev, _ := newRestartableHarness(t, c, clock, files)
 	return h, rev
@@ -240,13 +241,13 @@ func newRolloutHarness(t *testing.T, c *ctl, clock reconciler.Clock, files map[s
 
 // newRestartableHarness also returns a function making a new reconciler
 // on the same repository and state: a daemon restart.
-func newRestartableHarness(t *testing.T, c *ctl, clock reconciler.Clock, files map[string]string) (*harness, string, func() *reconciler.Reconciler) {
+func newRestartableHarness(t *testing.T, c *ctl, clock clock.Clock, files map[string]string) (*harness, string, func() *reconciler.Reconciler) {
 	t.Helper()
 	return newHarnessWith(t, c, clock, nil, files)
 }
 
 // newHarnessWith also registers the providers of extra.
-func newHarnessWith(t *testing.T, c *ctl, clock reconciler.Clock, extra provider.Registry, files map[string]string) (*harness, string, func() *reconciler.Reconciler) {
+func newHarnessWith(t *testing.T, c *ctl, clock clock.Clock, extra provider.Registry, files map[string]string) (*harness, string, func() *reconciler.Reconciler) {
 	t.Helper()
 	dir := t.TempDir()
 	h := &harness{repo: filepath.Join(dir, "repo"), ctl: c}

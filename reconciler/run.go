@@ -3,12 +3,12 @@ package reconciler
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"regexp"
 	"sync"
 	"time"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/internal/backoff"
 )
 
 // Health is the outcome of the latest reconcile pass, for /readyz and
@@ -76,8 +76,8 @@ func (r *Reconciler) Run(ctx context.Context, trigger <-chan struct{}, grace tim
 	var branchWorker sync.WaitGroup
 	branchWorker.Go(func() { r.planBranchesLoop(ctx, branches) })
 	defer branchWorker.Wait()
-	const minBackoff, maxBackoff = time.Second, 5 * time.Minute
-	backoff := minBackoff
+	retryPolicy := backoff.Policy{Min: time.Second, Max: 5 * time.Minute, Jitter: true}
+	failures := 0
 	for {
 		res, _, err := r.start(work)
 		if err == nil {
@@ -89,12 +89,12 @@ func (r *Reconciler) Run(ctx context.Context, trigger <-chan struct{}, grace tim
 		r.setHealth(res, err)
 		var retry <-chan time.Time
 		if err != nil && ctx.Err() == nil {
-			d := backoff/2 + rand.N(backoff/2+1)
+			failures++
+			d := retryPolicy.Delay(failures)
 			r.log.Error().Err(err).Dur("retry_in", d).Msg("reconcile failed")
 			retry = time.After(d)
-			backoff = min(backoff*2, maxBackoff)
 		} else {
-			backoff = minBackoff
+			failures = 0
 		}
 		if retry != nil {
 			// Backing off: triggers (watch ticks, webhooks) wait for the

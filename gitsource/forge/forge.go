@@ -14,6 +14,9 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/stackd/stackd/internal/backoff"
+	"github.com/stackd/stackd/internal/clock"
 )
 
 // Errors returned by this package (wrapped; check with errors.Is).
@@ -125,16 +128,7 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func sleep(ctx context.Context, d time.Duration) error { return clock.Sleep(ctx, clock.Real, d) }
 
 // Client talks to one repository on a forge. It is safe for concurrent use.
 type Client struct {
@@ -379,14 +373,11 @@ func (c *Client) retryWait(ctx context.Context, err error, attempt int) (time.Du
 	if attempt >= c.o.MaxAttempts || ctx.Err() != nil {
 		return 0, false
 	}
-	backoff := c.o.MinBackoff << (attempt - 1)
-	if backoff > c.o.MaxBackoff || backoff <= 0 {
-		backoff = c.o.MaxBackoff
-	}
+	wait := backoff.Policy{Min: c.o.MinBackoff, Max: c.o.MaxBackoff}.Delay(attempt)
 	var ae *APIError
 	if !errors.As(err, &ae) {
 		var te *transportError
-		return backoff, errors.As(err, &te)
+		return wait, errors.As(err, &te)
 	}
 	if !ae.retryable() {
 		return 0, false
@@ -397,7 +388,7 @@ func (c *Client) retryWait(ctx context.Context, err error, attempt int) (time.Du
 		}
 		return ae.RetryAfter, true
 	}
-	return backoff, true
+	return wait, true
 }
 
 // transportError is a request that got no answer (a connection failure or
