@@ -189,3 +189,90 @@ func TestCustomCallerIDFollowsCallIdentity(t *testing.T) {
 		t.Errorf("deletes: %q, want the delegated admin's delete of 222222222222", g)
 	}
 }
+
+// seedSingleHCL is one SELF_MANAGED stack set in one region and account
+// whose template holds one custom resource of type Custom::Probe.
+func seedSingleHCL(token string) string {
+	return `resource_type "Custom::Probe" {
+  service_token = "` + token + `"
+}
+
+stack_set "probe" {
+  template = "./template"
+  deployment_targets {
+    regions  = ["eu-west-1"]
+    accounts = ["111111111111"]
+  }
+}
+`
+}
+
+// Item 14: the seed requires PhysicalResourceId in a response; a Create
+// answered SUCCESS without one fails the resource with a reason saying so,
+// and an HTTP error status is a failure whatever the body says. The
+// failed create is cleaned up with a Delete naming the RequestId.
+func TestCustomSuccessThatIsNot(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		status  int
+		body    map[string]any
+		reason  string
+		cleanup bool // the service made something: a Delete removes it
+	}{
+		{name: "no PhysicalResourceId", status: http.StatusOK, body: map[string]any{"Status": "SUCCESS", "Data": map[string]any{"caller": "x"}},
+			reason: "answered SUCCESS without a PhysicalResourceId, which a Create response must carry", cleanup: true},
+		{name: "empty PhysicalResourceId", status: http.StatusCreated, body: map[string]any{"Status": "SUCCESS", "PhysicalResourceId": ""},
+			reason: "answered SUCCESS without a PhysicalResourceId", cleanup: true},
+		{name: "SUCCESS in a 400", status: http.StatusBadRequest, body: map[string]any{"Status": "SUCCESS", "PhysicalResourceId": "p-1"},
+			reason: "answered 400 Bad Request with a SUCCESS body: an HTTP error status is a failure"},
+		{name: "SUCCESS in a 404", status: http.StatusNotFound, body: map[string]any{"Status": "SUCCESS", "PhysicalResourceId": "p-1"},
+			reason: "answered 404 Not Found with a SUCCESS body"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			prov, token := startSeedProvider(t, func(req map[string]any) (int, map[string]any) {
+				if req["RequestType"] == "Create" {
+					return tc.status, tc.body
+				}
+				return http.StatusOK, map[string]any{"Status": "SUCCESS", "PhysicalResourceId": req["PhysicalResourceId"]}
+			})
+			f := newSeedFixture(t, map[string]string{
+				"sets.hcl":          seedSingleHCL(token),
+				"template/main.hcl": seedProbeTemplate,
+			})
+			res := f.apply(t)
+			if res.code() != 1 {
+				t.Fatalf("apply exit %d, want 1 (a failed instance):\n%s", res.code(), res)
+			}
+			if !strings.Contains(res.stdout, tc.reason) {
+				t.Errorf("apply output does not give the reason %q:\n%s", tc.reason, res)
+			}
+			doc := statusHead(t, f.repo).stackSetStatus(t, "probe")
+			if len(doc.Instances) != 1 || !strings.Contains(doc.Instances[0].Reason, tc.reason) || doc.Instances[0].Status == "SUCCEEDED" {
+				t.Errorf("status instances %+v, want one failed with reason %q", doc.Instances, tc.reason)
+			}
+
+			// What a SUCCESS made is deleted at once, by the RequestId the
+			// Create carried; a failure status made nothing to delete.
+			var createID string
+			var deleted []string
+			for _, r := range prov.all() {
+				switch r["RequestType"] {
+				case "Create":
+					createID = fmt.Sprint(r["RequestId"])
+				case "Delete":
+					deleted = append(deleted, fmt.Sprint(r["PhysicalResourceId"]))
+				}
+			}
+			switch {
+			case createID == "":
+				t.Errorf("no Create request")
+			case tc.cleanup && (len(deleted) != 1 || deleted[0] != createID):
+				t.Errorf("deletes %q, want one naming the create's RequestId %q", deleted, createID)
+			case !tc.cleanup && len(deleted) != 0:
+				t.Errorf("deletes %q after a failure status, want none", deleted)
+			}
+		})
+	}
+}

@@ -208,7 +208,10 @@ func (p *Provider) ValidateProperties(target provider.Target, properties cty.Val
 }
 
 // Create sends a Create request. The physical id is the response's
-// PhysicalResourceId or, when it has none, the RequestId.
+// PhysicalResourceId, which the seed requires: a SUCCESS without one is a
+// *MissingPhysicalIDError and the resource fails. What the service made is
+// not left behind: Create first sends a Delete with the RequestId as
+// PhysicalResourceId (its RequestId CleanupRequestID of the Create's).
 func (p *Provider) Create(ctx context.Context, req provider.Request) (provider.Result, error) {
 	cfg, err := p.decode(req.Target, req.Properties, true)
 	if err != nil {
@@ -218,7 +221,22 @@ func (p *Provider) Create(ctx context.Context, req provider.Request) (provider.R
 	if err != nil {
 		return provider.Result{}, err
 	}
-	return result(orDefault(resp.PhysicalResourceID, req.RequestID), resp), nil
+	if resp.PhysicalResourceID == "" {
+		miss := &MissingPhysicalIDError{RequestID: req.RequestID}
+		del := provider.Request{Target: req.Target, LogicalID: req.LogicalID, RequestID: CleanupRequestID(req.RequestID), Properties: req.Properties}
+		if _, err := p.call(ctx, del, requestDelete, cfg, req.RequestID, nil); err != nil {
+			miss.CleanupErr = err
+		}
+		return provider.Result{}, fmt.Errorf("%s %s: %w", cfg.typ, requestCreate, miss)
+	}
+	return result(resp.PhysicalResourceID, resp), nil
+}
+
+// CleanupRequestID is the RequestId of the Delete sent when a Create was
+// answered SUCCESS without PhysicalResourceId, derived from the Create's
+// RequestId like DeleteOldRequestID.
+func CleanupRequestID(createRequestID string) string {
+	return uuid.NewSHA1(deleteOldNamespace, []byte("cleanup-create\x00"+createRequestID)).String()
 }
 
 // Update sends an Update request with the last applied properties as
@@ -240,6 +258,13 @@ func (p *Provider) Update(ctx context.Context, req provider.Request) (provider.R
 	resp, err := p.call(ctx, req, requestUpdate, cfg, oldPhys, &old)
 	if err != nil {
 		return provider.Result{}, err
+	}
+	if resp.PhysicalResourceID == "" {
+		// CloudFormation's leniency, kept for Update only: the request
+		// named the physical id, so keeping it is unambiguous.
+		p.opts.Log.Warn().Str("resource", req.LogicalID).Str("request_type", requestUpdate).
+			Str("request_id", req.RequestID).Str("resource_type", cfg.typ).
+			Msg("custom resource answered SUCCESS without PhysicalResourceId, which the protocol requires; keeping the physical id the request named")
 	}
 	newPhys := orDefault(resp.PhysicalResourceID, oldPhys)
 	res := result(newPhys, resp)

@@ -477,9 +477,14 @@ func TestSyncAnswers(t *testing.T) {
 			wantID: "s-1",
 		},
 		{
-			name:   "no PhysicalResourceId: the RequestId",
-			answer: answerWith(200, map[string]any{"Status": "SUCCESS"}),
-			wantID: "req-s",
+			name:    "no PhysicalResourceId: failed, the seed requires one",
+			answer:  answerWith(200, map[string]any{"Status": "SUCCESS"}),
+			wantErr: "Custom::Thing Create: the service answered SUCCESS without a PhysicalResourceId",
+		},
+		{
+			name:    "SUCCESS body in a 400",
+			answer:  answerWith(400, map[string]any{"Status": "SUCCESS", "PhysicalResourceId": "s-1"}),
+			wantErr: "answered 400 Bad Request with a SUCCESS body: an HTTP error status is a failure",
 		},
 		{
 			name:    "FAILED in a 400",
@@ -561,7 +566,7 @@ func TestStringifyProperties(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			svc := newService(t, false, answerWith(200, map[string]any{"Status": "SUCCESS"}))
+			svc := newService(t, false, answerWith(200, map[string]any{"Status": "SUCCESS", "PhysicalResourceId": "j-1"}))
 			e := newEnv(t, "")
 			p := props(map[string]cty.Value{
 				"type": cty.StringVal("Custom::Thing"), "service_token": cty.StringVal(svc.token()),

@@ -26,11 +26,16 @@
 // restarts, so the service can deduplicate. Connection errors and HTTP 5xx
 // or 429 answers (whatever their body) are retried with backoff
 // (RetryPolicy) with the same RequestId; a response that arrives on the
-// ResponseURL meanwhile ends the retrying. Other non-2xx answers without a
-// response object are failures; redirects are not followed.
-// A Create answered without PhysicalResourceId gets the RequestId as
-// physical id; a Delete of a resource without physical id (its Create
-// failed) is still sent, with the RequestId as PhysicalResourceId. An Update
+// ResponseURL meanwhile ends the retrying. Other non-2xx answers are
+// failures, also when their body is a SUCCESS response object; redirects
+// are not followed.
+// PhysicalResourceId is required (the seed): a Create answered SUCCESS
+// without one fails (*MissingPhysicalIDError), after a Delete with the
+// RequestId as PhysicalResourceId cleaned up what the service made; an
+// Update answered without one keeps the physical id it named, with a
+// warning (CloudFormation's leniency). A Delete of a resource without
+// physical id (a resumed create) is still sent, with the RequestId as
+// PhysicalResourceId. An Update
 // answered with a different PhysicalResourceId is a replacement: the old
 // physical id then gets a Delete whose RequestId is DeleteOldRequestID of
 // the Update's, so a resumed Update deduplicates it too.

@@ -75,6 +75,28 @@ func (e *FailedError) Error() string {
 	return "the service answered FAILED: " + reason
 }
 
+// MissingPhysicalIDError is a SUCCESS response to a Create without
+// PhysicalResourceId, which the protocol requires ("required
+// vendor-defined physical id"): stackd would have no id to update or
+// delete the resource by, so the Create fails.
+// Create sends a Delete naming RequestID as PhysicalResourceId, so that
+// the service can remove what it made; CleanupErr is that Delete's error.
+type MissingPhysicalIDError struct {
+	RequestID  string
+	CleanupErr error
+}
+
+func (e *MissingPhysicalIDError) Error() string {
+	s := "the service answered SUCCESS without a PhysicalResourceId, which a Create response must carry " +
+		"(the vendor-defined physical id the resource is updated and deleted by); the resource is failed"
+	if e.CleanupErr != nil {
+		return s + fmt.Sprintf(", and the Delete sent to clean up (PhysicalResourceId %q) failed too: %v", e.RequestID, e.CleanupErr)
+	}
+	return s + fmt.Sprintf(" and a Delete with PhysicalResourceId %q cleaned up", e.RequestID)
+}
+
+func (e *MissingPhysicalIDError) Unwrap() error { return e.CleanupErr }
+
 // TimeoutError means no response arrived within the resource's timeout.
 type TimeoutError struct {
 	Timeout time.Duration
@@ -269,6 +291,12 @@ func (p *Provider) post(ctx context.Context, token string, body []byte, id Ident
 		}
 		if derr != nil {
 			return nil, fmt.Errorf("invalid answer from %s: %s", where, derr.Detail)
+		}
+		if !success && r.Status == StatusSuccess {
+			// The status line and the body disagree: a gateway or framework
+			// error page wrapped around a body, or a provider that failed
+			// after writing its answer. The HTTP status wins.
+			return nil, fmt.Errorf("%s answered %s with a SUCCESS body: an HTTP error status is a failure, whatever the body says", where, hres.Status)
 		}
 		return &r, nil
 	}
