@@ -16,12 +16,10 @@ test:
 demo:
 	$(GO) run ./cmd/stackd demo
 
-STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
-
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
-	$(GO) run $(STATICCHECK) $(PKGS)
+	$(GO) tool staticcheck $(PKGS)
 
 # BENCHFLAGS, e.g. "--targets-dir /dev/shm" or "--regions 100 --accounts 100"
 BENCHFLAGS ?=
