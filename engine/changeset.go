@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/stackd/stackd/engine/provider"
@@ -121,54 +122,20 @@ func (w *walker) modifyChange(r *Resource, rp *ResourcePlan, schema provider.Sch
 		nv := rp.After.GetAttr(name)
 		ov := rp.Before.GetAttr(name)
 		rc.PropertyChanges = append(rc.PropertyChanges, ResourcePropertyChange{Name: name, BeforeValue: jsonValue(ov), AfterValue: jsonValue(nv)})
-		d := ResourceChangeDetail{
-			Evaluation: "Static",
-			Target:     ResourceTargetDefinition{Attribute: "Properties", Name: name, RequiresRecreation: schema.Properties[name].Recreation.String()},
-		}
+		eval := "Static"
 		if !nv.IsWhollyKnown() {
-			d.Evaluation = "Dynamic"
+			eval = "Dynamic"
 		}
-		d.ChangeSource, d.CausingEntity = w.changeSource(r.refs[name], !nv.IsWhollyKnown())
-		rc.Details = append(rc.Details, d)
+		target := ResourceTargetDefinition{Attribute: "Properties", Name: name, RequiresRecreation: schema.Properties[name].Recreation.String()}
+		var expr hcl.Expression
+		if a := r.Properties[name]; a != nil {
+			expr = a.Expr
+		}
+		for _, c := range w.causes(r.Addr(), expr, func(cv cty.Value) (bool, bool) { return sameProperty(cv, ov, schema.Properties[name].Type) }) {
+			rc.Details = append(rc.Details, ResourceChangeDetail{ChangeSource: c.source, CausingEntity: c.entity, Evaluation: eval, Target: target})
+		}
 	}
 	return Change{Type: "Resource", ResourceChange: rc}
-}
-
-// changeSource picks the seed's ChangeSource for a property from what its
-// expression references: a changing resource's attribute (ResourceAttribute),
-// a changing resource (ResourceReference), a variable (ParameterReference),
-// or the expression itself (DirectModification).
-func (w *walker) changeSource(refs []string, dynamic bool) (string, *string) {
-	for _, ent := range refs {
-		parts := strings.SplitN(ent, ".", 3)
-		if len(parts) < 2 || parts[0] == "var" || parts[0] == "local" || parts[0] == "target" || parts[0] == "stack_set" {
-			continue
-		}
-		if parts[0] == "module" {
-			// A module is ROS's nested stack: what changes inside it
-			// reaches this property Automatically.
-			if w.changing["module."+parts[1]] {
-				e := "module." + parts[1]
-				return SourceAutomatic, &e
-			}
-			continue
-		}
-		if !w.changing[parts[0]+"."+parts[1]] {
-			continue
-		}
-		e := ent
-		if len(parts) == 3 {
-			return SourceResourceAttribute, &e
-		}
-		return SourceResourceReference, &e
-	}
-	for _, ent := range refs {
-		if strings.HasPrefix(ent, "var.") {
-			e := ent
-			return SourceParameterReference, &e
-		}
-	}
-	return SourceDirectModification, nil
 }
 
 func removeChange(rp *ResourcePlan) Change {

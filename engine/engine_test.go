@@ -364,8 +364,9 @@ resource "rec" "b" {
 	for _, c := range p.Changes() {
 		rc := c.ResourceChange
 		if rc.LogicalResourceId == "rec.b" {
+			// rec.b references rec.a's physical id: a ResourceReference.
 			d := rc.Details[0]
-			if d.Evaluation != "Dynamic" || d.ChangeSource != SourceResourceAttribute || *d.CausingEntity != "rec.a.id" || rc.PropertyChanges[0].AfterValue != KnownAfterApplyPlaceholder {
+			if d.Evaluation != "Dynamic" || d.ChangeSource != SourceResourceReference || *d.CausingEntity != "rec.a" || rc.PropertyChanges[0].AfterValue != KnownAfterApplyPlaceholder {
 				t.Errorf("rec.b change: %+v", rc)
 			}
 		}

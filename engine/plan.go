@@ -108,6 +108,11 @@ type Instance struct {
 	// Untrusted plans a ref that is not the deploy branch: the sensitive
 	// values recorded for its resources are unknown (sensitive_state.go).
 	Untrusted bool
+	// Prior, when known, is the stack set as the instance last applied it
+	// (its definitions at the instance's recorded revision): change sets
+	// compare against its variables to name what caused a change
+	// (changeset.go). Nil: causes are named from references alone.
+	Prior *StackSet
 	// Caller, for a destroy without StackSet, is the account calls are made
 	// as (see CallerAccount); empty: the target account.
 	Caller string
@@ -380,6 +385,16 @@ type walker struct {
 	// meter (shared) measures the work against the limits and stops it
 	// when the plan's context ends (limits.go).
 	meter *meter
+
+	// Attribution (changeset.go): prior holds this template's variables as
+	// the instance last applied them (nil when unknown), priorLocals the
+	// locals evaluated with them; extra is the count/each of the member
+	// being diffed; changedAddrs (shared) the full addresses of members
+	// whose action is not NoOp.
+	prior        map[string]cty.Value
+	priorLocals  map[string]cty.Value
+	extra        map[string]cty.Value
+	changedAddrs map[string]bool
 }
 
 func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, hcl.Diagnostics) {
@@ -426,7 +441,10 @@ func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, h
 		waiters:   new([]*member),
 		plan:      &InstancePlan{Instance: inst, Outputs: map[string]cty.Value{}, recorded: map[string]*recordedResource{}},
 		meter:     newMeter(context.Background()),
+
+		changedAddrs: map[string]bool{},
 	}
+	w.prior = priorVars(inst, t)
 	w.outputs = w.plan.Outputs
 	for _, r := range recorded {
 		rr := &recordedResource{ResourceState: r}
@@ -563,7 +581,10 @@ func (w *walker) module(mc *ModuleCall) hcl.Diagnostics {
 		prefix:   w.prefix + "module." + mc.Name + ".",
 		modPath:  append(append([]string{}, w.modPath...), mc.Name),
 		modTypes: append(append([]string{}, w.modTypes...), mc.Source),
+
+		changedAddrs: w.changedAddrs,
 	}
+	child.prior = w.priorModuleVars(mc)
 	diags = append(diags, child.walkNodes()...)
 	if diags.HasErrors() {
 		return diags
@@ -895,6 +916,7 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 			mv, _ = mv.UnmarkDeep()
 			meta, _ = EncodeValue(mv)
 		}
+		w.extra = ex.extra
 		rp := w.diff(r, w.prefix+ex.addr, schema, obj, meta)
 		if rr := w.plan.recorded[rp.Address]; rr != nil && rr.Deposed != nil {
 			rp.DeposedCleanup = true
@@ -925,6 +947,7 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 		plans[i] = m.rp
 		if m.rp.Action != NoOp {
 			w.changing[r.Addr()] = true
+			w.changedAddrs[m.rp.Address] = true
 		}
 	}
 	if _, ok := p.(provider.Waiter); ok && w.apply != nil {
@@ -1256,16 +1279,25 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 	if rr.Status == StatusPendingUpdate && len(changed) == 0 {
 		// Nothing changed in the template, but an update a crash
 		// interrupted is repeated: the seed's System change source.
+		// Each property it sends is a target of its own (the seed's Name
+		// is set for every Properties target).
 		e := rp.Address
 		rc.Scope = append(rc.Scope, "Properties")
-		rc.Details = append(rc.Details, ResourceChangeDetail{ChangeSource: SourceSystem, CausingEntity: &e, Evaluation: "Static",
-			Target: ResourceTargetDefinition{Attribute: "Properties", RequiresRecreation: provider.Never.String()}})
+		for _, name := range sortedKeys(schema.Properties) {
+			if v := rp.After.GetAttr(name); v.IsNull() && !v.IsMarked() {
+				continue
+			}
+			rc.Details = append(rc.Details, ResourceChangeDetail{ChangeSource: SourceSystem, CausingEntity: &e, Evaluation: "Static",
+				Target: ResourceTargetDefinition{Attribute: "Properties", Name: name, RequiresRecreation: schema.Properties[name].Recreation.String()}})
+		}
 	}
 	if metaChanged {
-		src, ent := w.changeSource(r.refs[metadataRef], false)
 		rc.Scope = append(rc.Scope, "Metadata")
-		rc.Details = append(rc.Details, ResourceChangeDetail{ChangeSource: src, CausingEntity: ent, Evaluation: "Static",
-			Target: ResourceTargetDefinition{Attribute: "Metadata", RequiresRecreation: provider.Never.String()}})
+		for _, c := range w.causes(r.Addr(), r.Metadata, func(cv cty.Value) (bool, bool) { return sameMetadata(cv, rr.Metadata) }) {
+			rc.Details = append(rc.Details, ResourceChangeDetail{ChangeSource: c.source, CausingEntity: c.entity, Evaluation: "Static",
+				Target: ResourceTargetDefinition{Attribute: "Metadata", RequiresRecreation: provider.Never.String()}})
+		}
+		rc.PropertyChanges = append(rc.PropertyChanges, w.metadataChange(r, rr.Metadata, meta))
 	}
 	if policyChanged {
 		rc.Scope = append(rc.Scope, "DeletionPolicy")

@@ -694,6 +694,10 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 	// untouched: instances left in service as they are (min_in_service
 	// counts them).
 	var creates, updates, deletes, untouched int
+	var prior *priorStackSets
+	if keep {
+		prior = newPriorStackSets(r, j)
+	}
 	if ss != nil {
 		for _, t := range ss.Targets() {
 			hash := ss.InstanceHash(id, t)
@@ -733,7 +737,7 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 						return nil, err
 					}
 				}
-				p, pdiags := r.opts.Engine.PlanContext(ctx, &engine.Instance{StackSet: ss, StackSetID: id, Target: t, Untrusted: j.untrusted}, recorded)
+				p, pdiags := r.opts.Engine.PlanContext(ctx, &engine.Instance{StackSet: ss, StackSetID: id, Target: t, Untrusted: j.untrusted, Prior: prior.of(ctx, in)}, recorded)
 				if pdiags.HasErrors() {
 					for _, d := range pdiags {
 						d.Detail = fmt.Sprintf("%s (stack set %q, instance %s/%s)", d.Detail, ss.Name, t.Region, t.Account)

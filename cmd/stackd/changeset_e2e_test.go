@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/reconciler"
 )
@@ -119,5 +121,72 @@ func TestPlanDetailedExitcode(t *testing.T) {
 	f.change(t, map[string]string{"tmpl/main.hcl": csTemplate + "\nresource \"file\" {\n"})
 	if res := plan("--detailed-exitcode"); res.code() != 1 {
 		t.Fatalf("definitions that do not validate: exit %d, want 1\n%s", res.code(), res)
+	}
+}
+
+// TestPlanNamesTheRealCause: `stackd plan` compares against the revision
+// each instance last applied, so a literal edit beside an unchanged
+// variable is DirectModification, a variable reached through a local is
+// blamed by name, only the variable that changed is blamed, and a counted
+// member keeps its index.
+func TestPlanNamesTheRealCause(t *testing.T) {
+	const tmpl = `
+variable "image" { type = string }
+variable "tag"   { type = string }
+
+locals { label = "tag=${var.tag}" }
+
+resource "file" "literal" {
+  path    = "app/literal"
+  content = "image=${var.image} v1\n"
+}
+
+resource "file" "label" {
+  path    = "app/label"
+  content = local.label
+}
+
+resource "file" "both" {
+  path    = "app/both"
+  content = "${var.image}/${var.tag}"
+}
+
+resource "file" "cnt" {
+  count   = 3
+  path    = "app/cnt${count.index}"
+  content = count.index == 2 ? var.tag : "fixed"
+}
+
+resource "file" "sum" {
+  count   = 3
+  path    = "app/sum${count.index}"
+  content = file.cnt[count.index].sha256
+}
+`
+	f := csFixture(t, map[string]string{"app.hcl": csStackSet, "tmpl/main.hcl": tmpl})
+	f.mustApply(t)
+	f.change(t, map[string]string{
+		"tmpl/main.hcl": strings.Replace(tmpl, "v1", "v2", 1),
+		"app.hcl":       strings.Replace(csStackSet, `"blue"`, `"green"`, 1),
+	})
+	got := map[string][]string{}
+	for addr, rc := range changesOf(t, f.planJSON(t), "eu-west-1", "111111111111") {
+		for _, d := range rc.Details {
+			ent := "null"
+			if d.CausingEntity != nil {
+				ent = *d.CausingEntity
+			}
+			got[addr] = append(got[addr], d.Target.Name+" "+d.ChangeSource+" "+ent)
+		}
+	}
+	want := map[string][]string{
+		"file.literal": {"content DirectModification null"},
+		"file.label":   {"content ParameterReference var.tag"},
+		"file.both":    {"content ParameterReference var.tag"},
+		"file.cnt[2]":  {"content ParameterReference var.tag"},
+		"file.sum[2]":  {"content ResourceAttribute file.cnt[2].sha256"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("causes (-want +got):\n%s", diff)
 	}
 }
