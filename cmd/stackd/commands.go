@@ -281,6 +281,7 @@ func newApplyCommand() *cobra.Command {
 				token string
 				l     *apiListener
 			)
+			c.noAPI = listen == ""
 			if listen != "" {
 				var err error
 				if token, err = apiToken(tokenFile, listen); err != nil {

@@ -276,3 +276,108 @@ func TestCustomSuccessThatIsNot(t *testing.T) {
 		})
 	}
 }
+
+// Item 15, no listener: stackd apply without --listen says at plan time
+// that asynchronous answers cannot arrive (naming --listen), a service
+// answering in the body still works, and one that only acknowledges fails
+// its resource at once with the reason — not at its timeout.
+func TestCustomApplyWithoutListener(t *testing.T) {
+	t.Parallel()
+	prov, token := startSeedProvider(t, func(req map[string]any) (int, map[string]any) {
+		props, _ := req["ResourceProperties"].(map[string]any)
+		if props["mode"] == "async" && req["RequestType"] == "Create" {
+			return http.StatusAccepted, nil // the answer would come on the ResponseURL
+		}
+		return http.StatusOK, map[string]any{"Status": "SUCCESS", "PhysicalResourceId": fmt.Sprintf("p-%v", props["mode"])}
+	})
+	f := newSeedFixture(t, map[string]string{
+		"sets.hcl": seedSingleHCL(token) + `resource_type "Custom::Later" {
+  service_token = "` + token + `"
+}
+`,
+		"template/main.hcl": `resource "custom" "sync" {
+  type       = "Custom::Probe"
+  properties = { mode = "sync" }
+}
+resource "custom" "async" {
+  type       = "Custom::Later"
+  properties = { mode = "async" }
+  depends_on = [custom.sync]
+  timeout    = "20s" # were the failure to wait for it, the reason would be the timeout
+}
+`,
+	})
+	res := f.apply(t)
+	if res.code() != 1 {
+		t.Fatalf("apply exit %d, want 1:\n%s", res.code(), res)
+	}
+	const reason = "the service acknowledged the request without answering in the body, so its response would come to the ResponseURL, but stackd apply serves no HTTP API without --listen"
+	if !strings.Contains(res.stdout, reason) {
+		t.Errorf("apply output does not say why (%q):\n%s", reason, res)
+	}
+	// The plan-time warning, once per type, before any request was sent.
+	var warned []string
+	for _, l := range logLines(res.stderr) {
+		if l["level"] == "warn" && strings.Contains(fmt.Sprint(l["message"]), "--listen") {
+			warned = append(warned, fmt.Sprint(l["resource_type"]))
+		}
+	}
+	sort.Strings(warned)
+	if strings.Join(warned, " ") != "Custom::Later Custom::Probe" {
+		t.Errorf("plan-time warnings for %q, want one per type; stderr:\n%s", warned, res.stderr)
+	}
+	var modes []string
+	for _, r := range prov.all() {
+		props, _ := r["ResourceProperties"].(map[string]any)
+		modes = append(modes, fmt.Sprint(r["RequestType"], " ", props["mode"]))
+	}
+	sort.Strings(modes)
+	if strings.Join(modes, ", ") != "Create async, Create sync" {
+		t.Errorf("requests %q, want one Create each", modes)
+	}
+}
+
+// Item 15, https on 443: a resource whose service answers the way AWS's
+// Node.js cfn-response does (https to port 443, whatever the URL says)
+// declares response_over_https; an external URL that is not https on 443,
+// or no API at all, is a diagnostic at plan time naming the flag, and no
+// request is sent.
+func TestCustomResponseOverHTTPS(t *testing.T) {
+	t.Parallel()
+	prov, token := startSeedProvider(t, nil)
+	files := map[string]string{
+		"sets.hcl": seedSingleHCL(token),
+		"template/main.hcl": `resource "custom" "probe" {
+  type                = "Custom::Probe"
+  properties          = {}
+  response_over_https = true
+}
+`,
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // "" : valid
+	}{
+		{name: "plan, http default", args: []string{"plan"}, want: "but stackd's external URL is http://127.0.0.1:7070; set --external-url to an https URL on port 443"},
+		{name: "plan, https on 8443", args: []string{"plan", "--external-url", "https://stackd.example.com:8443"}, want: "external URL is https://stackd.example.com:8443"},
+		{name: "plan, https", args: []string{"plan", "--external-url", "https://stackd.example.com"}},
+		{name: "plan, https on 443", args: []string{"plan", "--external-url", "https://stackd.example.com:443/stackd"}},
+		{name: "apply --listen, http", args: []string{"apply", "--listen", "127.0.0.1:0"}, want: "but stackd's external URL is http://127.0.0.1:"},
+		{name: "apply without --listen", args: []string{"apply", "--external-url", "https://stackd.example.com"}, want: "response_over_https: the service answers only at the ResponseURL, but stackd apply serves no HTTP API without --listen"},
+	} {
+		// A fresh repository each: a rejected revision is not planned again.
+		f := newSeedFixture(t, files)
+		res := stackd(t, append(tc.args, f.flags()...)...)
+		out := res.stdout + res.stderr
+		switch {
+		case tc.want == "" && res.err != nil:
+			t.Errorf("%s: %s", tc.name, res)
+		case tc.want != "" && (res.code() != 1 || !strings.Contains(out, tc.want)):
+			t.Errorf("%s: exit %d, want 1 with %q:\n%s", tc.name, res.code(), tc.want, res)
+		}
+	}
+	if n := len(prov.all()); n != 0 {
+		t.Errorf("the service got %d requests, want none", n)
+	}
+}

@@ -86,6 +86,9 @@ type repoConfig struct {
 	planBudget                       time.Duration
 	adoptEmptyState                  bool
 	minFreeSpace                     byteSize
+	// noAPI: the command applies without serving the HTTP API (apply
+	// without --listen), so responses and signals cannot arrive.
+	noAPI bool
 }
 
 func (c *repoConfig) addFlags(cmd *cobra.Command) {
@@ -258,6 +261,16 @@ const brokerKeyMeta = "custom/broker_key"
 // with the key kept in the state, and types registered through the API
 // (or declared in Git) are the registered ones.
 func newCustom(st *state.Store, externalURL, caFile string) (*custom.Provider, *custom.Broker, error) {
+	return newCustomWith(st, externalURL, caFile, nil, "")
+}
+
+// noAPIReason is custom.Options.NoAPI of stackd apply without --listen.
+const noAPIReason = "stackd apply serves no HTTP API without --listen, so nothing receives responses at the ResponseURL; " +
+	"run it with --listen (e.g. --listen 127.0.0.1:0, and --external-url if the service reaches this machine by another name)"
+
+// newCustomWith is newCustom with the logger of retry and protocol
+// warnings, and why no response can arrive (custom.Options.NoAPI).
+func newCustomWith(st *state.Store, externalURL, caFile string, log *zerolog.Logger, noAPI string) (*custom.Provider, *custom.Broker, error) {
 	var key []byte
 	if st != nil {
 		key, _ = st.Meta(brokerKeyMeta)
@@ -293,7 +306,7 @@ func newCustom(st *state.Store, externalURL, caFile string) (*custom.Provider, *
 		tr.ResponseHeaderTimeout = time.Minute
 		client = &http.Client{Transport: tr}
 	}
-	p, err := custom.New(custom.Options{Broker: broker, Client: client, TypeToken: func(name string) (string, bool) {
+	p, err := custom.New(custom.Options{Broker: broker, Client: client, Log: log, NoAPI: noAPI, TypeToken: func(name string) (string, bool) {
 		if st == nil {
 			return "", false
 		}
@@ -341,7 +354,11 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	// run and apply --listen resolve the external URL against the bound
 	// address first; without an API (plan, apply) it is run's default.
 	externalURL := cmp.Or(c.externalURL, defaultExternalURL)
-	cp, broker, err := newCustom(st, externalURL, c.customCA)
+	var noAPI string
+	if c.noAPI {
+		noAPI = noAPIReason
+	}
+	cp, broker, err := newCustomWith(st, externalURL, c.customCA, &log, noAPI)
 	if err != nil {
 		st.Close()
 		return nil, err

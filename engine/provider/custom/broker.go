@@ -71,6 +71,7 @@ func (o *BrokerOptions) Validate() error {
 // concurrent use.
 type Broker struct {
 	key  []byte
+	ext  string // ExternalURL
 	base string // ExternalURL + ResponsesPath
 	now  func() time.Time
 
@@ -94,6 +95,7 @@ func NewBroker(opts BrokerOptions) (*Broker, error) {
 	}
 	return &Broker{
 		key:     append([]byte(nil), opts.Key...),
+		ext:     opts.ExternalURL,
 		base:    opts.ExternalURL + ResponsesPath,
 		now:     opts.Now,
 		waiters: map[string]*Waiter{},
@@ -127,6 +129,9 @@ func (b *Broker) Expect(id Identity, expires time.Time) (*Waiter, error) {
 	b.waiters[id.RequestID] = w
 	return w, nil
 }
+
+// ExternalURL is the base of the response URLs, without a trailing slash.
+func (b *Broker) ExternalURL() string { return b.ext }
 
 // Waiting is the number of registered waiters (for metrics and tests).
 func (b *Broker) Waiting() int {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -93,6 +94,13 @@ type Options struct {
 	// Log receives retry warnings (never property values or data); default
 	// no logging.
 	Log *zerolog.Logger
+	// NoAPI, when set, says why nothing receives responses at the response
+	// URLs (no HTTP API is served, e.g. stackd apply without --listen) and
+	// which flag to set. Planning then warns once per resource type, a
+	// resource with response_over_https is invalid, and a request the
+	// service acknowledges without answering in the body fails at once
+	// (an *UnreachableError) instead of at its timeout.
+	NoAPI string
 }
 
 // Validate checks the options and fills in defaults.
@@ -170,6 +178,9 @@ func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastR
 // their responses.
 type Provider struct {
 	opts Options
+
+	mu     sync.Mutex
+	warned map[string]bool // resource types warned about Options.NoAPI
 }
 
 // New returns a custom provider; see Options.Validate for the errors.
@@ -192,6 +203,7 @@ func (p *Provider) Schema() provider.Schema {
 			"properties":           {Type: cty.DynamicPseudoType, Recreation: provider.Conditionally},
 			"timeout":              {Type: cty.String, Recreation: provider.Never},
 			"stringify_properties": {Type: cty.Bool, Recreation: provider.Never},
+			"response_over_https":  {Type: cty.Bool, Recreation: provider.Never},
 		},
 		Attributes: []string{"id", "data", "reason"},
 		// data's keys are the response's Data keys, unknown before apply.
@@ -200,11 +212,58 @@ func (p *Provider) Schema() provider.Schema {
 }
 
 // ValidateProperties checks the known parts of properties: the type's name
-// and registration, the service token (own or the type's default) and the
-// timeout. Unknown values are skipped.
+// and registration, the service token (own or the type's default), the
+// timeout, and whether responses can reach stackd (see Options.NoAPI and
+// response_over_https). Unknown values are skipped.
 func (p *Provider) ValidateProperties(target provider.Target, properties cty.Value) error {
-	_, errs := p.check(target, properties, true, false)
+	cfg, errs := p.check(target, properties, true, false)
+	if len(errs) == 0 {
+		if err := p.checkReachable(cfg); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// checkReachable is the plan-time check that a response sent to the
+// response URL can reach stackd. A resource declaring response_over_https
+// answers only asynchronously, over https to port 443 (AWS's Node.js
+// cfn-response module ignores the URL's scheme and port): no API, or an
+// external URL that is not https on port 443, is an error. Any other
+// resource may answer in the body of the HTTP response, so no API is only
+// a warning, logged once per resource type.
+func (p *Provider) checkReachable(cfg config) error {
+	if cfg.overHTTPS {
+		if p.opts.NoAPI != "" {
+			return fmt.Errorf("response_over_https: the service answers only at the ResponseURL, but %s", p.opts.NoAPI)
+		}
+		u, err := url.Parse(p.opts.Broker.ExternalURL())
+		if err != nil || u.Scheme != "https" || (u.Port() != "" && u.Port() != "443") {
+			return fmt.Errorf("response_over_https: the service sends its response only over https to port 443 "+
+				"(as AWS's Node.js cfn-response module does, whatever the ResponseURL says), but stackd's external URL is %s; "+
+				"set --external-url to an https URL on port 443 (a TLS-terminating proxy in front of --listen, or --listen :443 with --tls-cert)",
+				p.opts.Broker.ExternalURL())
+		}
+		return nil
+	}
+	if p.opts.NoAPI == "" || cfg.typ == "" {
+		return nil
+	}
+	p.mu.Lock()
+	first := !p.warned[cfg.typ]
+	if first {
+		if p.warned == nil {
+			p.warned = map[string]bool{}
+		}
+		p.warned[cfg.typ] = true
+	}
+	p.mu.Unlock()
+	if first {
+		p.opts.Log.Warn().Str("resource_type", cfg.typ).
+			Msg("custom resources of this type can be answered only in the body of the HTTP response: " + p.opts.NoAPI +
+				"; a service that acknowledges and answers later fails the resource at once")
+	}
+	return nil
 }
 
 // Create sends a Create request. The physical id is the response's
@@ -330,6 +389,7 @@ type config struct {
 	properties cty.Value // unmarked object or map, or a null
 	timeout    time.Duration
 	stringify  bool
+	overHTTPS  bool // response_over_https
 }
 
 // typeToken looks a resource type up: types declared in the revision's
@@ -437,6 +497,9 @@ func (p *Provider) check(target provider.Target, properties cty.Value, registere
 	}
 	if v, ok := get("stringify_properties", cty.Bool); ok && !v.IsNull() {
 		cfg.stringify = v.True()
+	}
+	if v, ok := get("response_over_https", cty.Bool); ok && !v.IsNull() {
+		cfg.overHTTPS = v.True()
 	}
 	cfg.properties = cty.NullVal(cty.DynamicPseudoType)
 	if v, ok := get("properties", cty.DynamicPseudoType); ok {

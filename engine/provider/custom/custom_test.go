@@ -816,7 +816,7 @@ func TestValidateUnregisteredTypeOnce(t *testing.T) {
 func TestSchema(t *testing.T) {
 	e := newEnv(t, "")
 	s := e.prov.Schema()
-	want := map[string]provider.Recreation{"type": provider.Always, "service_token": provider.Always, "properties": provider.Conditionally, "timeout": provider.Never, "stringify_properties": provider.Never}
+	want := map[string]provider.Recreation{"type": provider.Always, "service_token": provider.Always, "properties": provider.Conditionally, "timeout": provider.Never, "stringify_properties": provider.Never, "response_over_https": provider.Never}
 	for name, rec := range want {
 		if got := s.Properties[name].Recreation; got != rec {
 			t.Errorf("%s: recreation %s, want %s", name, got, rec)

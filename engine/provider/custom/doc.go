@@ -7,6 +7,7 @@
 //	  properties    = { name = local.name }
 //	  timeout       = "10m"                        // 1s to 12h, default 5m
 //	  stringify_properties = false                 // true: numbers and bools sent as strings
+//	  response_over_https  = false                 // true: answers only over https to port 443 (cfn-response)
 //	}
 //
 // is created, updated and deleted by POSTing a JSON Request to its service
@@ -39,6 +40,17 @@
 // answered with a different PhysicalResourceId is a replacement: the old
 // physical id then gets a Delete whose RequestId is DeleteOldRequestID of
 // the Update's, so a resumed Update deduplicates it too.
+//
+// # Responses that cannot arrive
+//
+// Options.NoAPI says that nothing serves the response URLs (stackd apply
+// without --listen): planning logs a warning once per resource type, and a
+// request the service only acknowledges fails at once (*UnreachableError)
+// rather than at its timeout. A resource whose service answers only over
+// https to port 443, as AWS's Node.js cfn-response module does whatever
+// the ResponseURL says, sets response_over_https = true: planning then
+// rejects it unless an API is served and the external URL is https on
+// port 443.
 //
 // # Response URLs
 //

@@ -97,6 +97,17 @@ func (e *MissingPhysicalIDError) Error() string {
 
 func (e *MissingPhysicalIDError) Unwrap() error { return e.CleanupErr }
 
+// UnreachableError is a request the service acknowledged without an
+// answer in the body, so that its response would come to the response
+// URL, while nothing receives responses there (Options.NoAPI).
+type UnreachableError struct {
+	Why string // Options.NoAPI
+}
+
+func (e *UnreachableError) Error() string {
+	return "the service acknowledged the request without answering in the body, so its response would come to the ResponseURL, but " + e.Why
+}
+
 // TimeoutError means no response arrived within the resource's timeout.
 type TimeoutError struct {
 	Timeout time.Duration
@@ -186,6 +197,15 @@ func (p *Provider) exchange(ctx context.Context, req provider.Request, kind stri
 	}()
 
 	resp, err := p.send(tctx, req, kind, cfg.token, body.Bytes(), w)
+	if err == nil && resp == nil && p.opts.NoAPI != "" {
+		// Acknowledged: the answer is to come on the response URL, which
+		// nothing serves. Say so now rather than at the timeout.
+		if r, ok := w.Poll(); ok {
+			resp = &r
+		} else {
+			err = &UnreachableError{Why: p.opts.NoAPI}
+		}
+	}
 	if err == nil && resp == nil {
 		var r Response
 		if r, err = w.Await(tctx); err == nil {

@@ -146,3 +146,56 @@ func TestErrorStatusWithSuccessBody(t *testing.T) {
 		})
 	}
 }
+
+// With Options.NoAPI, an acknowledged request fails at once (the fake
+// clock never advances: a wait for the timeout would hang the test), and
+// a response that arrived while the service held the POST still counts.
+func TestNoAPI(t *testing.T) {
+	const why = "nothing listens; set --listen"
+	svc := newService(t, false, ack)
+	e := newEnv(t, "", func(o *custom.Options) { o.NoAPI = why })
+	_, err := e.prov.Create(context.Background(), createReq("req-1", thing(svc.token(), cty.EmptyObjectVal)))
+	var ue *custom.UnreachableError
+	if !errors.As(err, &ue) || !strings.HasSuffix(err.Error(), "so its response would come to the ResponseURL, but "+why) {
+		t.Fatalf("Create error %v, want an UnreachableError ending in the reason", err)
+	}
+
+	var early *env
+	svc2 := newService(t, false, func(w http.ResponseWriter, req custom.Request, _ int) {
+		cfnPut(t, early.respSrv.Client(), req.ResponseURL, cfnBody(req, "SUCCESS", "p-9", nil, false))
+		w.WriteHeader(http.StatusOK)
+	})
+	early = newEnv(t, "", func(o *custom.Options) { o.NoAPI = why })
+	if res, err := early.prov.Create(context.Background(), createReq("req-2", thing(svc2.token(), cty.EmptyObjectVal))); err != nil || res.PhysicalID != "p-9" {
+		t.Fatalf("Create with the response already in: %v, %q", err, res.PhysicalID)
+	}
+}
+
+// response_over_https: the external URL must be https on port 443, and an
+// API must be served.
+func TestValidateResponseOverHTTPS(t *testing.T) {
+	p := props(map[string]cty.Value{
+		"type": cty.StringVal("Custom::Thing"), "service_token": cty.StringVal("https://svc.example/hook"),
+		"response_over_https": cty.True,
+	})
+	for _, tc := range []struct{ ext, noAPI, want string }{
+		{ext: "https://stackd.example"},
+		{ext: "https://stackd.example:443/base"},
+		{ext: "http://stackd.example", want: "external URL is http://stackd.example; set --external-url"},
+		{ext: "https://stackd.example:7070", want: "only over https to port 443"},
+		{ext: "https://stackd.example", noAPI: "no API; set --listen", want: "answers only at the ResponseURL, but no API; set --listen"},
+	} {
+		b, err := custom.NewBroker(custom.BrokerOptions{ExternalURL: tc.ext})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prov, err := custom.New(custom.Options{Broker: b, NoAPI: tc.noAPI, TypeToken: func(string) (string, bool) { return "", true }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = prov.ValidateProperties(target, p)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s (NoAPI %q): %v, want %q", tc.ext, tc.noAPI, err, tc.want)
+		}
+	}
+}
