@@ -275,3 +275,32 @@ func checkGolden(t *testing.T, name string, render func(*bytes.Buffer) error) {
 		t.Errorf("%s differs (-want +got; rerun with -update and review the diff):\n%s", path, diff)
 	}
 }
+
+// TestSystemDetailTarget: an update a crash interrupted is repeated with
+// the seed's System source, one well-formed Properties target (with its
+// Name) per property it sends.
+func TestSystemDetailTarget(t *testing.T) {
+	rec := newRecorder()
+	reg := provider.Registry{"rec": rec}
+	e := New(reg)
+	ss := mustLoad(t, attributionFiles("v1"), reg).StackSet("app")
+	inst := &Instance{StackSet: ss, StackSetID: "ss-1", Target: Target{Region: "eu", Account: "111"}, Prior: ss}
+	j := newJournal()
+	planApply(t, e, inst, j)
+	r := j.recs["rec.literal"]
+	r.Status, r.RequestID = StatusPendingUpdate, "req-1"
+	j.recs["rec.literal"] = r
+
+	p, diags := e.Plan(inst, j.list())
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	got := details(p.Changes())
+	want := map[string][]string{"rec.literal": {
+		"Properties:content System rec.literal",
+		"Properties:name System rec.literal",
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}

@@ -29,6 +29,15 @@ type ResourceChange struct {
 	Details            []ResourceChangeDetail   `json:"Details,omitempty"`
 	PropertyChanges    []ResourcePropertyChange `json:"PropertyChanges,omitempty"`
 	ModuleInfo         *ModuleInfo              `json:"ModuleInfo,omitempty"`
+	// DeletionPolicy is "Retain" on a Remove whose resource leaves the
+	// stack but is kept in the world (deletion_policy = "Retain"): it is
+	// not destroyed. Not in the seed, which has no such removal.
+	DeletionPolicy string `json:"DeletionPolicy,omitempty"`
+}
+
+// Retained reports whether a Remove keeps the resource in the world.
+func (rc ResourceChange) Retained() bool {
+	return rc.Action == "Remove" && rc.DeletionPolicy == "Retain"
 }
 
 // ResourceChangeDetail says why a property changes.
@@ -138,11 +147,13 @@ func (w *walker) modifyChange(r *Resource, rp *ResourcePlan, schema provider.Sch
 	return Change{Type: "Resource", ResourceChange: rc}
 }
 
-func removeChange(rp *ResourcePlan) Change {
+func removeChange(rp *ResourcePlan, deletionPolicy string) Change {
 	id, mi := splitModuleAddress(rp.Address)
-	return Change{Type: "Resource", ResourceChange: ResourceChange{
-		Action: "Remove", LogicalResourceId: id, PhysicalResourceId: rp.PhysicalID, ResourceType: rp.Type, ModuleInfo: mi,
-	}}
+	rc := ResourceChange{Action: "Remove", LogicalResourceId: id, PhysicalResourceId: rp.PhysicalID, ResourceType: rp.Type, ModuleInfo: mi}
+	if deletionPolicy == "Retain" {
+		rc.DeletionPolicy = "Retain"
+	}
+	return Change{Type: "Resource", ResourceChange: rc}
 }
 
 // splitModuleAddress splits "module.a.module.b.file.x" into the logical id

@@ -185,7 +185,7 @@ func PlanDestroy(inst *Instance, recorded []ResourceState) *InstancePlan {
 		if rr.Status == StatusPendingDelete {
 			rp.RequestID = rr.RequestID
 		}
-		rp.Change = removeChange(rp)
+		rp.Change = removeChange(rp, rr.DeletionPolicy)
 		p.Resources = append(p.Resources, rp)
 	}
 	return p
@@ -622,7 +622,7 @@ func (w *walker) walk() hcl.Diagnostics {
 		if rr.Status == StatusPendingDelete {
 			rp.RequestID = rr.RequestID
 		}
-		rp.Change = removeChange(rp)
+		rp.Change = removeChange(rp, rr.DeletionPolicy)
 		w.plan.Resources = append(w.plan.Resources, rp)
 	}
 	w.plan.Resources = append(w.plan.Resources, planned...)

@@ -35,6 +35,9 @@ type ChangeSummary struct {
 	ResourcesToModify  int `json:"ResourcesToModify"`
 	ResourcesToReplace int `json:"ResourcesToReplace"`
 	ResourcesToRemove  int `json:"ResourcesToRemove"`
+	// ResourcesToRetain counts removals under deletion_policy = "Retain":
+	// they leave the stack but are not destroyed (not in ResourcesToRemove).
+	ResourcesToRetain int `json:"ResourcesToRetain"`
 }
 
 // Instance-level actions.
@@ -70,6 +73,8 @@ func (cs *StackSetChangeSet) Add(ic InstanceChangeSet) {
 	}
 	for _, c := range ic.Changes {
 		switch {
+		case c.ResourceChange.Retained():
+			cs.Summary.ResourcesToRetain++
 		case c.ResourceChange.Action == "Add":
 			cs.Summary.ResourcesToAdd++
 		case c.ResourceChange.Action == "Remove":
@@ -103,6 +108,9 @@ func symbol(rc ResourceChange) (string, string) {
 	switch {
 	case rc.Action == "Add":
 		return "+", ansiGreen
+	case rc.Retained():
+		// Terraform's "forget": no longer managed, not destroyed.
+		return ".", ansiYellow
 	case rc.Action == "Remove":
 		return "-", ansiRed
 	case rc.Replacement == ReplacementTrue:
@@ -152,10 +160,13 @@ func RenderText(w io.Writer, cs *StackSetChangeSet, color bool) error {
 			rc := c.ResourceChange
 			sym, col := symbol(rc)
 			note := ""
-			if rc.Replacement == ReplacementTrue {
+			switch {
+			case rc.Replacement == ReplacementTrue:
 				note = " (must be replaced)"
-			} else if rc.Replacement == ReplacementConditional {
+			case rc.Replacement == ReplacementConditional:
 				note = " (may be replaced)"
+			case rc.Retained():
+				note = ` will be retained: removed from the stack, not destroyed (deletion_policy = "Retain")`
 			}
 			fmt.Fprintf(&b, "      %s %s%s\n", paint(col, sym), rc.LogicalResourceId, note)
 			width := 0
@@ -163,7 +174,8 @@ func RenderText(w io.Writer, cs *StackSetChangeSet, color bool) error {
 				width = max(width, len(pc.Name))
 			}
 			for _, d := range rc.Details {
-				if d.Target.Attribute == "Properties" && hasPropertyChange(rc, d.Target.Name) {
+				if d.Target.Attribute == "Properties" && hasPropertyChange(rc, d.Target.Name) ||
+					d.Target.Attribute != "Properties" && hasPropertyChange(rc, d.Target.Attribute) {
 					continue
 				}
 				// A change without values: Metadata, DeletionPolicy, or a
@@ -217,8 +229,12 @@ func RenderText(w io.Writer, cs *StackSetChangeSet, color bool) error {
 	s := cs.Summary
 	fmt.Fprintf(&b, "\nInstances: %d to create, %d to update, %d to delete, %d unchanged.\n",
 		s.InstancesToCreate, s.InstancesToUpdate, s.InstancesToDelete, s.InstancesUnchanged)
-	fmt.Fprintf(&b, "Resources: %d to add, %d to change, %d to replace, %d to destroy.\n",
+	fmt.Fprintf(&b, "Resources: %d to add, %d to change, %d to replace, %d to destroy",
 		s.ResourcesToAdd, s.ResourcesToModify, s.ResourcesToReplace, s.ResourcesToRemove)
+	if s.ResourcesToRetain > 0 {
+		fmt.Fprintf(&b, ", %d to retain (removed, not destroyed)", s.ResourcesToRetain)
+	}
+	b.WriteString(".\n")
 	if cs.Rollout != nil {
 		fmt.Fprintf(&b, "Rollout: %s.\n", cs.Rollout)
 	}

@@ -147,6 +147,7 @@ func fixtureChangeSet() *StackSetChangeSet {
 	cs.Add(InstanceChangeSet{Region: "us-east-1", Account: "222222222222", Action: InstanceDelete, Changes: []Change{
 		resourceChange(ResourceChange{Action: "Remove", LogicalResourceId: "file.alert", PhysicalResourceId: "/srv/us-east-1/222/alert", ResourceType: "file", ModuleInfo: alertsModule}),
 		resourceChange(ResourceChange{Action: "Remove", LogicalResourceId: "file.config", PhysicalResourceId: "/srv/us-east-1/222/config", ResourceType: "file"}),
+		resourceChange(ResourceChange{Action: "Remove", LogicalResourceId: "file.archive", PhysicalResourceId: "/srv/us-east-1/222/archive", ResourceType: "file", DeletionPolicy: "Retain"}),
 	}})
 	cs.Add(InstanceChangeSet{Region: "ap-south-1", Account: "111111111111", Action: InstanceNoChange})
 	return cs

@@ -209,7 +209,11 @@ func mdHead(cs *StackSetChangeSet, opts MarkdownOptions) string {
 	fmt.Fprintf(&b, "| to create | %d | `+` to add | %d |\n", s.InstancesToCreate, s.ResourcesToAdd)
 	fmt.Fprintf(&b, "| to update | %d | `~` to change | %d |\n", s.InstancesToUpdate, s.ResourcesToModify)
 	fmt.Fprintf(&b, "| to delete | %d | `-/+` to replace | %d |\n", s.InstancesToDelete, s.ResourcesToReplace)
-	fmt.Fprintf(&b, "| unchanged | %d | `-` to destroy | %d |\n\n", s.InstancesUnchanged, s.ResourcesToRemove)
+	fmt.Fprintf(&b, "| unchanged | %d | `-` to destroy | %d |\n", s.InstancesUnchanged, s.ResourcesToRemove)
+	if s.ResourcesToRetain > 0 {
+		fmt.Fprintf(&b, "| | | `.` to retain (removed, not destroyed) | %d |\n", s.ResourcesToRetain)
+	}
+	b.WriteString("\n")
 	if cs.Rollout != nil {
 		fmt.Fprintf(&b, "**Rollout:** %s.\n\n", cs.Rollout)
 	}
@@ -298,7 +302,7 @@ func changeSignature(rc ResourceChange) string {
 	if rc.ModuleInfo != nil {
 		mod = rc.ModuleInfo.LogicalIdHierarchy + "\x1c" + rc.ModuleInfo.TypeHierarchy
 	}
-	return strings.Join([]string{rc.Action, rc.LogicalResourceId, rc.ResourceType, rc.Replacement,
+	return strings.Join([]string{rc.Action, rc.DeletionPolicy, rc.LogicalResourceId, rc.ResourceType, rc.Replacement,
 		strings.Join(scope, "\x1c"), strings.Join(props, "\x1f"), mod}, "\x1d")
 }
 
@@ -426,6 +430,9 @@ func mdResourceLine(rc ResourceChange) string {
 	if rc.ModuleInfo != nil {
 		s += " in module " + mdCode(rc.ModuleInfo.LogicalIdHierarchy)
 	}
+	if rc.Retained() {
+		return s + " — **retained**: removed from the stack, not destroyed (`deletion_policy = \"Retain\"`)"
+	}
 	if rc.Action != "Modify" {
 		return s
 	}
@@ -529,6 +536,9 @@ func mdChangeDetails(rc ResourceChange) string {
 	}
 	if m := rc.ModuleInfo; m != nil {
 		b.WriteString(" · module " + mdCode(m.LogicalIdHierarchy) + " (" + mdCode(m.TypeHierarchy) + ")")
+	}
+	if rc.Retained() {
+		b.WriteString(" · **retained**, not destroyed (DeletionPolicy Retain)")
 	}
 	b.WriteString("\n\n")
 	if len(rc.Details) > 0 {

@@ -190,3 +190,81 @@ resource "file" "sum" {
 		t.Errorf("causes (-want +got):\n%s", diff)
 	}
 }
+
+// TestPlanRetainAndMetadata: a resource removed under deletion_policy =
+// "Retain" is shown as retained and not counted as a destroy; a metadata
+// change shows its values before and after.
+func TestPlanRetainAndMetadata(t *testing.T) {
+	const tmpl = `
+variable "image" { type = string }
+variable "tag"   { type = string }
+
+resource "file" "kept" {
+  path            = "app/kept"
+  content         = "kept\n"
+  deletion_policy = "Retain"
+}
+
+resource "file" "gone" {
+  path    = "app/gone"
+  content = "gone\n"
+}
+
+resource "file" "labelled" {
+  path     = "app/labelled"
+  content  = "x\n"
+  metadata = { owner = "team-a", image = var.image }
+}
+`
+	f := csFixture(t, map[string]string{"app.hcl": csStackSet, "tmpl/main.hcl": tmpl})
+	f.mustApply(t)
+	next := tmpl[:strings.Index(tmpl, `resource "file" "kept"`)] + tmpl[strings.Index(tmpl, `resource "file" "labelled"`):]
+	f.change(t, map[string]string{"tmpl/main.hcl": strings.Replace(next, "team-a", "team-b", 1)})
+
+	pr := f.planJSON(t)
+	if len(pr.ChangeSets) != 1 {
+		t.Fatalf("got %d change sets", len(pr.ChangeSets))
+	}
+	s := pr.ChangeSets[0].Summary
+	if s.ResourcesToRemove != 1 || s.ResourcesToRetain != 1 || s.ResourcesToModify != 1 {
+		t.Errorf("summary: %+v, want 1 to remove, 1 to retain, 1 to modify", s)
+	}
+	changes := changesOf(t, pr, "eu-west-1", "111111111111")
+	if rc := changes["file.kept"]; !rc.Retained() || rc.Action != "Remove" {
+		t.Errorf("file.kept: %+v, want a retained Remove", rc)
+	}
+	if rc := changes["file.gone"]; rc.Retained() {
+		t.Errorf("file.gone: %+v, want a Remove that destroys", rc)
+	}
+	rc := changes["file.labelled"]
+	wantPC := []engine.ResourcePropertyChange{{Name: "Metadata",
+		BeforeValue: map[string]any{"image": "nginx:1.25", "owner": "team-a"},
+		AfterValue:  map[string]any{"image": "nginx:1.25", "owner": "team-b"}}}
+	if diff := cmp.Diff(wantPC, rc.PropertyChanges); diff != "" {
+		t.Errorf("metadata values (-want +got):\n%s", diff)
+	}
+	if len(rc.Details) != 1 || rc.Details[0].Target.Attribute != "Metadata" || rc.Details[0].ChangeSource != engine.SourceDirectModification || rc.Details[0].CausingEntity != nil {
+		t.Errorf("metadata details: %+v", rc.Details)
+	}
+
+	text := f.planText(t)
+	for _, want := range []string{
+		`. file.kept will be retained: removed from the stack, not destroyed (deletion_policy = "Retain")`,
+		"- file.gone\n",
+		`~ Metadata = {"image":"nginx:1.25","owner":"team-a"} -> {"image":"nginx:1.25","owner":"team-b"}`,
+		"1 to destroy, 1 to retain (removed, not destroyed).",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("plan text lacks %q:\n%s", want, text)
+		}
+	}
+	md := mustStackd(t, append([]string{"plan", "-o", "markdown"}, f.flags()...)...).stdout
+	if !strings.Contains(md, "`.` `file.kept` — **retained**") || !strings.Contains(md, "| `-` to destroy | 1 |") {
+		t.Errorf("plan markdown does not show the retained removal apart:\n%s", md)
+	}
+	// Applying keeps the file in the world and deletes the other.
+	f.mustApply(t)
+	if got := readFile(t, filepath.Join(f.instanceDir("eu-west-1", "111111111111"), "app", "kept")); got != "kept\n" {
+		t.Errorf("retained file: %q", got)
+	}
+}
