@@ -487,12 +487,19 @@ func newValidateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			wp, err := newWaitCondition(nil, "http://127.0.0.1:7070")
+			wp, err := newWaitCondition(nil, "http://127.0.0.1:7070", "")
 			if err != nil {
 				return err
 			}
 			eng := engine.New(providers(os.TempDir(), allowCommand, cp, wp))
 			defs, diags := eng.Load(os.DirFS(args[0]), ".")
+			if !diags.HasErrors() {
+				// Without the state, the override rules that depend on it
+				// are warnings (engine.StackSet.CheckOverrides).
+				for _, ss := range defs.StackSets {
+					diags = append(diags, ss.CheckOverrides(nil)...)
+				}
+			}
 			out := cmd.OutOrStdout()
 			if len(diags) > 0 {
 				if err := engine.WriteDiagnostics(cmd.ErrOrStderr(), defs, diags, isTerminal(cmd.ErrOrStderr())); err != nil {
@@ -611,6 +618,13 @@ func printStatus(w io.Writer, st *state.Store, only []string, asJSON bool) error
 		for _, in := range d.Instances {
 			if in.Status != state.InstanceOperationComplete {
 				lines = append(lines, instanceLine{in.Region + "/" + in.Account, in.Status, in.Reason})
+			}
+		}
+		printInstanceLines(w, lines)
+		lines = nil
+		for _, in := range d.Instances {
+			if len(in.Overrides) > 0 {
+				lines = append(lines, instanceLine{in.Region + "/" + in.Account, "override", string(in.Overrides)})
 			}
 		}
 		printInstanceLines(w, lines)

@@ -186,12 +186,22 @@ func providers(targetsRoot string, allowCommand bool, custom, wait provider.Prov
 	return reg
 }
 
+// noAPIWait is waitcondition.Options.NoAPI of stackd apply without
+// --listen ("" when an API is served).
+func noAPIWait(noAPI bool) string {
+	if !noAPI {
+		return ""
+	}
+	return "stackd apply serves no HTTP API without --listen, so no signal can arrive at the handle URL; " +
+		"run it with --listen (e.g. --listen 127.0.0.1:0, and --external-url if the signalers reach this machine by another name)"
+}
+
 // newWaitCondition builds the wait_condition provider: handle URLs are
 // signed with the key of response URLs (under another domain) and the
 // handles and their signals are kept in the state, so a restart resumes
 // waiting on the same handles. Without a state (validate) they live in
-// memory.
-func newWaitCondition(st *state.Store, externalURL string) (*waitcondition.Provider, error) {
+// memory. noAPI says why no signal can arrive ("" when one can).
+func newWaitCondition(st *state.Store, externalURL string, noAPI string) (*waitcondition.Provider, error) {
 	var store waitcondition.Store = &memStore{m: map[string][]byte{}}
 	key := make([]byte, 32)
 	if st != nil {
@@ -203,7 +213,7 @@ func newWaitCondition(st *state.Store, externalURL string) (*waitcondition.Provi
 	} else if _, err := rand.Read(key); err != nil {
 		return nil, err
 	}
-	p, err := waitcondition.New(waitcondition.Options{Key: key, ExternalURL: externalURL, Store: store})
+	p, err := waitcondition.New(waitcondition.Options{Key: key, ExternalURL: externalURL, Store: store, NoAPI: noAPI})
 	if err != nil {
 		return nil, fmt.Errorf("--external-url: %w", err)
 	}
@@ -363,7 +373,7 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 		st.Close()
 		return nil, err
 	}
-	wp, err := newWaitCondition(st, externalURL)
+	wp, err := newWaitCondition(st, externalURL, noAPIWait(c.noAPI))
 	if err != nil {
 		st.Close()
 		return nil, err

@@ -1,21 +1,3 @@
-// Package waitcondition is the wait_condition resource type: Heat's
-// OS::Heat::WaitCondition and CloudFormation's AWS::CloudFormation::WaitCondition
-// in one resource (DESIGN §7).
-//
-// Create hands out a pre-signed handle_url at once and returns; whatever
-// the template starts (a server that boots, a job that migrates) POSTs
-// signals to it. The engine then waits (provider.Waiter) before it
-// evaluates anything that needs the condition complete — a reference to
-// any attribute other than handle_url, or a depends_on — and in any case
-// before the instance's apply ends, so a rollout's batch gate waits for
-// the signals too. The condition completes when count SUCCESS signals
-// with distinct ids have arrived; a FAILURE signal fails it, and so does
-// timeout, counted from Create.
-//
-// Signals and the deadline are kept in a Store (the daemon's state), so a
-// restart resumes waiting on the same handle with the signals received
-// before it. Properties all force replacement: a changed count, timeout
-// or triggers value makes a new handle that needs new signals.
 package waitcondition
 
 import (
@@ -33,6 +15,7 @@ import (
 
 	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/engine/provider/presign"
+	"github.com/stackd/stackd/internal/clock"
 )
 
 // TypeName is the resource type's name in templates.
@@ -75,17 +58,6 @@ type Store interface {
 	Delete(key string) error
 }
 
-// Clock is the time source of deadlines.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
 // Options configure a Provider.
 type Options struct {
 	// Key signs handle URLs (HMAC-SHA256, at least 16 bytes). The daemon
@@ -94,8 +66,12 @@ type Options struct {
 	// ExternalURL is how signalers reach stackd ("https://stackd:7070").
 	ExternalURL string
 	Store       Store
-	// Clock defaults to the real clock.
-	Clock Clock
+	// Clock is the time source of deadlines; default the real clock.
+	Clock clock.Clock
+	// NoAPI, when set, says why no signal can reach stackd (stackd apply
+	// without --listen serves no HTTP API): every wait_condition is then
+	// rejected when it is planned, instead of waiting out its timeout.
+	NoAPI string
 }
 
 // Provider is the wait_condition provider, and the sink of the signals
@@ -104,7 +80,8 @@ type Provider struct {
 	key   []byte
 	base  string
 	store Store
-	clock Clock
+	clock clock.Clock
+	noAPI string
 
 	mu sync.Mutex
 	// changed holds, per handle, a channel closed at the next change.
@@ -130,11 +107,11 @@ func New(o Options) (*Provider, error) {
 		return nil, errors.New("wait condition: a store is required")
 	}
 	if o.Clock == nil {
-		o.Clock = realClock{}
+		o.Clock = clock.Real
 	}
 	return &Provider{
 		key: append([]byte(nil), o.Key...), base: strings.TrimRight(o.ExternalURL, "/") + SignalsPath,
-		store: o.Store, clock: o.Clock, changed: map[string]chan struct{}{},
+		store: o.Store, clock: o.Clock, noAPI: o.NoAPI, changed: map[string]chan struct{}{},
 	}, nil
 }
 
@@ -184,6 +161,9 @@ func parseSettings(props cty.Value) (settings, error) {
 
 // ValidateProperties checks count and timeout.
 func (p *Provider) ValidateProperties(_ provider.Target, props cty.Value) error {
+	if p.noAPI != "" {
+		return fmt.Errorf("a wait_condition completes only when its signals reach stackd's HTTP API, and none can: %s", p.noAPI)
+	}
 	_, err := parseSettings(props)
 	return err
 }
