@@ -744,6 +744,10 @@ func (ss *StackSet) loadPreferences(b *hcl.Block) hcl.Diagnostics {
 	if a["max_concurrent_count"] != nil && p.MaxConcurrentCount < 1 {
 		diags = diags.Append(errorf(a["max_concurrent_count"].Expr.Range(), "Invalid max_concurrent_count", "Stack set %q: max_concurrent_count must be at least 1.", ss.Name))
 	}
+	if a["max_concurrent_percentage"] != nil && p.MaxConcurrentPercentage == 0 {
+		diags = diags.Append(errorf(a["max_concurrent_percentage"].Expr.Range(), "Invalid max_concurrent_percentage",
+			"Stack set %q: max_concurrent_percentage is %d; the seed requires a positive integer (1 to 100). To run one instance at a time per region, set max_concurrent_count = 1.", ss.Name, p.MaxConcurrentPercentage))
+	}
 	switch p.RegionConcurrency {
 	case "SEQUENTIAL", "PARALLEL":
 	default:
@@ -788,6 +792,8 @@ func (ss *StackSet) checkStrictPercentages(b *hcl.Block) hcl.Diagnostics {
 	if p.FailureToleranceMode != "STRICT_FAILURE_TOLERANCE" || p.MaxConcurrentPercentage < 0 && p.FailureTolerancePercentage < 0 {
 		return nil
 	}
+	// The base is every instance of the region, suspended accounts
+	// included (DESIGN §5; the reconciler counts the same way).
 	n := len(ss.Accounts)
 	tol, maxc := p.Limits(n)
 	if maxc <= tol+1 {

@@ -145,6 +145,9 @@ type opRun struct {
 	results map[engine.Target]state.InstanceResult
 	// ro is the rollout of an operation of a stack set with a rollout block.
 	ro *rolloutRun
+
+	baseOnce sync.Once
+	base     map[string]int // regionBase
 }
 
 func (o *opRun) event(region, account, resource, status, msg string) {
@@ -193,20 +196,19 @@ func (o *opRun) schedule(ctx context.Context) {
 			return
 		}
 	}
-	var regions []string
-	byRegion := map[string][]*work{}
+	var run []*work
 	for _, w := range o.j.works {
 		if w.action == actionSkip {
-			// Suspended accounts are recorded, never scheduled: they do
-			// not count towards percentages or concurrency.
+			// Suspended accounts are recorded, never scheduled: they take
+			// no slot of concurrency, but count in the region's base of
+			// percentages like every instance of the operation
+			// (regionBase).
 			o.settle(w, state.InstanceSkippedSuspendedAccount, "the account is suspended in the organization", nil)
 			continue
 		}
-		if _, ok := byRegion[w.target.Region]; !ok {
-			regions = append(regions, w.target.Region)
-		}
-		byRegion[w.target.Region] = append(byRegion[w.target.Region], w)
+		run = append(run, w)
 	}
+	regions, byRegion := regionsInOrder(prefs, run)
 	if prefs.RegionConcurrency != "PARALLEL" && len(prefs.RegionOrder) == 0 && len(regions) > 1 {
 		// The seed: without region_order, SEQUENTIAL regions go in random
 		// order. Seeded by the operation id, so a resumed operation keeps it.
@@ -241,10 +243,61 @@ func (o *opRun) schedule(ctx context.Context) {
 	}
 }
 
+// regionsInOrder groups works by region, the regions in region_order when
+// one is set: every operation kind follows it, deletes included (DESIGN
+// §5). Regions region_order does not list (a region removed from the
+// targets, whose instances are being deleted) come after, sorted. Without
+// region_order the regions keep the order of the works.
+func regionsInOrder(prefs engine.OperationPreferences, works []*work) ([]string, map[string][]*work) {
+	var regions []string
+	byRegion := map[string][]*work{}
+	for _, w := range works {
+		if _, ok := byRegion[w.target.Region]; !ok {
+			regions = append(regions, w.target.Region)
+		}
+		byRegion[w.target.Region] = append(byRegion[w.target.Region], w)
+	}
+	if len(prefs.RegionOrder) > 0 {
+		rank := func(r string) int {
+			if i := slices.Index(prefs.RegionOrder, r); i >= 0 {
+				return i
+			}
+			return len(prefs.RegionOrder)
+		}
+		sort.SliceStable(regions, func(a, b int) bool {
+			ra, rb := rank(regions[a]), rank(regions[b])
+			if ra != rb {
+				return ra < rb
+			}
+			return ra == len(prefs.RegionOrder) && regions[a] < regions[b]
+		})
+	}
+	return regions, byRegion
+}
+
+// regionBase is the number of the operation's instances in a region: the
+// base of its failure tolerance and max concurrency percentages, the same
+// for the scheduler and the operation's final status. It counts every
+// instance of the operation, suspended accounts' too (the seed: a
+// percentage of all the stack instances of the region), and on a resumed
+// operation those it finished before.
+func (o *opRun) regionBase(region string) int {
+	o.baseOnce.Do(func() {
+		o.base = map[string]int{}
+		for t := range unionTargets(o.prior, o.j.works) {
+			o.base[t.Region]++
+		}
+	})
+	return o.base[region]
+}
+
 // runRegion runs one region's works; it reports false when the failure
 // tolerance was exceeded (or the context ended).
 func (o *opRun) runRegion(ctx context.Context, prefs engine.OperationPreferences, works []*work) bool {
-	tolerance, maxConc := prefs.Limits(len(works))
+	if len(works) == 0 {
+		return true
+	}
+	tolerance, maxConc := prefs.Limits(o.regionBase(works[0].target.Region))
 	_, ok := o.runRegionWith(ctx, works, tolerance, maxConc, prefs.FailureToleranceMode != "SOFT_FAILURE_TOLERANCE", 0)
 	return ok
 }
@@ -514,7 +567,7 @@ func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
 	}
 	op.Ended = o.r.opts.Now()
 	op.Status = state.OperationSucceeded
-	if cancelled > 0 || failed > 0 && o.exceeded(failed) {
+	if cancelled > 0 || failed > 0 && o.exceeded(op.Results) {
 		op.Status = state.OperationFailed
 		op.Reason = fmt.Sprintf("%s failed, %d cancelled: failure tolerance exceeded", plural(failed, "instance"), cancelled)
 	} else if failed > 0 {
@@ -648,22 +701,21 @@ func (r *Reconciler) priorResults(op *state.Operation) ([]state.InstanceResult, 
 	return out, nil
 }
 
-// exceeded reports whether failures exceed the tolerance of some region.
-func (o *opRun) exceeded(failed int) bool {
-	if o.j.desired == nil {
-		return failed > 0
-	}
-	counts := map[string]int{}
+// exceeded reports whether the failures of the operation's results exceed
+// the tolerance of some region, on the scheduler's base (regionBase).
+func (o *opRun) exceeded(results []state.InstanceResult) bool {
 	fails := map[string]int{}
-	for _, w := range o.j.works {
-		counts[w.target.Region]++
-		if o.results[w.target].Status == state.InstanceOperationFailed {
-			fails[w.target.Region]++
+	for _, res := range results {
+		if res.Status == state.InstanceOperationFailed && !res.RolledBack {
+			fails[res.Region]++
 		}
 	}
-	for region, n := range counts {
-		tol, _ := o.j.desired.Preferences.Limits(n)
-		if fails[region] > tol {
+	if o.j.desired == nil {
+		return len(fails) > 0
+	}
+	for region, n := range fails {
+		tol, _ := o.j.desired.Preferences.Limits(o.regionBase(region))
+		if n > tol {
 			return true
 		}
 	}
