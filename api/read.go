@@ -163,7 +163,7 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) {
 	for _, in := range ins {
 		out = append(out, instanceView{
 			Region: in.Region, Account: in.Account, Status: in.Status, Reason: in.StatusReason,
-			Revision: in.Revision, Overrides: in.Overrides, Outputs: in.Outputs, Updated: timePtr(in.Updated),
+			Revision: in.Revision, Overrides: reconciler.OverridesView(in.Overrides), Outputs: in.Outputs, Updated: timePtr(in.Updated),
 		})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"stack_set": ss.Name, "stack_set_id": ss.ID, "instances": out})

@@ -77,7 +77,10 @@ type StackSet struct {
 	// ResourceTypes are the definitions' resource_type blocks (shared).
 	ResourceTypes map[string]string
 	// overrideOf maps a target to the override that applies to it.
-	overrideOf  map[Target]*Override
+	overrideOf map[Target]*Override
+	// fileVars are the variables the stack set sets in vars_file (the
+	// seed's vars_uri); the others are inline (its vars_body).
+	fileVars    map[string]bool
 	org         *Organization
 	Preferences OperationPreferences
 	// Rollout is the rollout block (nil: the RFS sliding window alone).
@@ -360,7 +363,8 @@ func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provide
 	}
 
 	// Variables.
-	raw, ranges, vdiags := stackSetVars(fsys, b, attrs)
+	raw, ranges, fileVars, vdiags := stackSetVars(fsys, b, attrs)
+	ss.fileVars = fileVars
 	diags = append(diags, vdiags...)
 	if ss.Template != nil && !vdiags.HasErrors() {
 		diags = append(diags, ss.bindVars(raw, ranges)...)
@@ -419,12 +423,13 @@ func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provide
 	return ss, diags
 }
 
-// stackSetVars collects vars and vars_file, rejecting a name set in both.
-func stackSetVars(fsys fs.FS, b *hcl.Block, attrs hcl.Attributes) (map[string]cty.Value, map[string]hcl.Range, hcl.Diagnostics) {
+// stackSetVars collects vars and vars_file, rejecting a name set in both;
+// fromFile names the variables vars_file sets.
+func stackSetVars(fsys fs.FS, b *hcl.Block, attrs hcl.Attributes) (vals map[string]cty.Value, ranges map[string]hcl.Range, fromFile map[string]bool, diags hcl.Diagnostics) {
 	name := b.Labels[0]
-	vals := map[string]cty.Value{}
-	ranges := map[string]hcl.Range{}
-	var diags hcl.Diagnostics
+	vals = map[string]cty.Value{}
+	ranges = map[string]hcl.Range{}
+	fromFile = map[string]bool{}
 	if a := attrs["vars"]; a != nil {
 		pairs, pdiags := hcl.ExprMap(a.Expr)
 		if pdiags.HasErrors() {
@@ -464,11 +469,11 @@ func stackSetVars(fsys fs.FS, b *hcl.Block, attrs hcl.Attributes) (map[string]ct
 		var rel string
 		diags = append(diags, stringAttr(a, &rel)...)
 		if rel == "" {
-			return vals, ranges, diags
+			return vals, ranges, fromFile, diags
 		}
 		p, d := relPath(a.Expr.Range().Filename, rel, a.Expr.Range(), "vars_file")
 		if d != nil {
-			return vals, ranges, diags.Append(d)
+			return vals, ranges, fromFile, diags.Append(d)
 		}
 		fileVals, fileRanges, fdiags := readTFVars(fsys, p, a.Expr.Range())
 		diags = append(diags, fdiags...)
@@ -478,10 +483,10 @@ func stackSetVars(fsys fs.FS, b *hcl.Block, attrs hcl.Attributes) (map[string]ct
 					"Stack set %q: variable %q is set both in vars (at %s) and in vars_file %s; set it in one place only.", name, k, prev, p))
 				continue
 			}
-			vals[k], ranges[k] = fileVals[k], fileRanges[k]
+			vals[k], ranges[k], fromFile[k] = fileVals[k], fileRanges[k], true
 		}
 	}
-	return vals, ranges, diags
+	return vals, ranges, fromFile, diags
 }
 
 // readTFVars parses a tfvars file: top-level attributes only, constant values.

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclwrite"
@@ -14,8 +15,10 @@ import (
 	"github.com/zclconf/go-cty/cty/convert"
 )
 
-// MaxMergedVarsLength is the seed's limit on an instance's variables after
-// overrides, rendered as tfvars.
+// MaxMergedVarsLength is the seed's limit on an instance's inline
+// variables (its vars_body) after overrides, rendered as tfvars, in
+// characters: a CJK character counts once. The variables of vars_file (its
+// vars_uri) are limited separately, to MaxVarsFileSize bytes.
 const MaxMergedVarsLength = 51200
 
 // Override is one instance_override block: the RFS var_overrides of the
@@ -29,7 +32,17 @@ type Override struct {
 	Vars            map[string]cty.Value
 	UseStackSetVars []string
 	DeclRange       hcl.Range
-	hash            string
+	// Digest identifies the block as a request: its selectors, the values
+	// it gives and the names it keeps, independent of the stack set's
+	// variables. Instances record it (DESIGN §2): a block whose digest no
+	// instance records is new or changed in this commit.
+	Digest string
+	hash   string
+	// missing are stack-set variables the block does not name; stale the
+	// names of use_stack_set_vars the stack set no longer sets. Both are
+	// allowed only for a block that did not change (CheckOverrides).
+	missing, stale []string
+	useRange       hcl.Range
 }
 
 var overrideSchema = &hcl.BodySchema{
@@ -83,9 +96,9 @@ func (ss *StackSet) loadOverrides(fsys fs.FS, blocks []*hcl.Block, raw map[strin
 	var diags hcl.Diagnostics
 	ss.overrideOf = map[Target]*Override{}
 	varSet := sortedKeys(raw)
-	if n := tfvarsLength(ss.Vars); n > MaxMergedVarsLength {
+	if n := varsBodyLength(ss.inlineVars(ss.Vars)); n > MaxMergedVarsLength {
 		diags = diags.Append(errorf(ss.DeclRange, "Variables too long",
-			"Stack set %q: its variables rendered as tfvars are %d characters; at most %d are allowed.", ss.Name, n, MaxMergedVarsLength))
+			"Stack set %q: its inline variables (vars) rendered as tfvars are %d characters; at most %d are allowed. Move large values to vars_file (at most 1 MiB).", ss.Name, n, MaxMergedVarsLength))
 	}
 	for _, b := range blocks {
 		ov, d := ss.loadOverride(fsys, b, varSet)
@@ -120,12 +133,41 @@ func (ss *StackSet) loadOverrides(fsys fs.FS, blocks []*hcl.Block, raw map[strin
 		for k, v := range ov.Vars {
 			merged[k] = v
 		}
-		if n := tfvarsLength(merged); n > MaxMergedVarsLength {
+		// Each variable stays in the channel the stack set sets it in: the
+		// seed's example puts an override's vars_body value into the
+		// stack set's vars_uri content.
+		if n := varsBodyLength(ss.inlineVars(merged)); n > MaxMergedVarsLength {
 			diags = diags.Append(errorf(ov.DeclRange, "Overridden variables too long",
-				"Stack set %q: the variables of the instances this override matches, rendered as tfvars, are %d characters; at most %d are allowed.", ss.Name, n, MaxMergedVarsLength))
+				"Stack set %q: the inline variables (vars) of the instances this override matches, rendered as tfvars after the override, are %d characters; at most %d are allowed (the seed's vars_body limit). Shorten the values or move the variables to the stack set's vars_file.", ss.Name, n, MaxMergedVarsLength))
+		}
+		if n := varsFileLength(ss.fileVarsOf(merged)); n > MaxVarsFileSize {
+			diags = diags.Append(errorf(ov.DeclRange, "Overridden vars_file content too large",
+				"Stack set %q: the vars_file variables of the instances this override matches, rendered as tfvars after the override, are %d bytes; at most %d bytes (1 MiB) are allowed (the seed's vars_uri limit).", ss.Name, n, MaxVarsFileSize))
 		}
 	}
 	return diags
+}
+
+// inlineVars are the variables of vars the stack set sets inline (its
+// vars_body); fileVarsOf those it sets in vars_file (its vars_uri).
+func (ss *StackSet) inlineVars(vars map[string]cty.Value) map[string]cty.Value {
+	out := map[string]cty.Value{}
+	for k, v := range vars {
+		if !ss.fileVars[k] {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func (ss *StackSet) fileVarsOf(vars map[string]cty.Value) map[string]cty.Value {
+	out := map[string]cty.Value{}
+	for k, v := range vars {
+		if ss.fileVars[k] {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // overrideSecrets records the values overrides give sensitive variables,
@@ -136,7 +178,7 @@ func (ss *StackSet) overrideSecrets(fsys fs.FS, blocks []*hcl.Block) {
 	}
 	for _, b := range blocks {
 		content, _, _ := b.Body.PartialContent(overrideSchema)
-		raw, _, _ := stackSetVars(fsys, &hcl.Block{Labels: []string{ss.Name}, DefRange: b.DefRange}, content.Attributes)
+		raw, _, _, _ := stackSetVars(fsys, &hcl.Block{Labels: []string{ss.Name}, DefRange: b.DefRange}, content.Attributes)
 		for k, v := range raw {
 			if ss.SensitiveVar(k) {
 				ss.addSecret(v)
@@ -178,15 +220,14 @@ func (ss *StackSet) loadOverride(fsys fs.FS, b *hcl.Block, varSet []string) (*Ov
 				"Stack set %q: an instance_override selects by accounts or by organizational_units, not both.", ss.Name))
 		default:
 			for _, ou := range ov.OrganizationalUnits {
-				if ss.org.OUs[ou] == nil {
-					diags = diags.Append(errorf(a["organizational_units"].Expr.Range(), "Unknown organizational unit",
-						"Stack set %q: instance_override names organizational unit %q, which the organization does not define.", ss.Name, ou))
+				if d := ss.checkManagedOU(ou, a["organizational_units"].Expr.Range()); d != nil {
+					diags = diags.Append(d)
 				}
 			}
 		}
 	}
 	// Values: vars and vars_file, like the stack set's own (a name in both is an error).
-	raw, ranges, vdiags := stackSetVars(fsys, &hcl.Block{Labels: []string{ss.Name}, DefRange: b.DefRange}, a)
+	raw, ranges, _, vdiags := stackSetVars(fsys, &hcl.Block{Labels: []string{ss.Name}, DefRange: b.DefRange}, a)
 	diags = append(diags, vdiags...)
 	if diags.HasErrors() {
 		return nil, diags
@@ -207,31 +248,37 @@ func (ss *StackSet) loadOverride(fsys fs.FS, b *hcl.Block, varSet []string) (*Ov
 		}
 		named[k] = useRng
 	}
-	for _, k := range sortedKeys(named) {
+	// Names the stack set does not set: a value overriding one is always
+	// an error (the seed rejects a DeployStackSet leaving a recorded
+	// override outside the stack set's variables); a name kept by
+	// use_stack_set_vars only matters if the block changed (CheckOverrides).
+	for _, k := range sortedKeys(raw) {
 		if slices.Contains(varSet, k) {
 			continue
 		}
-		detail := fmt.Sprintf("Stack set %q: instance_override names variable %q, which is not in the stack set's variables (%s); overrides may only name variables the stack set sets in vars or vars_file.",
+		detail := fmt.Sprintf("Stack set %q: instance_override overrides variable %q, which is not in the stack set's variables (%s); overrides may only name variables the stack set sets in vars or vars_file.",
 			ss.Name, k, strings.Join(varSet, ", "))
 		if _, inTemplate := ss.Template.Variables[k]; inTemplate {
 			detail += " It is a template variable with a default: add it to the stack set's vars first to override it."
 		}
-		diags = diags.Append(errorf(named[k], "Override of an unknown variable", "%s", detail))
+		detail += fmt.Sprintf(" If %q was removed from the stack set's vars in this commit, remove it from this override's vars too (and name every other variable), or keep it in the stack set.", k)
+		diags = diags.Append(errorf(ranges[k], "Override of an unknown variable", "%s", detail))
 	}
-	var missing []string
-	for _, k := range varSet {
-		if _, ok := named[k]; !ok {
-			missing = append(missing, k)
+	for _, k := range ov.UseStackSetVars {
+		if !slices.Contains(varSet, k) {
+			ov.stale = append(ov.stale, k)
 		}
 	}
-	if len(missing) > 0 {
-		diags = diags.Append(errorf(b.DefRange, "Incomplete override",
-			"Stack set %q: instance_override must name every variable of the stack set, in vars or vars_file to override it or in use_stack_set_vars to keep the stack set's value (replace semantics); missing: %s.",
-			ss.Name, strings.Join(missing, ", ")))
+	for _, k := range varSet {
+		if _, ok := named[k]; !ok {
+			ov.missing = append(ov.missing, k)
+		}
 	}
+	ov.useRange = useRng
 	if diags.HasErrors() {
 		return nil, diags
 	}
+	ov.Digest = overrideDigest(ov, raw)
 	h := sha256.New()
 	for _, k := range sortedKeys(raw) {
 		v, err := convert.Convert(raw[k], ss.Template.Variables[k].Type)
@@ -248,11 +295,131 @@ func (ss *StackSet) loadOverride(fsys fs.FS, b *hcl.Block, varSet []string) (*Ov
 	return ov, diags
 }
 
-// tfvarsLength is the length of vars rendered as a tfvars file.
-func tfvarsLength(vars map[string]cty.Value) int {
-	n := 0
+// renderTFVars renders vars as a tfvars file, one "name = value" line each.
+func renderTFVars(vars map[string]cty.Value) []byte {
+	var b []byte
 	for _, k := range sortedKeys(vars) {
-		n += len(k) + len(" = ") + len(hclwrite.TokensForValue(vars[k]).Bytes()) + 1
+		b = append(b, k...)
+		b = append(b, " = "...)
+		b = append(b, hclwrite.TokensForValue(vars[k]).Bytes()...)
+		b = append(b, '\n')
 	}
-	return n
+	return b
+}
+
+// varsBodyLength is the length of vars rendered as tfvars in characters
+// (the seed's vars_body limit counts characters, not bytes).
+func varsBodyLength(vars map[string]cty.Value) int {
+	return utf8.RuneCount(renderTFVars(vars))
+}
+
+// varsFileLength is the size of vars rendered as a tfvars file, in bytes
+// (the seed's vars_uri limit is on file content).
+func varsFileLength(vars map[string]cty.Value) int { return len(renderTFVars(vars)) }
+
+// overrideDigest identifies an instance_override block as a request:
+// selectors, the values as written and the names kept.
+func overrideDigest(ov *Override, raw map[string]cty.Value) string {
+	h := sha256.New()
+	list := func(what string, xs []string) {
+		ys := slices.Clone(xs)
+		slices.Sort(ys)
+		fmt.Fprintf(h, "%s\x00%d\x00%s\x00", what, len(ys), strings.Join(ys, "\x00"))
+	}
+	list("regions", ov.Regions)
+	list("accounts", ov.Accounts)
+	list("organizational_units", ov.OrganizationalUnits)
+	list("use_stack_set_vars", ov.UseStackSetVars)
+	for _, k := range sortedKeys(raw) {
+		enc, _ := EncodeValue(raw[k])
+		fmt.Fprintf(h, "var\x00%s\x00%s\x00", k, enc)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// CheckOverrides applies the seed's two override rules read for GitOps
+// (DESIGN §2). recorded holds the digests of the instance_override blocks
+// the stack set's instances were last deployed with. A block whose digest
+// is not recorded is new or changed in this commit, a new
+// UpdateStackInstances request: its vars and use_stack_set_vars must name
+// exactly the stack set's variables. A recorded block only has to stay a
+// subset of them (DeployStackSet): variables added to the stack set take
+// the stack set's value, and names it keeps with use_stack_set_vars may
+// have been removed (Load already rejects a value for a removed variable).
+//
+// With recorded nil (the state is unknown, as to stackd validate) every
+// problem is a warning: it is an error only if the block changed.
+func (ss *StackSet) CheckOverrides(recorded map[string]bool) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, ov := range ss.Overrides {
+		if len(ov.missing) == 0 && len(ov.stale) == 0 || recorded[ov.Digest] {
+			continue
+		}
+		sev, note := hcl.DiagError, " This block is new or changed in this commit (no instance was deployed with it), so it is a new UpdateStackInstances request, which replaces the whole override."
+		if recorded == nil {
+			sev, note = hcl.DiagWarning, " Without the deployed state this is an error only if the block is new or changed in this commit; an unchanged block may lack variables added to the stack set, or keep ones removed from it."
+		}
+		for _, k := range ov.stale {
+			diags = diags.Append(&hcl.Diagnostic{Severity: sev, Subject: ov.useRange.Ptr(), Summary: "Override of an unknown variable",
+				Detail: fmt.Sprintf("Stack set %q: instance_override keeps variable %q in use_stack_set_vars, but the stack set does not set it (its variables: %s); remove %q from use_stack_set_vars.%s",
+					ss.Name, k, strings.Join(sortedKeys(ss.Vars), ", "), k, note)})
+		}
+		if len(ov.missing) > 0 {
+			diags = diags.Append(&hcl.Diagnostic{Severity: sev, Subject: ov.DeclRange.Ptr(), Summary: "Incomplete override",
+				Detail: fmt.Sprintf("Stack set %q: instance_override must name every variable of the stack set, in vars or vars_file to override it or in use_stack_set_vars to keep the stack set's value (replace semantics); missing: %s. Add use_stack_set_vars = [%s] to keep the stack set's values.%s",
+					ss.Name, strings.Join(ov.missing, ", "), quoteList(ov.missing), note)})
+		}
+	}
+	return diags
+}
+
+func quoteList(xs []string) string {
+	q := make([]string, len(xs))
+	for i, x := range xs {
+		q[i] = fmt.Sprintf("%q", x)
+	}
+	return strings.Join(q, ", ")
+}
+
+// checkManagedOU reports an organizational unit an override may not
+// select: one the stack set does not manage. The stack set manages the OUs
+// of its deployment_targets and their child OUs that hold a target
+// account (the seed: valid OUs and all their non-empty child OUs).
+func (ss *StackSet) checkManagedOU(id string, rng hcl.Range) *hcl.Diagnostic {
+	ou := ss.org.OUs[id]
+	if ou == nil {
+		return errorf(rng, "Unknown organizational unit",
+			"Stack set %q: instance_override names organizational unit %q, which the organization does not define. It may select the stack set's organizational units %v or their child OUs.", ss.Name, id, ss.OrganizationalUnits)
+	}
+	if slices.Contains(ss.OrganizationalUnits, id) {
+		return nil
+	}
+	for p := ou.Parent; p != nil; p = p.Parent {
+		if !slices.Contains(ss.OrganizationalUnits, p.ID) {
+			continue
+		}
+		for _, acct := range ss.Accounts {
+			for o := ss.org.OUs[ss.AccountOU[acct]]; o != nil; o = o.Parent {
+				if o == ou {
+					return nil
+				}
+			}
+		}
+		return errorf(rng, "Override of an unmanaged organizational unit",
+			"Stack set %q: instance_override names organizational unit %q, a child of %q that holds no target account of the stack set; the stack set manages only non-empty child OUs, so this override would select nothing. Remove it or select an OU with target accounts.", ss.Name, id, p.ID)
+	}
+	detail := fmt.Sprintf("Stack set %q: instance_override names organizational unit %q, which the stack set does not manage; an override may select only the stack set's organizational units %v or their child OUs.", ss.Name, id, ss.OrganizationalUnits)
+	var below []string // managed OUs under this one
+	for _, m := range ss.OrganizationalUnits {
+		for p := ss.org.OUs[m].Parent; p != nil; p = p.Parent {
+			if p == ou {
+				below = append(below, m)
+				break
+			}
+		}
+	}
+	if len(below) > 0 {
+		detail += fmt.Sprintf(" %q is a parent of %v: select those instead.", id, below)
+	}
+	return errorf(rng, "Override of an unmanaged organizational unit", "%s", detail)
 }

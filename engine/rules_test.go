@@ -244,11 +244,8 @@ func TestSeedOverrideRules(t *testing.T) {
     use_stack_set_vars = ["b"]
   }`),
 			wantErr: "add it to the stack set's vars first"},
-		{name: "missing variable (replace semantics)",
-			defs: selfManaged(`instance_override {
-    vars = { a = "y" }
-  }`),
-			wantErr: "Incomplete override"},
+		// A missing variable is an error only for a changed block: see
+		// TestCheckOverridesByHistory.
 		{name: "variable twice",
 			defs: selfManaged(`instance_override {
     vars               = { a = "y", b = 3 }

@@ -515,6 +515,7 @@ func (o *opRun) settle(w *work, status, reason string, outputs json.RawMessage) 
 		switch status {
 		case state.InstanceOperationComplete:
 			in.Revision, in.ConfigHash, in.Outputs = o.op.Revision, w.hash, outputs
+			in.Overrides = overridesOf(o.j.desired, t)
 			in.OutOfService = ""
 			if o.ro != nil {
 				// A rollout's instance serves once its batch passes its gate.

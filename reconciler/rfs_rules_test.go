@@ -1,15 +1,21 @@
 package reconciler_test
 
-// The RFS seed's stack-set rules (issue 16), each tried on a real
-// repository through the real reconciler.
+// The RFS seed's stack-set rules (issue 16, items 1-6), each tried on a
+// real repository through the real reconciler: override rules read for
+// GitOps, the vars_body/vars_uri limits, override OUs, deletes following
+// operation preferences, one base for failure tolerance percentages, and
+// overrides recorded on instances.
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/stackd/stackd/reconciler"
 	"github.com/stackd/stackd/state"
@@ -139,6 +145,201 @@ func webHCL(vars, override string) string {
   }
 }
 `
+}
+
+// Item 1: a changed instance_override must name exactly the stack set's
+// variables; an unchanged one only has to stay a subset when they change.
+func TestOverrideRulesChangedVersusUnchanged(t *testing.T) {
+	c := newCtl()
+	h, _ := newHarness(t, c, map[string]string{
+		"templates/rfs/main.hcl": rfsTemplate,
+		"web.hcl": webHCL(`    tag  = "v1"
+    size = "m"`, `    vars               = { size = "xl" }
+    use_stack_set_vars = ["tag"]`),
+	})
+	wantSucceeded(t, reconcileRev(t, h), "web")
+	if got := c.tagOf("web", "eu-west-1", "100000000001"); got != "v1/xl/t" {
+		t.Fatalf("overridden instance has %q, want v1/xl/t", got)
+	}
+
+	// A variable added to the stack set does not force editing the
+	// override: the overridden instance takes the stack set's value.
+	commitFiles(t, h.repo, map[string]string{"web.hcl": webHCL(`    tag  = "v1"
+    size = "m"
+    tier = "gold"`, `    vars               = { size = "xl" }
+    use_stack_set_vars = ["tag"]`)}, "add tier to the stack set")
+	wantSucceeded(t, reconcileRev(t, h), "web")
+	for acct, want := range map[string]string{"100000000000": "v1/m/gold", "100000000001": "v1/xl/gold"} {
+		if got := c.tagOf("web", "eu-west-1", acct); got != want {
+			t.Errorf("after adding tier, %s has %q, want %q", acct, got, want)
+		}
+	}
+
+	// Editing the override makes it a new UpdateStackInstances request: it
+	// must now name tier too.
+	commitFiles(t, h.repo, map[string]string{"web.hcl": webHCL(`    tag  = "v1"
+    size = "m"
+    tier = "gold"`, `    vars               = { size = "xxl" }
+    use_stack_set_vars = ["tag"]`)}, "edit the override without tier")
+	res := reconcileRev(t, h)
+	wantRejected(t, res, "web.hcl", lineOf(t, h.repo, "web.hcl", "# web override"), "Incomplete override", "missing: tier", `use_stack_set_vars = ["tier"]`, "new or changed")
+	if got := c.tagOf("web", "eu-west-1", "100000000001"); got != "v1/xl/gold" {
+		t.Errorf("a rejected commit changed the instance: %q", got)
+	}
+
+	commitFiles(t, h.repo, map[string]string{"web.hcl": webHCL(`    tag  = "v1"
+    size = "m"
+    tier = "gold"`, `    vars               = { size = "xxl" }
+    use_stack_set_vars = ["tag", "tier"]`)}, "edit the override with every variable")
+	wantSucceeded(t, reconcileRev(t, h), "web")
+	if got := c.tagOf("web", "eu-west-1", "100000000001"); got != "v1/xxl/gold" {
+		t.Fatalf("edited override: %q, want v1/xxl/gold", got)
+	}
+
+	// Removing a variable the unchanged override only keeps (tier, in
+	// use_stack_set_vars) is allowed.
+	commitFiles(t, h.repo, map[string]string{"web.hcl": webHCL(`    tag  = "v1"
+    size = "m"`, `    vars               = { size = "xxl" }
+    use_stack_set_vars = ["tag", "tier"]`)}, "remove tier from the stack set")
+	wantSucceeded(t, reconcileRev(t, h), "web")
+	if got := c.tagOf("web", "eu-west-1", "100000000001"); got != "v1/xxl/t" {
+		t.Errorf("after removing tier: %q, want v1/xxl/t (the template's default)", got)
+	}
+
+	// Removing a variable the override overrides (size) is rejected, at
+	// the override's value, saying what would be right.
+	commitFiles(t, h.repo, map[string]string{"web.hcl": webHCL(`    tag  = "v1"`, `    vars               = { size = "xxl" }
+    use_stack_set_vars = ["tag", "tier"]`)}, "remove size from the stack set")
+	res = reconcileRev(t, h)
+	wantRejected(t, res, "web.hcl", lineOf(t, h.repo, "web.hcl", `vars               = { size = "xxl" }`), "Override of an unknown variable",
+		`overrides variable "size"`, "remove it from this override's vars too")
+
+	// The same block edited in the same commit (size gone, tier dropped) is
+	// a new request naming exactly the variables: accepted.
+	commitFiles(t, h.repo, map[string]string{"web.hcl": webHCL(`    tag  = "v1"`, `    use_stack_set_vars = ["tag"]`)}, "remove size everywhere")
+	wantSucceeded(t, reconcileRev(t, h), "web")
+	if got := c.tagOf("web", "eu-west-1", "100000000001"); got != "v1/s/t" {
+		t.Errorf("after removing size everywhere: %q, want v1/s/t", got)
+	}
+
+	// A new block keeping a variable the stack set does not set is rejected.
+	commitFiles(t, h.repo, map[string]string{"web.hcl": webHCL(`    tag  = "v1"`, `    use_stack_set_vars = ["tag", "size"]`)}, "a new request naming size")
+	wantRejected(t, reconcileRev(t, h), "web.hcl", 0, "Override of an unknown variable", `keeps variable "size"`)
+}
+
+// Item 2: the merged inline variables are limited in characters (a CJK
+// character counts once), the merged vars_file content in bytes, each on
+// its own.
+func TestOverrideLimitsSeparately(t *testing.T) {
+	c := newCtl()
+	cjk := func(n int) string { return strings.Repeat("漢", n) }
+	ss := func(inline, overrideInline, overrideBlob2 string) string {
+		return `stack_set "big" {
+  template  = "./templates/rfs"
+  vars      = { tag = "v1", size = "` + inline + `" }
+  vars_file = "./big.tfvars"
+  deployment_targets {
+    regions  = ["eu-west-1"]
+    accounts = ["100000000000", "100000000001"]
+  }
+  instance_override { # big override
+    accounts           = ["100000000001"]
+    vars               = { size = "` + overrideInline + `", blob2 = "` + overrideBlob2 + `" }
+    use_stack_set_vars = ["tag", "blob"]
+  }
+}
+`
+	}
+	// 40,000 CJK characters inline are 120,000 bytes but within 51,200
+	// characters; the vars_file holds 600 KB more, limited on its own.
+	blob := strings.Repeat("b", 600<<10)
+	h, _ := newHarness(t, c, map[string]string{
+		"templates/rfs/main.hcl": rfsTemplate,
+		"big.tfvars":             "blob  = \"" + blob + "\"\nblob2 = \"x\"\n",
+		"big.hcl":                ss(cjk(40000), cjk(40000), strings.Repeat("c", 300<<10)),
+	})
+	wantSucceeded(t, reconcileRev(t, h), "big")
+
+	commitFiles(t, h.repo, map[string]string{"big.hcl": ss(cjk(51200), "m", "y")}, "stack set inline over 51,200 characters")
+	wantRejected(t, reconcileRev(t, h), "big.hcl", 1, "Variables too long", "characters")
+	commitFiles(t, h.repo, map[string]string{"big.hcl": ss("m", cjk(51200), "y")}, "override inline over 51,200 characters")
+	wantRejected(t, reconcileRev(t, h), "big.hcl", lineOf(t, h.repo, "big.hcl", "# big override"), "Overridden variables too long", "characters", "51200")
+
+	// The override puts 500 KB into blob2, a vars_file variable: the
+	// instance's vars_file content becomes 1.1 MB.
+	commitFiles(t, h.repo, map[string]string{"big.hcl": ss("m", "m", strings.Repeat("c", 500<<10))}, "vars_file content over 1 MiB")
+	res := reconcileRev(t, h)
+	wantRejected(t, res, "big.hcl", lineOf(t, h.repo, "big.hcl", "# big override"), "Overridden vars_file content too large", "1048576")
+	for _, d := range res.Diagnostics {
+		if d.Summary == "Variables too long" || d.Summary == "Overridden variables too long" {
+			t.Errorf("small inline vars reported too long: %s", d)
+		}
+	}
+}
+
+const rfsOrg = `organization {
+  management_account = "000000000000"
+  organizational_unit "ou-root" {
+    accounts = ["100000000009"]
+    organizational_unit "ou-prod" {
+      accounts = ["100000000001"]
+      organizational_unit "ou-prod-eu" {
+        accounts = ["100000000002", "100000000003"]
+      }
+      organizational_unit "ou-prod-empty" {
+      }
+    }
+  }
+  organizational_unit "ou-other" {
+    accounts = ["100000000008"]
+  }
+}
+`
+
+func orgStackSet(ou string) string {
+	return `stack_set "org" {
+  template         = "./templates/rfs"
+  permission_model = "SERVICE_MANAGED"
+  vars             = { tag = "v1", size = "m" }
+  deployment_targets {
+    regions              = ["eu-west-1"]
+    organizational_units = ["ou-prod"]
+  }
+  instance_override { # org override
+    organizational_units = ["` + ou + `"]
+    vars                 = { size = "xl" }
+    use_stack_set_vars   = ["tag"]
+  }
+}
+`
+}
+
+// Item 3: an override selects only OUs the stack set manages.
+func TestOverrideOUsMustBeManaged(t *testing.T) {
+	c := newCtl()
+	h, _ := newHarness(t, c, map[string]string{
+		"templates/rfs/main.hcl": rfsTemplate, "org.hcl": rfsOrg, "stack.hcl": orgStackSet("ou-prod-eu"),
+	})
+	wantSucceeded(t, reconcileRev(t, h), "org")
+	for acct, want := range map[string]string{"100000000001": "v1/m/t", "100000000002": "v1/xl/t", "100000000003": "v1/xl/t"} {
+		if got := c.tagOf("org", "eu-west-1", acct); got != want {
+			t.Errorf("%s: %q, want %q", acct, got, want)
+		}
+	}
+	for _, tc := range []struct{ ou, summary, text string }{
+		{"ou-root", "Override of an unmanaged organizational unit", `"ou-root" is a parent of [ou-prod]`},
+		{"ou-other", "Override of an unmanaged organizational unit", "does not manage"},
+		{"ou-prod-empty", "Override of an unmanaged organizational unit", "holds no target account"},
+		{"ou-nope", "Unknown organizational unit", "does not define"},
+	} {
+		t.Run(tc.ou, func(t *testing.T) {
+			commitFiles(t, h.repo, map[string]string{"stack.hcl": orgStackSet(tc.ou)}, "override on "+tc.ou)
+			wantRejected(t, reconcileRev(t, h), "stack.hcl", lineOf(t, h.repo, "stack.hcl", "organizational_units = [\""+tc.ou), tc.summary, tc.text)
+			if got := c.tagOf("org", "eu-west-1", "100000000002"); got != "v1/xl/t" {
+				t.Errorf("a rejected override changed ou-prod-eu's instance: %q", got)
+			}
+		})
+	}
 }
 
 // Item 4: DeleteStackInstances follows region_order, max concurrency and
@@ -284,3 +485,44 @@ func TestFailureTolerancePercentageBase(t *testing.T) {
 	wantRejected(t, res, "pct.hcl", lineOf(t, h.repo, "pct.hcl", "max_concurrent_percentage"), "Invalid max_concurrent_percentage", "positive integer")
 }
 
+// Item 6: the override an instance was deployed with is recorded on it and
+// shown in status/<stack_set>.json, sensitive values redacted.
+func TestOverridesRecordedAndVisible(t *testing.T) {
+	c := newCtl()
+	h, _ := newHarness(t, c, map[string]string{
+		"templates/rfs/main.hcl": rfsTemplate,
+		"web.hcl": webHCL(`    tag    = "v1"
+    size   = "m"
+    secret = "base-secret-value"`, `    vars               = { size = "xl", secret = "override-secret-value" }
+    use_stack_set_vars = ["tag"]`),
+	})
+	wantSucceeded(t, reconcileRev(t, h), "web")
+	doc, _ := statusDoc(t, h.repo, "web")
+	byAcct := map[string]reconciler.InstanceStatus{}
+	for _, in := range doc.Instances {
+		byAcct[in.Account] = in
+	}
+	if ov := byAcct["100000000000"].Overrides; ov != nil {
+		t.Errorf("an instance no override matches shows overrides %s", ov)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(byAcct["100000000001"].Overrides, &got); err != nil {
+		t.Fatalf("overrides of the overridden instance: %s: %v", byAcct["100000000001"].Overrides, err)
+	}
+	want := map[string]any{
+		"vars":               map[string]any{"size": "xl", "secret": "<sensitive>"},
+		"use_stack_set_vars": []any{"tag"},
+		"block":              fmt.Sprintf("web.hcl:%d", lineOf(t, h.repo, "web.hcl", "# web override")),
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("status overrides (-want +got):\n%s", diff)
+	}
+	raw := runGit(t, h.repo, "show", "stackd/status:"+reconciler.StatusPath("web"))
+	if strings.Contains(raw, "secret-value") || strings.Contains(raw, "digest") {
+		t.Errorf("status/web.json shows a secret or the digest:\n%s", raw)
+	}
+	// The state records the block's digest, which the override rules use.
+	if in := instanceStatuses(t, h.store, "web")["eu-west-1/100000000001"]; !strings.Contains(string(in.Overrides), `"digest"`) {
+		t.Errorf("the instance record %s has no digest", in.Overrides)
+	}
+}

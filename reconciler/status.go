@@ -115,12 +115,15 @@ func (c OperationCounts) String() string {
 
 // InstanceStatus is one instance in a status document.
 type InstanceStatus struct {
-	Region   string          `json:"region"`
-	Account  string          `json:"account"`
-	Status   string          `json:"status"`
-	Reason   string          `json:"reason,omitempty"`
-	Revision string          `json:"revision,omitempty"`
-	Outputs  json.RawMessage `json:"outputs,omitempty"`
+	Region   string `json:"region"`
+	Account  string `json:"account"`
+	Status   string `json:"status"`
+	Reason   string `json:"reason,omitempty"`
+	Revision string `json:"revision,omitempty"`
+	// Overrides is the instance_override the instance was last deployed
+	// with (OverridesView), absent when none applies.
+	Overrides json.RawMessage `json:"overrides,omitempty"`
+	Outputs   json.RawMessage `json:"outputs,omitempty"`
 }
 
 // IndexStatus is status/stackd.json: whether the latest revision validated.
@@ -170,7 +173,7 @@ func BuildStatus(st *state.Store, ss *state.StackSet) (*StackSetStatus, error) {
 	for _, in := range ins {
 		doc.Instances = append(doc.Instances, InstanceStatus{
 			Region: in.Region, Account: in.Account, Status: in.Status, Reason: in.StatusReason,
-			Revision: in.Revision, Outputs: in.Outputs,
+			Revision: in.Revision, Overrides: OverridesView(in.Overrides), Outputs: in.Outputs,
 		})
 	}
 	return doc, nil
