@@ -448,3 +448,19 @@ func (w *walker) metadataChange(r *Resource, before, after []byte) ResourcePrope
 	pc.BeforeValue, pc.AfterValue = decode(before), decode(after)
 	return pc
 }
+
+// priorTemplate is the template the instance last applied, or nil.
+func priorTemplate(inst *Instance) *Template {
+	if inst == nil || inst.Prior == nil {
+		return nil
+	}
+	return inst.Prior.Template
+}
+
+// stackSetTemplate is the template of the instance's stack set, or nil.
+func stackSetTemplate(inst *Instance) *Template {
+	if inst == nil || inst.StackSet == nil {
+		return nil
+	}
+	return inst.StackSet.Template
+}

@@ -304,3 +304,23 @@ func TestSystemDetailTarget(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+// TestTypeHierarchy: one type per module level, split back on "/".
+func TestTypeHierarchy(t *testing.T) {
+	for _, tc := range []struct {
+		sources []string
+		want    string
+	}{
+		{[]string{"./modules/monitoring", "./modules/alerts"}, "MODULE::modules::monitoring/MODULE::modules::alerts"},
+		{[]string{"../shared/x"}, "MODULE::..::shared::x"},
+		{[]string{"./a:b/c%d"}, "MODULE::a%3Ab::c%25d"},
+	} {
+		got := typeHierarchy(tc.sources)
+		if got != tc.want {
+			t.Errorf("typeHierarchy(%q) = %q, want %q", tc.sources, got, tc.want)
+		}
+		if n := len(strings.Split(got, "/")); n != len(tc.sources) {
+			t.Errorf("%q splits into %d levels, want %d", got, n, len(tc.sources))
+		}
+	}
+}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"path"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -147,8 +148,14 @@ func (w *walker) modifyChange(r *Resource, rp *ResourcePlan, schema provider.Sch
 	return Change{Type: "Resource", ResourceChange: rc}
 }
 
-func removeChange(rp *ResourcePlan, deletionPolicy string) Change {
+// removeChange is the Remove of a recorded resource; the module types of
+// its ModuleInfo come from the first of tmpls (the template now, then the
+// one last applied) that still has its modules.
+func removeChange(rp *ResourcePlan, deletionPolicy string, tmpls ...*Template) Change {
 	id, mi := splitModuleAddress(rp.Address)
+	if mi != nil {
+		mi.TypeHierarchy = moduleTypes(strings.Split(mi.LogicalIdHierarchy, "/"), tmpls...)
+	}
 	rc := ResourceChange{Action: "Remove", LogicalResourceId: id, PhysicalResourceId: rp.PhysicalID, ResourceType: rp.Type, ModuleInfo: mi}
 	if deletionPolicy == "Retain" {
 		rc.DeletionPolicy = "Retain"
@@ -156,9 +163,47 @@ func removeChange(rp *ResourcePlan, deletionPolicy string) Change {
 	return Change{Type: "Resource", ResourceChange: rc}
 }
 
+// moduleTypes is the TypeHierarchy of the modules named (outermost first),
+// resolved in the first template of tmpls that declares them all; "" when
+// none does.
+func moduleTypes(names []string, tmpls ...*Template) string {
+next:
+	for _, t := range tmpls {
+		var sources []string
+		for _, n := range names {
+			if t == nil || t.Modules[n] == nil {
+				continue next
+			}
+			sources = append(sources, t.Modules[n].Source)
+			t = t.Modules[n].Template
+		}
+		return typeHierarchy(sources)
+	}
+	return ""
+}
+
+// typeHierarchy joins the types of nested modules, outermost first, with
+// "/" as the seed does. A module's type is its source as written, cleaned,
+// with its path segments joined by "::" after "MODULE::" (as ROS names
+// MODULE::ROS::Parent::Example): "./modules/monitoring" is
+// "MODULE::modules::monitoring". A type holds no "/", so the hierarchy
+// splits into exactly one type per module level; "%" and ":" inside a
+// segment are escaped (%25, %3A) so that the segments split back too.
+func typeHierarchy(sources []string) string {
+	types := make([]string, len(sources))
+	esc := strings.NewReplacer("%", "%25", ":", "%3A")
+	for i, src := range sources {
+		segs := strings.Split(path.Clean(src), "/")
+		for k, s := range segs {
+			segs[k] = esc.Replace(s)
+		}
+		types[i] = "MODULE::" + strings.Join(segs, "::")
+	}
+	return strings.Join(types, "/")
+}
+
 // splitModuleAddress splits "module.a.module.b.file.x" into the logical id
-// inside its module ("file.x") and the module hierarchy ("a/b"); the
-// module sources of a removed resource are not known.
+// inside its module ("file.x") and the module hierarchy ("a/b").
 func splitModuleAddress(addr string) (string, *ModuleInfo) {
 	var mods []string
 	for strings.HasPrefix(addr, "module.") {

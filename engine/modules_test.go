@@ -80,8 +80,8 @@ func TestModulesTwoLevels(t *testing.T) {
 		got[rc.FullAddress()] = rc.LogicalResourceId + " | " + mi
 	}
 	want := map[string]string{
-		"module.monitoring.module.alerts.rec.rule": "rec.rule | monitoring/alerts ./modules/monitoring/./modules/alerts",
-		"module.monitoring.rec.dashboard":          "rec.dashboard | monitoring ./modules/monitoring",
+		"module.monitoring.module.alerts.rec.rule": "rec.rule | monitoring/alerts MODULE::modules::monitoring/MODULE::modules::alerts",
+		"module.monitoring.rec.dashboard":          "rec.dashboard | monitoring MODULE::modules::monitoring",
 		"rec.app":                                  "rec.app | ",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

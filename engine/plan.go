@@ -185,7 +185,7 @@ func PlanDestroy(inst *Instance, recorded []ResourceState) *InstancePlan {
 		if rr.Status == StatusPendingDelete {
 			rp.RequestID = rr.RequestID
 		}
-		rp.Change = removeChange(rp, rr.DeletionPolicy)
+		rp.Change = removeChange(rp, rr.DeletionPolicy, priorTemplate(inst), stackSetTemplate(inst))
 		p.Resources = append(p.Resources, rp)
 	}
 	return p
@@ -536,7 +536,7 @@ func (w *walker) moduleInfo() *ModuleInfo {
 	if len(w.modPath) == 0 {
 		return nil
 	}
-	return &ModuleInfo{LogicalIdHierarchy: strings.Join(w.modPath, "/"), TypeHierarchy: strings.Join(w.modTypes, "/")}
+	return &ModuleInfo{LogicalIdHierarchy: strings.Join(w.modPath, "/"), TypeHierarchy: typeHierarchy(w.modTypes)}
 }
 
 // module evaluates a module call: its inputs become the module template's
@@ -622,7 +622,7 @@ func (w *walker) walk() hcl.Diagnostics {
 		if rr.Status == StatusPendingDelete {
 			rp.RequestID = rr.RequestID
 		}
-		rp.Change = removeChange(rp, rr.DeletionPolicy)
+		rp.Change = removeChange(rp, rr.DeletionPolicy, w.tmpl, priorTemplate(w.inst))
 		w.plan.Resources = append(w.plan.Resources, rp)
 	}
 	w.plan.Resources = append(w.plan.Resources, planned...)

@@ -168,7 +168,7 @@ func RenderText(w io.Writer, cs *StackSetChangeSet, color bool) error {
 			case rc.Retained():
 				note = ` will be retained: removed from the stack, not destroyed (deletion_policy = "Retain")`
 			}
-			fmt.Fprintf(&b, "      %s %s%s\n", paint(col, sym), rc.LogicalResourceId, note)
+			fmt.Fprintf(&b, "      %s %s%s\n", paint(col, sym), printableLine(rc.FullAddress()), note)
 			width := 0
 			for _, pc := range rc.PropertyChanges {
 				width = max(width, len(pc.Name))

@@ -100,7 +100,7 @@ func propertyChange(name string, before, after any) ResourcePropertyChange {
 
 func resourceChange(rc ResourceChange) Change { return Change{Type: "Resource", ResourceChange: rc} }
 
-var alertsModule = &ModuleInfo{LogicalIdHierarchy: "monitoring/alerts", TypeHierarchy: "./modules/monitoring/./modules/alerts"}
+var alertsModule = &ModuleInfo{LogicalIdHierarchy: "monitoring/alerts", TypeHierarchy: "MODULE::modules::monitoring/MODULE::modules::alerts"}
 
 const mdHostile = "a|b *c* _d_ <script>alert(1)</script> [x](http://y) @here #1 `tick` ``double`` </details> <!-- x -->"
 

@@ -426,10 +426,7 @@ func mdGroup(cs *StackSetChangeSet, g *instanceGroup, opts MarkdownOptions) mdSe
 // mdResourceLine is "`~` `file.config` (content, mode) — must be replaced".
 func mdResourceLine(rc ResourceChange) string {
 	sym, _ := symbol(rc)
-	s := "`" + sym + "` " + mdCode(rc.LogicalResourceId)
-	if rc.ModuleInfo != nil {
-		s += " in module " + mdCode(rc.ModuleInfo.LogicalIdHierarchy)
-	}
+	s := "`" + sym + "` " + mdCode(rc.FullAddress())
 	if rc.Retained() {
 		return s + " — **retained**: removed from the stack, not destroyed (`deletion_policy = \"Retain\"`)"
 	}
@@ -520,7 +517,7 @@ func mdDetails(rep InstanceChangeSet, g *instanceGroup, opts MarkdownOptions) st
 func mdChangeDetails(rc ResourceChange) string {
 	var b strings.Builder
 	sym, _ := symbol(rc)
-	b.WriteString("**`" + sym + "` " + mdCode(rc.LogicalResourceId) + "** · type " + mdCode(rc.ResourceType))
+	b.WriteString("**`" + sym + "` " + mdCode(rc.FullAddress()) + "** · type " + mdCode(rc.ResourceType))
 	if rc.PhysicalResourceId != "" {
 		b.WriteString(" · physical ID " + mdCode(rc.PhysicalResourceId))
 	}

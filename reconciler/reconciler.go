@@ -687,9 +687,6 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 			return nil, err
 		}
 	}
-	if d := checkOverrides(ss, existing); d.HasErrors() {
-		return append(diags, d...), nil
-	}
 	have := map[engine.Target]*state.Instance{}
 	for i := range existing {
 		have[engine.Target{Region: existing[i].Region, Account: existing[i].Account}] = &existing[i]
@@ -779,7 +776,7 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 			if err != nil {
 				return nil, err
 			}
-			w.plan = engine.PlanDestroy(&engine.Instance{Name: j.name, StackSetID: id, Target: t, DeclaredTypes: r.declaredTypes(j), Caller: engine.CallerAccount(j.desired)}, recorded)
+			w.plan = engine.PlanDestroy(&engine.Instance{Name: j.name, StackSetID: id, Target: t, Prior: prior.of(ctx, &in), DeclaredTypes: r.declaredTypes(j), Caller: engine.CallerAccount(j.desired)}, recorded)
 			addChange(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceDelete, Changes: w.plan.Changes()})
 		}
 		j.works = append(j.works, w)

@@ -268,3 +268,70 @@ resource "file" "labelled" {
 		t.Errorf("retained file: %q", got)
 	}
 }
+
+// TestPlanModuleAddresses: resources inside nested modules are printed by
+// their full address, and their removals carry the module types too, one
+// per level, even when the module itself is removed.
+func TestPlanModuleAddresses(t *testing.T) {
+	files := map[string]string{
+		"app.hcl": csStackSet,
+		"tmpl/main.hcl": csTemplate + `
+module "outer" {
+  source = "./modules/outer"
+  tag    = var.tag
+}
+`,
+		"tmpl/modules/outer/main.hcl": `
+variable "tag" { type = string }
+module "inner" {
+  source = "./inner"
+  tag    = var.tag
+}
+`,
+		"tmpl/modules/outer/inner/main.hcl": `
+variable "tag" { type = string }
+resource "file" "i" {
+  count   = 2
+  path    = "inner/${count.index}"
+  content = var.tag
+}
+`,
+	}
+	f := csFixture(t, files)
+	f.mustApply(t)
+	// One member fewer, the other changed through the variable.
+	f.change(t, map[string]string{
+		"app.hcl":                           strings.Replace(csStackSet, `"blue"`, `"green"`, 1),
+		"tmpl/modules/outer/inner/main.hcl": strings.Replace(files["tmpl/modules/outer/inner/main.hcl"], "count   = 2", "count   = 1", 1),
+	})
+	const types = "MODULE::modules::outer/MODULE::inner"
+	changes := changesOf(t, f.planJSON(t), "eu-west-1", "111111111111")
+	for _, addr := range []string{"module.outer.module.inner.file.i[0]", "module.outer.module.inner.file.i[1]"} {
+		rc, ok := changes[addr]
+		if !ok {
+			t.Fatalf("no change of %s: %v", addr, keys(changes))
+		}
+		if rc.ModuleInfo == nil || rc.ModuleInfo.LogicalIdHierarchy != "outer/inner" || rc.ModuleInfo.TypeHierarchy != types {
+			t.Errorf("%s (%s): ModuleInfo %+v, want outer/inner and %s", addr, rc.Action, rc.ModuleInfo, types)
+		}
+	}
+	text := f.planText(t)
+	for _, want := range []string{"~ module.outer.module.inner.file.i[0]\n", "- module.outer.module.inner.file.i[1]\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("plan text lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "  file.i") {
+		t.Errorf("plan text prints a bare name:\n%s", text)
+	}
+
+	// The module is removed altogether: its types come from the revision
+	// last applied.
+	f.mustApply(t)
+	f.change(t, map[string]string{"tmpl/main.hcl": csTemplate})
+	changes = changesOf(t, f.planJSON(t), "eu-west-1", "111111111111")
+	rc := changes["module.outer.module.inner.file.i[0]"]
+	if rc.Action != "Remove" || rc.ModuleInfo == nil || rc.ModuleInfo.TypeHierarchy != types {
+		t.Errorf("removal with its module: %+v (ModuleInfo %+v), want TypeHierarchy %s", rc, rc.ModuleInfo, types)
+	}
+}
