@@ -75,8 +75,12 @@ func OverridesView(raw json.RawMessage) json.RawMessage {
 	if len(raw) == 0 {
 		return nil
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+	// Decoded and encoded again: the state's encoding escapes < and >
+	// inside raw JSON ("\u003csensitive\u003e").
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil || m == nil {
 		return nil
 	}
 	delete(m, "digest")
