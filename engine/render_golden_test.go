@@ -274,8 +274,8 @@ func TestMarkdownGroupsThousandInstances(t *testing.T) {
 	for _, want := range []string{
 		"#### `~` 950 of 1000 instances will be updated\n",
 		"#### `~` 50 of 1000 instances will be updated\n",
-		" and 940 more\n",
-		" and 40 more\n",
+		" and 940 more (eu-west-1: 238 of 250; us-east-1: 238 of 250; ap-south-1: 237 of 250; sa-east-1: 237 of 250)\n",
+		" and 40 more (ap-south-1: 13 of 250; sa-east-1: 13 of 250; eu-west-1: 12 of 250; us-east-1: 12 of 250)\n",
 		"- `~` `file.config` (content)\n",
 		"- `~` `file.config` (content, mode)\n",
 		"<details><summary>Details: the same for all 950 instances apart from physical IDs (shown for <code>eu-west-1/100000000000</code>)</summary>",

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"html"
 	"io"
-	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -264,46 +263,11 @@ func mdDiagnostics(b *strings.Builder, diags []Diagnostic) {
 	b.WriteString("\n")
 }
 
-// instanceGroup is a set of instances whose changes have the same signature.
+// instanceGroup is a set of instances whose changes are equal, values
+// included (physical ids aside).
 type instanceGroup struct {
-	action     string
-	members    []int // indexes into StackSetChangeSet.Instances, in order
-	sameValues bool  // every member's changes equal the first's, physical ids aside
-}
-
-// InstanceSignature is the canonical signature RenderMarkdown groups
-// instances by: the instance action and, for each resource change in any
-// order, its Action, LogicalResourceId, ResourceType, Replacement, Scope,
-// ModuleInfo, the names of the changed properties and the targets of its
-// details (Attribute, Name, RequiresRecreation). Values, physical ids and
-// the reasons of a change (ChangeSource, CausingEntity, Evaluation), which
-// differ from target to target, are not part of it.
-func InstanceSignature(ic InstanceChangeSet) string {
-	sigs := make([]string, len(ic.Changes))
-	for i, c := range ic.Changes {
-		sigs[i] = changeSignature(c.ResourceChange)
-	}
-	sort.Strings(sigs)
-	return ic.Action + "\x1e" + strings.Join(sigs, "\x1e")
-}
-
-func changeSignature(rc ResourceChange) string {
-	var props []string
-	for _, pc := range rc.PropertyChanges {
-		props = append(props, pc.Name)
-	}
-	for _, d := range rc.Details {
-		props = append(props, d.Target.Attribute+"\x1c"+d.Target.Name+"\x1c"+d.Target.RequiresRecreation)
-	}
-	sort.Strings(props)
-	scope := slices.Clone(rc.Scope)
-	sort.Strings(scope)
-	mod := ""
-	if rc.ModuleInfo != nil {
-		mod = rc.ModuleInfo.LogicalIdHierarchy + "\x1c" + rc.ModuleInfo.TypeHierarchy
-	}
-	return strings.Join([]string{rc.Action, rc.DeletionPolicy, rc.LogicalResourceId, rc.ResourceType, rc.Replacement,
-		strings.Join(scope, "\x1c"), strings.Join(props, "\x1f"), mod}, "\x1d")
+	action  string
+	members []int // indexes into StackSetChangeSet.Instances, in order
 }
 
 // valuesKey identifies an instance's changes with their values, physical
@@ -335,9 +299,11 @@ func actionRank(a string) int {
 	}
 }
 
-// groupInstances groups instances by InstanceSignature, ordered by action
-// (create, update, delete, unchanged), then largest group first, then first
-// appearance.
+// groupInstances groups instances whose changes are equal including their
+// values, causes and targets (valuesKey: only physical ids, which name each
+// instance's own objects, are set aside), so a group never hides a
+// difference. Groups are ordered by action (create, update, delete,
+// unchanged), then largest first, then first appearance.
 func groupInstances(cs *StackSetChangeSet) []*instanceGroup {
 	byKey := map[string]*instanceGroup{}
 	var groups []*instanceGroup
@@ -346,26 +312,17 @@ func groupInstances(cs *StackSetChangeSet) []*instanceGroup {
 		if action != InstanceCreate && action != InstanceUpdate && action != InstanceDelete {
 			action = InstanceNoChange
 		}
-		k := InstanceSignature(InstanceChangeSet{Action: action, Changes: ic.Changes})
+		k := action
+		if action != InstanceNoChange {
+			k += "\x1e" + valuesKey(ic)
+		}
 		g := byKey[k]
 		if g == nil {
-			g = &instanceGroup{action: action, sameValues: true}
+			g = &instanceGroup{action: action}
 			byKey[k] = g
 			groups = append(groups, g)
 		}
 		g.members = append(g.members, i)
-	}
-	for _, g := range groups {
-		if g.action == InstanceNoChange || len(g.members) < 2 {
-			continue
-		}
-		first := valuesKey(cs.Instances[g.members[0]])
-		for _, m := range g.members[1:] {
-			if valuesKey(cs.Instances[m]) != first {
-				g.sameValues = false
-				break
-			}
-		}
 	}
 	sort.SliceStable(groups, func(i, j int) bool {
 		a, b := groups[i], groups[j]
@@ -382,6 +339,32 @@ func groupInstances(cs *StackSetChangeSet) []*instanceGroup {
 
 func instanceName(ic InstanceChangeSet) string { return ic.Region + "/" + ic.Account }
 
+// groupRegions says which instances a group holds, region by region in
+// order of appearance: "eu-west-1: all 250; us-east-1: 12 of 250".
+func groupRegions(cs *StackSetChangeSet, g *instanceGroup) string {
+	total, in := map[string]int{}, map[string]int{}
+	var order []string
+	for _, ic := range cs.Instances {
+		total[ic.Region]++
+	}
+	for _, m := range g.members {
+		r := cs.Instances[m].Region
+		if in[r] == 0 {
+			order = append(order, r)
+		}
+		in[r]++
+	}
+	parts := make([]string, len(order))
+	for i, r := range order {
+		if in[r] == total[r] {
+			parts[i] = fmt.Sprintf("%s: all %d", r, total[r])
+		} else {
+			parts[i] = fmt.Sprintf("%s: %d of %d", r, in[r], total[r])
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
 // mdGroup renders one group of instances.
 func mdGroup(cs *StackSetChangeSet, g *instanceGroup, opts MarkdownOptions) mdSection {
 	var b strings.Builder
@@ -393,6 +376,7 @@ func mdGroup(cs *StackSetChangeSet, g *instanceGroup, opts MarkdownOptions) mdSe
 	list := strings.Join(names, ", ")
 	if n > opts.MaxNames {
 		list += fmt.Sprintf(" and %d more", n-opts.MaxNames)
+		list += " (" + mdText(groupRegions(cs, g)) + ")"
 	}
 	of := fmt.Sprintf("%d of %s", n, mdPlural(total, "instance")) // "950 of 1000 instances"
 	if g.action == InstanceNoChange {
@@ -487,16 +471,9 @@ func mdChangedNames(rc ResourceChange) []string {
 func mdDetails(rep InstanceChangeSet, g *instanceGroup, opts MarkdownOptions) string {
 	n := len(g.members)
 	who := "<code>" + html.EscapeString(instanceName(rep)) + "</code>"
-	var summary string
-	switch {
-	case n == 1:
-		summary = "Details"
-	case g.sameValues:
+	summary := "Details"
+	if n > 1 {
 		summary = fmt.Sprintf("Details: the same for all %d instances apart from physical IDs (shown for %s)", n, who)
-	case n == 2:
-		summary = "Details of " + who + "; the other instance makes the same changes with values of its own"
-	default:
-		summary = fmt.Sprintf("Details of %s; the other %d instances make the same changes with values of their own", who, n-1)
 	}
 	var b strings.Builder
 	b.WriteString("<details><summary>" + summary + "</summary>\n\n")

@@ -764,7 +764,7 @@ func TestDemo(t *testing.T) {
 		"sizes=[1,2,3]",
 		"rollout batch passed its gate batch=3 batches=3",
 		"web DeployStackSet",
-		"6 of 6 instances will be updated",
+		"1 of 6 instances will be updated", // values differ per instance (account, name): one group each
 		"changesets/feature/more-replicas/web.md",
 		"ROLLED_BACK (0/6 instances, 1 rolled back)",
 		"Deployed images now: map[nginx:1.27:6]",
