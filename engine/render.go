@@ -144,18 +144,34 @@ func RenderText(w io.Writer, cs *StackSetChangeSet, color bool) error {
 			fmt.Fprintf(&b, "  %s %s\n", paint(ansiRed, severity(d)+":"), strings.ReplaceAll(d.String(), "\n", "\n    "))
 		}
 	}
-	for _, ic := range cs.Instances {
-		if ic.Action == InstanceNoChange {
+	// Instances whose changes are equal, values included, are one group
+	// (as in RenderMarkdown): their changes are printed once.
+	for _, g := range groupInstances(cs) {
+		if g.action == InstanceNoChange {
 			continue
 		}
+		ic := cs.Instances[g.members[0]]
 		sym, col := "~", ansiYellow
-		switch ic.Action {
+		switch g.action {
 		case InstanceCreate:
 			sym, col = "+", ansiGreen
 		case InstanceDelete:
 			sym, col = "-", ansiRed
 		}
-		fmt.Fprintf(&b, "\n  %s instance %s/%s will be %s\n", paint(col, sym), ic.Region, ic.Account, instanceVerb(ic.Action))
+		if n := len(g.members); n == 1 {
+			fmt.Fprintf(&b, "\n  %s instance %s will be %s\n", paint(col, sym), printableLine(instanceName(ic)), instanceVerb(g.action))
+		} else {
+			const maxNames = 10
+			names := make([]string, 0, maxNames)
+			for _, m := range g.members[:min(n, maxNames)] {
+				names = append(names, instanceName(cs.Instances[m]))
+			}
+			list := strings.Join(names, ", ")
+			if n > maxNames {
+				list += fmt.Sprintf(" and %d more (%s)", n-maxNames, groupRegions(cs, g))
+			}
+			fmt.Fprintf(&b, "\n  %s %d instances will be %s, each with the same changes: %s\n", paint(col, sym), n, instanceVerb(g.action), printableLine(list))
+		}
 		for _, c := range ic.Changes {
 			rc := c.ResourceChange
 			sym, col := symbol(rc)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -333,5 +334,80 @@ resource "file" "i" {
 	rc := changes["module.outer.module.inner.file.i[0]"]
 	if rc.Action != "Remove" || rc.ModuleInfo == nil || rc.ModuleInfo.TypeHierarchy != types {
 		t.Errorf("removal with its module: %+v (ModuleInfo %+v), want TypeHierarchy %s", rc, rc.ModuleInfo, types)
+	}
+}
+
+// fleetStackSet is csStackSet over 2 regions × n accounts, with extra
+// blocks inside the stack_set block.
+func fleetStackSet(n int, image, extra string) string {
+	accounts := make([]string, n)
+	for i := range accounts {
+		accounts[i] = fmt.Sprintf(`"%012d"`, 100000000000+i)
+	}
+	return `
+stack_set "app" {
+  template = "./tmpl"
+  vars = {
+    image = "` + image + `"
+    tag   = "blue"
+  }
+  deployment_targets {
+    regions  = ["eu-west-1", "us-east-1"]
+    accounts = [` + strings.Join(accounts, ", ") + `]
+  }
+  operation_preferences {
+    region_concurrency_type = "PARALLEL"
+    max_concurrent_count    = 10
+    failure_tolerance_count = 9
+  }
+` + extra + `
+}
+`
+}
+
+// TestPlanGroupsOnlyEqualChanges: instances are grouped, in Markdown and
+// in text, only when their changes are equal including values. An override
+// that sends one account to another image is a group of its own, and the
+// text plan of many equal instances is a screen, not a page per instance.
+func TestPlanGroupsOnlyEqualChanges(t *testing.T) {
+	const n = 20 // accounts: 40 instances
+	f := csFixture(t, map[string]string{"app.hcl": fleetStackSet(n, "nginx:1.25", ""), "tmpl/main.hcl": csTemplate})
+	f.mustApply(t)
+	f.change(t, map[string]string{"app.hcl": fleetStackSet(n, "nginx:1.27", `
+  instance_override {
+    accounts           = ["100000000007"]
+    vars               = { image = "nginx:1.28-rc" }
+    use_stack_set_vars = ["tag"]
+  }
+`)})
+
+	md := mustStackd(t, append([]string{"plan", "-o", "markdown"}, f.flags()...)...).stdout
+	for _, want := range []string{
+		"#### `~` 38 of 40 instances will be updated\n",
+		"#### `~` 2 of 40 instances will be updated\n\n`eu-west-1/100000000007`, `us-east-1/100000000007`\n",
+		" and 28 more (eu-west-1: 19 of 20; us-east-1: 19 of 20)\n",
+		`+ image=nginx:1.28-rc`,
+		`+ image=nginx:1.27`,
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("plan markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "values of their own") || strings.Contains(md, "values of its own") {
+		t.Errorf("a group hides values that differ:\n%s", md)
+	}
+
+	text := f.planText(t)
+	for _, want := range []string{
+		"~ 38 instances will be updated in place, each with the same changes: eu-west-1/100000000000, ",
+		" and 28 more (eu-west-1: 19 of 20; us-east-1: 19 of 20)\n",
+		"~ 2 instances will be updated in place, each with the same changes: eu-west-1/100000000007, us-east-1/100000000007\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("plan text lacks %q:\n%s", want, text)
+		}
+	}
+	if lines := strings.Count(text, "\n"); lines > 30 {
+		t.Errorf("the text plan of 40 instances in 2 groups has %d lines:\n%s", lines, text)
 	}
 }
