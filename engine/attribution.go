@@ -254,16 +254,8 @@ func (w *walker) reached(node string, expr hcl.Expression, extra map[string]cty.
 			res = append(res, c)
 		}
 	}
-	var visitTraversal func(tr hcl.Traversal)
-	visitTraversal = func(tr hcl.Traversal) {
-		attr := func(i int) string {
-			if len(tr) > i {
-				if a, ok := tr[i].(hcl.TraverseAttr); ok {
-					return a.Name
-				}
-			}
-			return ""
-		}
+	visitTraversal := func(tr hcl.Traversal) {
+		attr := func(i int) string { return traversalAttr(tr, i) }
 		switch root := tr.RootName(); root {
 		case "var":
 			addVar(attr(1))
