@@ -687,6 +687,9 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 			return nil, err
 		}
 	}
+	if d := checkOverrides(ss, existing); d.HasErrors() {
+		return append(diags, d...), nil
+	}
 	have := map[engine.Target]*state.Instance{}
 	for i := range existing {
 		have[engine.Target{Region: existing[i].Region, Account: existing[i].Account}] = &existing[i]
