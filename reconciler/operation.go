@@ -183,10 +183,10 @@ func (o *opRun) markWaiting() error {
 	return o.r.opts.Store.PutInstances(ins)
 }
 
-// schedule runs the works by the RFS operation preferences: regions in
-// order (SEQUENTIAL) or all at once (PARALLEL); inside a region at most
+// schedule runs the works by the RFS operation preferences (runRegions),
+// or by the stack set's rollout (runRollout); inside a region at most
 // max-concurrent instances at a time; more failures than the tolerance
-// cancel what has not started (SEQUENTIAL: every later region too).
+// cancel what has not started.
 func (o *opRun) schedule(ctx context.Context) {
 	prefs := engine.OperationPreferences{RegionConcurrency: "SEQUENTIAL", MaxConcurrentCount: 1, FailureTolerancePercentage: -1, MaxConcurrentPercentage: -1, FailureToleranceMode: "STRICT_FAILURE_TOLERANCE"}
 	if o.j.desired != nil {
@@ -208,7 +208,18 @@ func (o *opRun) schedule(ctx context.Context) {
 		}
 		run = append(run, w)
 	}
-	regions, byRegion := regionsInOrder(prefs, run)
+	o.runRegions(ctx, prefs, run)
+}
+
+// runRegions runs works by the operation preferences: regions in
+// region_order (regionsInOrder; without one, SEQUENTIAL regions go in an
+// order random per operation), one after another (SEQUENTIAL) or all at
+// once (PARALLEL); a region whose failures exceed the tolerance cancels
+// every later region (SEQUENTIAL) or only itself (PARALLEL). Every
+// operation kind goes through it: creates, updates and deletes, with or
+// without a rollout.
+func (o *opRun) runRegions(ctx context.Context, prefs engine.OperationPreferences, works []*work) {
+	regions, byRegion := regionsInOrder(prefs, works)
 	if prefs.RegionConcurrency != "PARALLEL" && len(prefs.RegionOrder) == 0 && len(regions) > 1 {
 		// The seed: without region_order, SEQUENTIAL regions go in random
 		// order. Seeded by the operation id, so a resumed operation keeps it.

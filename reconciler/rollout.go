@@ -1046,30 +1046,15 @@ func (rr *rolloutRun) results() []state.InstanceResult {
 	return out
 }
 
-// runDeletes removes the instances of removed targets after the batches.
+// runDeletes removes the instances of removed targets after the batches,
+// by the operation preferences as every operation kind (runRegions).
 func (rr *rolloutRun) runDeletes(ctx context.Context, deletes []*work) {
 	if len(deletes) == 0 {
 		return
 	}
-	var regions []string
-	byRegion := map[string][]*work{}
-	for _, w := range deletes {
-		if _, ok := byRegion[w.target.Region]; !ok {
-			regions = append(regions, w.target.Region)
-		}
-		byRegion[w.target.Region] = append(byRegion[w.target.Region], w)
-	}
-	for i, region := range regions {
-		if !rr.o.runRegion(ctx, rr.prefs, byRegion[region]) {
-			if ctx.Err() != nil || rr.o.r.isStopping() {
-				rr.interrupted = true
-				return
-			}
-			for _, rest := range regions[i+1:] {
-				rr.o.cancel(byRegion[rest], "failure tolerance exceeded in region "+region)
-			}
-			return
-		}
+	rr.o.runRegions(ctx, rr.prefs, deletes)
+	if ctx.Err() != nil || rr.o.r.isStopping() {
+		rr.interrupted = true
 	}
 }
 
@@ -1492,6 +1477,7 @@ func (rr *rolloutRun) rollbackOne(ctx context.Context, it rollbackItem) error {
 	} else {
 		in.Status, in.StatusReason, in.Updated = state.InstanceOperationComplete, reason, o.r.opts.Now()
 		in.Revision, in.ConfigHash, in.Outputs = it.prev, prev.InstanceHash(ssID, t), outputsJSON(res.Outputs)
+		in.Overrides = overridesOf(prev, t)
 		in.OutOfService = reason + "; waiting for the rollback's gate"
 		if err := st.PutInstance(in); err != nil {
 			return failWith(err)

@@ -501,3 +501,32 @@ func TestRolloutSupersede(t *testing.T) {
 		})
 	}
 }
+
+// The deletions that follow a rollout's batches follow the operation
+// preferences as every operation kind does: region_order, not the order of
+// the works.
+func TestRolloutDeletesFollowRegionOrder(t *testing.T) {
+	c := newCtl()
+	regions := []string{"ap-south-1", "eu-west-1", "us-east-1"}
+	order := []string{"us-east-1", "ap-south-1", "eu-west-1"}
+	prefs := `    region_order         = ["us-east-1", "ap-south-1", "eu-west-1"]
+    max_concurrent_count = 1`
+	h, _ := newRolloutHarness(t, c, newFakeClock(true), map[string]string{"web.hcl": rolloutHCL("web", "v1", regions, accountIDs(2), prefs, "batch_size = 2")})
+	if op := reconcileOp(t, h, "web"); op.Status != state.OperationSucceeded {
+		t.Fatalf("first deploy %s (%s)", op.Status, op.Reason)
+	}
+	before := len(c.eventsOf("web"))
+	commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v1", regions, accountIDs(1), prefs, "batch_size = 2")}, "remove an account")
+	if op := reconcileOp(t, h, "web"); op.Status != state.OperationSucceeded {
+		t.Fatalf("delete %s (%s)", op.Status, op.Reason)
+	}
+	var deleted []string
+	for _, e := range c.eventsOf("web")[before:] {
+		if e.start && e.op == "delete" {
+			deleted = append(deleted, e.region)
+		}
+	}
+	if !slices.Equal(deleted, order) {
+		t.Errorf("deleted in regions %v, want region_order %v", deleted, order)
+	}
+}

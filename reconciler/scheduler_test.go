@@ -623,7 +623,9 @@ func waitDelivered(t *testing.T, c *ctl) {
 		}
 		transit, inCall := 0, 0
 		for _, g := range bytes.Split(buf[:n], []byte("\n\n")) {
-			if !bytes.Contains(g, []byte("created by github.com/stackd/stackd/reconciler.(*opRun).runRegion")) {
+			// Instance goroutines are created by runRegionWith (not by
+			// runRegions, whose goroutines run whole regions).
+			if !bytes.Contains(g, []byte("created by github.com/stackd/stackd/reconciler.(*opRun).runRegionWith ")) {
 				continue
 			}
 			if bytes.Contains(g, []byte("reconciler_test.(*ctl).call")) {
@@ -633,7 +635,7 @@ func waitDelivered(t *testing.T, c *ctl) {
 			}
 		}
 		if inCall < blocked {
-			t.Fatalf("found %d instance goroutines of the scheduler in the ctl provider, want at least the %d blocked there: the goroutine dump no longer names runRegion as their creator", inCall, blocked)
+			t.Fatalf("found %d instance goroutines of the scheduler in the ctl provider, want at least the %d blocked there: the goroutine dump no longer names runRegionWith as their creator", inCall, blocked)
 		}
 		// A released call still returning through the provider counts as
 		// in call: wait until only the blocked ones are left there.
