@@ -794,7 +794,9 @@ func (rr *rolloutRun) gateFailed(t engine.Target, reason string) {
 	if !ok {
 		res = state.InstanceResult{Region: t.Region, Account: t.Account, Action: "none"}
 	}
-	res.Status, res.Reason = state.InstanceOperationFailed, reason
+	// A rolled-back instance failing the rollback's gate is not rolled
+	// back: it failed.
+	res.Status, res.Reason, res.RolledBack = state.InstanceOperationFailed, reason, false
 	o.mu.Lock()
 	o.results[t] = res
 	o.mu.Unlock()

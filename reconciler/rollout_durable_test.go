@@ -294,6 +294,11 @@ func TestRolloutRollbackIsPacedAndGated(t *testing.T) {
 	if op.Status != state.OperationRollbackFailed || !strings.Contains(op.Reason, "batch 3 of 3 failed its health check") || !strings.Contains(op.Reason, wantWhere) {
 		t.Fatalf("v2 %s (%s), want ROLLBACK_FAILED saying %q", op.Status, op.Reason, wantWhere)
 	}
+	// The instance that failed the rollback's gate counts as failed, not
+	// as rolled back.
+	if got, want := reconciler.Counts(&op), (reconciler.OperationCounts{Total: 6, Failed: 1, RolledBack: 5}); got != want {
+		t.Errorf("counts %+v, want %+v", got, want)
+	}
 	// Forward: a pause after each of 3 batches; back: one after each of
 	// the 3 rolled-back batches.
 	if n := countAfters(clock, 30*time.Second) - pausesBefore; n != 6 {
