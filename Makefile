@@ -28,12 +28,14 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 	$(GO) run ./cmd/stackd bench $(BENCHFLAGS)
 
-# The crash test with more kills than CI's 30: make chaos KILLS=200
-# (STACKD_CHAOS_SEED=N replays a run).
+# The crash tests with more kills than CI's 30 and 10: make chaos KILLS=200
+# ROLLOUT_KILLS=100 (STACKD_CHAOS_SEED=N, STACKD_ROLLOUT_CHAOS_SEED=N replay a run).
 KILLS ?= 100
+ROLLOUT_KILLS ?= 50
 
 chaos:
 	STACKD_CHAOS_KILLS=$(KILLS) $(GO) test -race -count=1 -timeout 60m -run '^TestChaosKillAndRestart$$' -v ./cmd/stackd/
+	STACKD_ROLLOUT_CHAOS_KILLS=$(ROLLOUT_KILLS) $(GO) test -race -count=1 -timeout 60m -run '^TestRolloutChaos$$' -v ./cmd/stackd/
 
 # Every fuzz target for FUZZTIME each (CI runs only the seed corpora).
 FUZZTIME ?= 10m
