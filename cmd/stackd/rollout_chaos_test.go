@@ -1081,7 +1081,7 @@ func (h *rcHarness) checkInstances(s *rcSet, doc reconciler.StackSetStatus) {
 		case in.Status == state.InstanceOperationInProgress || in.Status == state.InstanceWaitInProgress:
 			h.violation("status", -1, "%s %s is left %s", s.name, tg, in.Status)
 		case !dep && recorded != ver && w.uncertain[s.name][tg]:
-			h.notes = append(h.notes, fmt.Sprintf("settle %d: %s %s is recorded %s at %s but runs %s: a SIGKILL came between its command's end and its record, and no operation deployed it since", h.settles, s.name, tg, in.Status, recorded, ver))
+			h.note("%s %s is recorded %s at %s but runs %s: a SIGKILL came between its command's end and its record, and no operation deployed it since", s.name, tg, in.Status, recorded, ver)
 		case !dep && recorded != ver:
 			h.violation("status", -1, "%s %s is recorded %s at revision %s (%s) but runs %s", s.name, tg, in.Status, short(in.Revision), recorded, ver)
 		case in.Status == state.InstanceOperationComplete && !healthy:
@@ -1091,7 +1091,7 @@ func (h *rcHarness) checkInstances(s *rcSet, doc reconciler.StackSetStatus) {
 		case dep && in.Status != state.InstanceOperationFailed:
 			// Killed mid-deploy by an earlier operation and not reached
 			// by the last one (it stopped before the instance's batch).
-			h.notes = append(h.notes, fmt.Sprintf("settle %d: %s %s is left half-deployed, recorded %s at %s: %s", h.settles, s.name, tg, in.Status, recorded, in.Reason))
+			h.note("%s %s is left half-deployed, recorded %s at %s: %s", s.name, tg, in.Status, recorded, in.Reason)
 		}
 	}
 	for _, tg := range rcTargets() {
@@ -1135,7 +1135,7 @@ func (h *rcHarness) checkLastOperation(s *rcSet, doc reconciler.StackSetStatus) 
 			case changed && dep && !(ran && res.Status == state.InstanceOperationFailed):
 				h.violation("outcome", -1, "%s is left half-deployed (its result: %+v)", where, res)
 			case !dep && ver != opV && ver != prevV && w.uncertain[s.name][tg]:
-				h.notes = append(h.notes, fmt.Sprintf("settle %d: %s runs %s, deployed by an earlier operation whose daemon was killed before recording it", h.settles, where, ver))
+				h.note("%s runs %s, deployed by an earlier operation whose daemon was killed before recording it", where, ver)
 			case !dep && ver != opV && ver != prevV:
 				h.violation("outcome", -1, "%s runs %s: neither the operation's version nor its previous one", where, ver)
 			case op.Status == state.OperationRolledBack && changed && (dep || ver != prevV):
@@ -1268,6 +1268,16 @@ func (h *rcHarness) violation(kind string, line int, format string, args ...any)
 		msg += "\nthe merged log around it:\n" + h.walker.excerpt(line)
 	}
 	h.t.Errorf("[%s] %s (seed %d)", kind, msg, h.seed)
+}
+
+// note records, once, a state worth reporting that no invariant forbids.
+func (h *rcHarness) note(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if h.reported[msg] {
+		return
+	}
+	h.reported[msg] = true
+	h.notes = append(h.notes, fmt.Sprintf("settle %d: %s", h.settles, msg))
 }
 
 // saveLog keeps the merged log of a failing run.
