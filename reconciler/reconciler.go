@@ -343,14 +343,35 @@ func (r *Reconciler) start(ctx context.Context) (*Result, *pass, error) {
 	if err = r.checkSpace(head); err != nil {
 		return nil, nil, err
 	}
+	// An interrupted rollout resumes at its own revision first: its batch
+	// plan, its hold for promotion and its rollback are promises a newer
+	// commit does not break. The head's job for its stack set queues
+	// behind it, as a commit arriving while it ran would have (and with
+	// supersede = true ends a hold).
+	var resumed *pass
+	resumedIDs := map[string]bool{}
+	for _, op := range unfinished {
+		if op.Status != state.OperationRunning || op.Rollout == nil || op.Revision == head {
+			continue
+		}
+		r.log.Info().Str("stack_set", op.StackSet).Str("operation", op.ID).Str("revision", short(op.Revision)).Msg("resuming interrupted rollout at its own revision")
+		_, rp, rerr := r.reconcileRevision(ctx, op.Revision, op.StackSet)
+		if rerr != nil {
+			r.log.Warn().Err(rerr).Str("stack_set", op.StackSet).Msg("cannot resume the interrupted rollout at its revision; the head takes its instances over")
+			continue
+		}
+		resumedIDs[op.ID] = true
+		resumed = resumed.join(rp)
+	}
 	res, p, err := r.reconcileRevision(ctx, head)
+	p = resumed.join(p)
 	if err != nil || !res.Rejected {
 		return res, p, err
 	}
 	// The head is rejected: an operation a crash interrupted must still
 	// finish, at the revision it was started for.
 	for _, op := range unfinished {
-		if op.Revision == head {
+		if op.Revision == head || resumedIDs[op.ID] {
 			continue
 		}
 		r.log.Warn().Str("stack_set", op.StackSet).Str("operation", op.ID).Str("revision", short(op.Revision)).Msg("resuming interrupted operation at its own revision")
@@ -706,7 +727,11 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 			hash := ss.InstanceHash(id, t)
 			in := have[t]
 			delete(have, t)
-			if in != nil && in.ConfigHash == hash && in.Status == state.InstanceOperationComplete && id != "" {
+			// At the hash and serving: untouched. At the hash but out of
+			// service (its rollout's gate never ran: a superseded or
+			// interrupted operation) it is deployed again, so that a gate
+			// checks it before it counts as serving.
+			if in != nil && in.ConfigHash == hash && in.Status == state.InstanceOperationComplete && in.InService() && id != "" {
 				addChange(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceNoChange})
 				untouched++
 				continue

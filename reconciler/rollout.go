@@ -189,6 +189,9 @@ func (o *opRun) runRollout(ctx context.Context, prefs engine.OperationPreference
 		o.log.Error().Err(err).Msg("cannot plan the rollout")
 		rr.outcome, rr.reason = state.OperationFailed, "cannot plan the rollout: "+err.Error()
 		o.op.Rollout = prog
+		for _, w := range append(deploy, deletes...) {
+			o.settle(w, state.InstanceCancelComplete, rr.reason, nil)
+		}
 		return
 	}
 	o.op.Rollout = prog
@@ -202,10 +205,17 @@ func (o *opRun) runRollout(ctx context.Context, prefs engine.OperationPreference
 	o.mu.Unlock()
 	rr.prior = make([]state.InstanceResult, len(o.prior))
 	for i, pr := range o.prior {
+		t := engine.Target{Region: pr.Region, Account: pr.Account}
 		if pr.Batch == 0 {
-			pr.Batch = rr.batchOf[engine.Target{Region: pr.Region, Account: pr.Account}]
+			pr.Batch = rr.batchOf[t]
 		}
 		rr.prior[i] = pr
+		if w := rr.works[t]; w != nil {
+			// Finished before the restart, marked waiting by it: the
+			// rollout does not run it again (pending), so its outcome is
+			// put back now.
+			rr.restore(w, pr)
+		}
 	}
 	if rr.spec.OnFailure == engine.OnFailureRollback {
 		rr.loadPrevious(ctx)

@@ -535,3 +535,105 @@ func TestRolloutDeletesFollowRegionOrder(t *testing.T) {
 		t.Errorf("deleted in regions %v, want region_order %v", deleted, order)
 	}
 }
+
+// A rollout a restart interrupted resumes at its own revision before a
+// newer commit, which queues behind it as it would have while the daemon
+// ran: a hold for promotion is held again, not superseded by the restart.
+func TestRolloutInterruptedHoldResumesBeforeANewerCommit(t *testing.T) {
+	c := newCtl()
+	region, accounts := fourRegions[0], accountIDs(4)
+	body := "batch_size = 2\npause = \"until_promoted\""
+	h, rev1, restart := newRestartableHarness(t, c, newFakeClock(true), map[string]string{"web.hcl": rolloutHCL("web", "v1", []string{region}, accounts, "", body)})
+	d := runDriver(t, h)
+	promoteUntil := func(rev string) {
+		t.Helper()
+		eventually(t, "the rollout at "+rev[:7]+" to succeed", func() (bool, string) {
+			op, err := operationAt(h.store, "web", rev)
+			if err != nil {
+				return false, err.Error()
+			}
+			_ = h.rec.Promote("web")
+			return op.Status == state.OperationSucceeded, op.Status
+		})
+	}
+	holding := func(rev string) func() (bool, string) {
+		return func() (bool, string) {
+			op, err := operationAt(h.store, "web", rev)
+			if err != nil {
+				return false, err.Error()
+			}
+			return op.Status == state.OperationRunning && op.Rollout != nil && op.Rollout.Phase == state.RolloutWaitingForPromotion && op.Rollout.Batch == 1, op.Status
+		}
+	}
+	promoteUntil(rev1)
+	rev2 := commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v2", []string{region}, accounts, "", body)}, "v2")
+	d.submit()
+	eventually(t, "v2 to hold after batch 1", holding(rev2))
+	d.stop(t)
+
+	rev3 := commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v3", []string{region}, accounts, "", body)}, "v3")
+	h.rec = restart()
+	d = runDriver(t, h)
+	t.Cleanup(func() { _ = h.rec.Abort("web"); d.stop(t) })
+	eventually(t, "v2 to hold again and v3 to queue behind it", func() (bool, string) {
+		ok, now := holding(rev2)()
+		q, err := operationAt(h.store, "web", rev3)
+		return ok && err == nil && q.Status == state.OperationQueued, fmt.Sprintf("v2 %s; v3 %s %v", now, q.Status, err)
+	})
+	promoteUntil(rev2)
+	promoteUntil(rev3)
+	if tags := updateTags(c, "web"); len(tags) != 8 {
+		t.Errorf("updates %v, want v2 then v3 to every instance once (8)", tags)
+	}
+}
+
+// A rollout interrupted after a member of its batch failed (within the
+// tolerance) resumes with that member still failed — not left
+// WAIT_IN_PROGRESS by the restart — and the state checks clean.
+func TestRolloutResumeKeepsFailuresBeforeTheRestart(t *testing.T) {
+	c := newCtl()
+	clock := newFakeClock(false)
+	region, accounts := fourRegions[0], accountIDs(4)
+	prefs := "    max_concurrent_count = 2\n    failure_tolerance_count = 1\n    failure_tolerance_mode = \"SOFT_FAILURE_TOLERANCE\""
+	body := "batch_size = 2\npause = \"1m\""
+	h, _, restart := newRestartableHarness(t, c, clock, map[string]string{"web.hcl": rolloutHCL("web", "v1", []string{region}, accounts, prefs, body)})
+	wait := background(t, h)
+	for range 2 {
+		clock.waitForWaiter(t, time.Minute)
+		clock.Advance(time.Minute)
+	}
+	if op := wait().Operations[0]; op.Status != state.OperationSucceeded {
+		t.Fatalf("first deploy %s (%s)", op.Status, op.Reason)
+	}
+
+	c.setFail(region, accounts[0], true)
+	rev2 := commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v2", []string{region}, accounts, prefs, body)}, "v2")
+	d := runDriverWithGrace(t, h, time.Millisecond)
+	clock.waitForWaiter(t, time.Minute) // batch 1 ran; its pause began
+	d.stop(t)
+
+	h.rec = restart()
+	d = runDriver(t, h)
+	t.Cleanup(func() { d.stop(t) })
+	eventually(t, "the resumed operation to end", func() (bool, string) {
+		clock.Advance(time.Minute)
+		op, err := operationAt(h.store, "web", rev2)
+		if err != nil {
+			return false, err.Error()
+		}
+		return op.Status != state.OperationRunning, op.Status
+	})
+	op, err := operationAt(h.store, "web", rev2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op.Status != state.OperationSucceeded || !strings.Contains(op.Reason, "1 instance failed within the failure tolerance") {
+		t.Errorf("v2 %s (%s), want SUCCEEDED with the failure before the restart tolerated", op.Status, op.Reason)
+	}
+	if in := instanceStatuses(t, h.store, "web")[region+"/"+accounts[0]]; in.Status != state.InstanceOperationFailed {
+		t.Errorf("%s is %s after the resumed rollout, want OPERATION_FAILED (its outcome before the restart)", accounts[0], in.Status)
+	}
+	if problems := h.store.Check(); len(problems) > 0 {
+		t.Errorf("state check: %v", problems)
+	}
+}
