@@ -115,6 +115,11 @@ func (r *Reconciler) stopOthers(j *job, cur *state.Operation) error {
 		if op.ID == cur.ID || op.Status != state.OperationRunning && op.Status != state.OperationQueued {
 			continue
 		}
+		if op.Status == state.OperationQueued && op.Created.After(cur.Created) {
+			// A newer commit queued behind this one (as behind a resumed
+			// rollout) runs next: it is not taken over.
+			continue
+		}
 		op.Status = state.OperationStopped
 		op.Reason = "superseded by revision " + short(cur.Revision)
 		op.Ended = r.opts.Now()
