@@ -450,6 +450,23 @@ func checkProperties(m *meter, v cty.Value, what string, rng hcl.Range) *hcl.Dia
 	return nil
 }
 
+// largestProperty is where a diagnostic about the size of r's properties
+// points: the expression of the largest one (the resource's block when
+// none is set).
+func largestProperty(r *Resource, props map[string]cty.Value) hcl.Range {
+	rng, most := r.DeclRange, int64(-1)
+	for _, name := range sortedKeys(props) {
+		a := r.Properties[name]
+		if a == nil {
+			continue
+		}
+		if c := inspect(props[name], MaxBuiltBytes).cost; c > most {
+			rng, most = a.Expr.Range(), c
+		}
+	}
+	return rng
+}
+
 func checkValueCost(m *meter, v cty.Value, what string, rng hcl.Range) (int64, *hcl.Diagnostic) {
 	max := int64(MaxBuiltBytes)
 	if m != nil {

@@ -891,6 +891,7 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 		obj := cty.ObjectVal(props)
 		// Change sets copy the properties of every resource: they count.
 		if d := checkProperties(w.meter, obj, "the properties of "+w.prefix+ex.addr, r.DeclRange); d != nil {
+			d.Subject = largestProperty(r, props).Ptr()
 			return nil, diags.Append(d)
 		}
 		if v, ok := p.(provider.Validator); ok {
