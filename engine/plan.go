@@ -108,6 +108,11 @@ type Instance struct {
 	// Untrusted plans a ref that is not the deploy branch: the sensitive
 	// values recorded for its resources are unknown (sensitive_state.go).
 	Untrusted bool
+	// Reapply plans an update of every recorded resource, even those whose
+	// properties are as recorded: the instance's last apply failed part
+	// way, so the world may not match the record (a rollback of an
+	// instance whose update failed re-applies the revision it ran).
+	Reapply bool
 	// Prior, when known, is the stack set as the instance last applied it
 	// (its definitions at the instance's recorded revision): change sets
 	// compare against its variables to name what caused a change
@@ -1206,7 +1211,7 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 	rp.PhysicalID = rr.PhysicalID
 	policyChanged := policy(rr.DeletionPolicy) != policy(r.DeletionPolicy)
 	metaChanged := !bytes.Equal(rr.Metadata, meta)
-	if rr.Status == StatusApplied && !policyChanged && !metaChanged && len(r.Lifecycle.IgnoreChanges) == 0 && unchanged(after, rr.Inputs) {
+	if rr.Status == StatusApplied && !policyChanged && !metaChanged && len(r.Lifecycle.IgnoreChanges) == 0 && !w.inst.Reapply && unchanged(after, rr.Inputs) {
 		// Fast path: the properties encode exactly as recorded.
 		rp.Action = NoOp
 		return rp
@@ -1254,6 +1259,8 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 		// properties now require recreation, it is a replacement instead.
 		rp.Action = Update
 		rp.RequestID = rr.RequestID
+	case len(changed) == 0 && w.inst.Reapply:
+		rp.Action = Update
 	case len(changed) == 0 && (policyChanged || metaChanged):
 		rp.Action = Update
 		rp.metaOnly = true

@@ -1163,6 +1163,10 @@ type rollbackItem struct {
 	// operation created it (a rollback deletes it).
 	prev  string
 	batch int
+	// reapply: its forward apply failed part way, so the previous
+	// revision is applied again even where the record already shows it
+	// (engine.Instance.Reapply).
+	reapply bool
 }
 
 // rollbackItems are the instances of batch k the rollback has yet to
@@ -1191,7 +1195,8 @@ func (rr *rolloutRun) rollbackItems(k int) ([]rollbackItem, error) {
 				items = append(items, rollbackItem{target: t, batch: k})
 			}
 		case !exists || in.Revision != m.PreviousRevision || !in.InService():
-			items = append(items, rollbackItem{target: t, prev: m.PreviousRevision, batch: k})
+			applyFailed := ran && res.Status == state.InstanceOperationFailed && exists && in.Revision != o.op.Revision
+			items = append(items, rollbackItem{target: t, prev: m.PreviousRevision, batch: k, reapply: applyFailed})
 		}
 	}
 	return items, nil
@@ -1451,7 +1456,7 @@ func (rr *rolloutRun) rollbackOne(ctx context.Context, it rollbackItem) error {
 	case !slices.Contains(prev.Targets(), t):
 		return failWith(fmt.Errorf("%s/%s is not a target of revision %s", t.Region, t.Account, short(it.prev)))
 	default:
-		p, diags := o.r.opts.Engine.PlanContext(ctx, &engine.Instance{StackSet: prev, StackSetID: ssID, Target: t}, recorded)
+		p, diags := o.r.opts.Engine.PlanContext(ctx, &engine.Instance{StackSet: prev, StackSetID: ssID, Target: t, Reapply: it.reapply}, recorded)
 		if diags.HasErrors() {
 			return failWith(engine.DiagsError(diags))
 		}

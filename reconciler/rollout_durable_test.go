@@ -637,3 +637,37 @@ func TestRolloutResumeKeepsFailuresBeforeTheRestart(t *testing.T) {
 		t.Errorf("state check: %v", problems)
 	}
 }
+
+// Rolling back an instance whose update failed part way applies its
+// previous revision again, although its record already shows it: the
+// failed update may have changed the world (engine.Instance.Reapply).
+func TestRolloutRollbackReappliesAFailedUpdate(t *testing.T) {
+	c := newCtl()
+	region, accounts := fourRegions[0], accountIDs(2)
+	prefs := "    max_concurrent_count = 2\n    failure_tolerance_mode = \"SOFT_FAILURE_TOLERANCE\""
+	body := "batch_size = 2\non_failure = \"rollback\""
+	h, _ := newRolloutHarness(t, c, newFakeClock(true), map[string]string{"web.hcl": rolloutHCL("web", "v1", []string{region}, accounts, prefs, body)})
+	if op := reconcileOp(t, h, "web"); op.Status != state.OperationSucceeded {
+		t.Fatalf("first deploy %s (%s)", op.Status, op.Reason)
+	}
+	c.mu.Lock()
+	c.failTag[region+"/"+accounts[1]] = "v2"
+	c.mu.Unlock()
+	commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v2", []string{region}, accounts, prefs, body)}, "v2")
+	op := reconcileOp(t, h, "web")
+	if op.Status != state.OperationRolledBack {
+		t.Fatalf("v2 %s (%s), want ROLLED_BACK", op.Status, op.Reason)
+	}
+	var back []string
+	for _, e := range c.eventsOf("web") {
+		if e.start && e.op == "update" && e.tag == "v1" {
+			back = append(back, e.account)
+		}
+	}
+	if !sameSet(back, accounts) {
+		t.Errorf("v1 re-applied to %v, want both instances: the one whose update failed too", back)
+	}
+	if got := reconciler.Counts(&op).RolledBack; got != 2 {
+		t.Errorf("%d rolled back, want 2", got)
+	}
+}

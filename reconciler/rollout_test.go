@@ -667,7 +667,7 @@ func TestRolloutFailureTolerance(t *testing.T) {
 			}
 			c.mu.Lock()
 			for _, i := range tc.fail {
-				c.fail[region+"/"+accounts[i]] = true
+				c.failTag[region+"/"+accounts[i]] = "v2" // v2 fails to deploy there; v1 deploys
 			}
 			c.mu.Unlock()
 			commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v2", []string{region}, accounts, prefs, rollout)}, "v2")

@@ -71,8 +71,9 @@ type ctl struct {
 	changed chan struct{} // signalled (cap 1) on every change
 	seq     int
 
-	fail        map[string]bool // "region/account"
-	gated       map[string]bool // stack set name
+	fail        map[string]bool   // "region/account"
+	failTag     map[string]string // "region/account" -> the tag whose calls fail
+	gated       map[string]bool   // stack set name
 	blocked     []*ctlCall
 	inFlight    map[string]int // "stack_set/region"
 	maxInFlight map[string]int
@@ -87,7 +88,7 @@ var _ provider.Provider = (*ctl)(nil)
 func newCtl() *ctl {
 	return &ctl{
 		changed: make(chan struct{}, 1),
-		fail:    map[string]bool{}, gated: map[string]bool{},
+		fail:    map[string]bool{}, failTag: map[string]string{}, gated: map[string]bool{},
 		inFlight: map[string]int{}, maxInFlight: map[string]int{}, ceiling: map[string]int{},
 		world: map[string]string{},
 	}
@@ -174,7 +175,7 @@ func (c *ctl) call(ctx context.Context, op string, req provider.Request) (provid
 	switch {
 	case err != nil:
 		return provider.Result{}, err
-	case c.fail[target]:
+	case c.fail[target] || c.failTag[target] != "" && c.failTag[target] == tag:
 		return provider.Result{}, fmt.Errorf("ctl: injected failure for %s", target)
 	}
 	id := tg.StackSetName + "/" + target
