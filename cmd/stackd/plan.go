@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/reconciler"
+)
+
+func newPlanCommand() *cobra.Command {
+	var (
+		c        repoConfig
+		ref      string
+		output   string
+		detailed bool
+	)
+	cmd := &cobra.Command{
+		Use:   "plan",
+		Short: "Show the change set a reconcile of --ref would apply",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch output {
+			case "text", "json", "markdown":
+			default:
+				return fmt.Errorf("-o %s: use text, json or markdown", output)
+			}
+			a, err := c.open(cmd.Context(), cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			res, err := a.rec.Plan(cmd.Context(), ref)
+			if err != nil {
+				return err
+			}
+			if err := printPlan(cmd.OutOrStdout(), res, output); err != nil {
+				return err
+			}
+			if detailed && planHasChanges(res) {
+				return exitError{2}
+			}
+			return nil
+		},
+	}
+	c.addFlags(cmd)
+	cmd.Flags().StringVar(&ref, "ref", "", "branch or commit to plan (default: the deploy branch)")
+	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 0 when nothing changes, 2 when something does, 1 on error (Terraform's convention)")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or markdown (as pull requests get it)")
+	return cmd
+}
+
+// planHasChanges reports whether any stack set of a plan changes.
+func planHasChanges(res *reconciler.PlanResult) bool {
+	for _, cs := range res.ChangeSets {
+		if cs.HasChanges() {
+			return true
+		}
+	}
+	return false
+}
+
+func printPlan(w io.Writer, res *reconciler.PlanResult, output string) error {
+	switch output {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false) // "<sensitive>", as the seed writes it
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	case "markdown":
+		if len(res.Diagnostics) > 0 {
+			reconciler.WriteDiagnosticsMarkdown(w, res.Revision, res.Diagnostics)
+		}
+		for i, cs := range res.ChangeSets {
+			if i > 0 || len(res.Diagnostics) > 0 {
+				fmt.Fprintln(w)
+			}
+			if err := engine.RenderMarkdown(w, cs, engine.MarkdownOptions{}); err != nil {
+				return err
+			}
+		}
+	default:
+		if len(res.Diagnostics) > 0 {
+			fmt.Fprintf(w, "Revision %s does not validate:\n", short(res.Revision))
+			for _, d := range res.Diagnostics {
+				fmt.Fprintf(w, "  %s\n", d)
+			}
+		}
+		for i, cs := range res.ChangeSets {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			if err := engine.RenderText(w, cs, isTerminal(w)); err != nil {
+				return err
+			}
+		}
+	}
+	if len(res.Diagnostics) > 0 {
+		return exitError{1}
+	}
+	return nil
+}

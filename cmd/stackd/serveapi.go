@@ -1,0 +1,149 @@
+package main
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	stdlog "log"
+	"net"
+	"net/http"
+	"os"
+
+	"github.com/stackd/stackd/api"
+	"github.com/stackd/stackd/state"
+)
+
+// apiHandler is the HTTP API of an opened app (run, and apply --listen).
+func (a *app) apiHandler(token, webhookSecret string, kick func()) (http.Handler, error) {
+	opts := api.Options{
+		Store: a.store, Planner: a.rec, Controller: a.rec, Responses: a.broker, Signals: a.signals, Metrics: a.metrics, Log: a.log,
+		GitTypes: a.rec.GitTypes, InUse: inUse(a.store), Trigger: kick,
+		ReconcileHealth: func() any { return a.rec.Health() },
+		Readiness: func() (bool, string) {
+			if ok, why := a.space.Ready(); !ok {
+				return false, why
+			}
+			h := a.rec.Health()
+			switch {
+			case h.LastSuccess.IsZero() && h.Err == "":
+				return false, "first fetch not done yet"
+			case h.Err != "":
+				return false, h.Err
+			}
+			return true, "revision " + short(h.Revision)
+		},
+		WebhookSecret: webhookSecret,
+	}
+	opts.Token, opts.AllowUnauthenticated = token, token == ""
+	return api.New(opts)
+}
+
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// apiToken reads the API's bearer token from --api-token-file, which is
+// required unless the API listens on a loopback address.
+func apiToken(tokenFile, listen string) (string, error) {
+	token, err := readSecretFile("--api-token-file", tokenFile, "the bearer token the API requires")
+	if err != nil {
+		return "", err
+	}
+	if token == "" && !loopback(listen) {
+		return "", fmt.Errorf("--api-token-file is required when --listen (%s) is not a loopback address", listen)
+	}
+	return token, nil
+}
+
+// apiListener is the HTTP API's bound address before it serves.
+type apiListener struct {
+	ln        net.Listener
+	cert, key string
+	warnings  []string // about --external-url, logged when serving starts
+}
+
+// listenAPI binds the API's address (after checking the TLS pair) and
+// resolves --external-url against it: without the flag it is derived from
+// the bound address (https with TLS, the real port even for :0); a given
+// one that contradicts the listener gets warnings.
+func (c *repoConfig) listenAPI(listen, cert, key string) (*apiListener, error) {
+	if (cert == "") != (key == "") {
+		return nil, fmt.Errorf("--tls-cert and --tls-key go together")
+	}
+	if cert != "" {
+		if _, err := tls.LoadX509KeyPair(cert, key); err != nil {
+			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", listen, err)
+	}
+	ext, warnings, err := api.ExternalURL(c.externalURL, ln.Addr(), cert != "", os.Hostname)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("--external-url: %w", err)
+	}
+	c.externalURL = ext
+	return &apiListener{ln: ln, cert: cert, key: key, warnings: warnings}, nil
+}
+
+// serve starts serving h (TLS when a certificate was given) with the
+// API's timeouts and limits, and logs the --external-url warnings.
+func (l *apiListener) serve(a *app, h http.Handler) *http.Server {
+	for _, w := range l.warnings {
+		a.log.Warn().Str("listen", l.ln.Addr().String()).Msg(w)
+	}
+	// TLS handshake errors and the like go to the structured log.
+	srv := api.NewHTTPServer(h, stdlog.New(a.log, "", 0))
+	srv.Addr = l.ln.Addr().String()
+	if l.cert != "" {
+		go srv.ServeTLS(l.ln, l.cert, l.key)
+	} else {
+		go srv.Serve(l.ln)
+	}
+	return srv
+}
+
+// inUse reports whether a deployed template uses a custom resource type:
+// any recorded custom resource whose type property names it.
+func inUse(st *state.Store) api.InUse {
+	return func(name string) (bool, error) {
+		sets, err := st.ListStackSets()
+		if err != nil {
+			return false, err
+		}
+		for _, ss := range sets {
+			ins, err := st.Instances(ss.ID)
+			if err != nil {
+				return false, err
+			}
+			for _, in := range ins {
+				res, err := st.Resources(ss.ID, in.Region, in.Account)
+				if err != nil {
+					return false, err
+				}
+				for _, r := range res {
+					if r.Type != "custom" {
+						continue
+					}
+					var props struct {
+						Type string `json:"type"`
+					}
+					if json.Unmarshal(r.Inputs, &props) == nil && props.Type == name {
+						return true, nil
+					}
+				}
+			}
+		}
+		return false, nil
+	}
+}

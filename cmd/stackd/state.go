@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stackd/stackd/state"
+)
+
+func newStateCommand() *cobra.Command {
+	var stateDir string
+	cmd := &cobra.Command{Use: "state", Short: "Inspect, check, back up and restore the state"}
+	cmd.PersistentFlags().StringVar(&stateDir, "state-dir", ".stackd/state", "Badger state directory")
+	check := &cobra.Command{
+		Use:   "check",
+		Short: "Check the state for inconsistencies",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := state.Open(stateDir)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			problems := st.Check()
+			for _, p := range problems {
+				fmt.Fprintln(cmd.OutOrStdout(), p)
+			}
+			if len(problems) > 0 {
+				return exitError{1}
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "state is consistent")
+			return nil
+		},
+	}
+	backup := &cobra.Command{
+		Use:   "backup FILE",
+		Short: "Write a full backup of the state to FILE (0600, via a temporary file: the previous FILE survives any failure)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := state.Open(stateDir)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			info, err := st.BackupFile(args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Backed up %s to %s (%s).\n", plural(int(info.Records), "record"), args[0], backupSummary(info))
+			return nil
+		},
+	}
+	var legacy bool
+	restore := &cobra.Command{
+		Use:   "restore FILE",
+		Short: "Verify the backup in FILE, then restore it into a new or empty --state-dir",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			info, err := restoreBackup(stateDir, args[0], legacy)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Restored %s from %s into %s (%s).\n", plural(int(info.Records), "record"), args[0], stateDir, backupSummary(info))
+			return nil
+		},
+	}
+	restore.Flags().BoolVar(&legacy, "legacy", false, "FILE was written by an older stackd (Badger's raw format, no checksum): restore it without verification")
+	verify := &cobra.Command{
+		Use:   "verify FILE",
+		Short: "Check that FILE is a complete, intact backup (record count and checksum)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			info, err := verifyBackup(args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s is a complete backup: %s (%s).\n", args[0], plural(int(info.Records), "record"), backupSummary(info))
+			return nil
+		},
+	}
+	cmd.AddCommand(check, backup, restore, verify)
+	return cmd
+}

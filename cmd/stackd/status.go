@@ -1,0 +1,113 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stackd/stackd/reconciler"
+	"github.com/stackd/stackd/state"
+)
+
+func newStatusCommand() *cobra.Command {
+	var (
+		stateDir string
+		asJSON   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "status [STACK_SET]",
+		Short: "Show stack sets, their instances and last operations from the state",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := state.Open(stateDir)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			return printStatus(cmd.OutOrStdout(), st, args, asJSON)
+		},
+	}
+	cmd.Flags().StringVar(&stateDir, "state-dir", ".stackd/state", "Badger state directory")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status documents as JSON")
+	return cmd
+}
+
+func printStatus(w io.Writer, st *state.Store, only []string, asJSON bool) error {
+	sets, err := st.ListStackSets()
+	if err != nil {
+		return err
+	}
+	var docs []*reconciler.StackSetStatus
+	for i := range sets {
+		if len(only) > 0 && sets[i].Name != only[0] {
+			continue
+		}
+		doc, err := reconciler.BuildStatus(st, &sets[i])
+		if err != nil {
+			return err
+		}
+		docs = append(docs, doc)
+	}
+	if len(only) > 0 && len(docs) == 0 {
+		return fmt.Errorf("no stack set named %q in the state", only[0])
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(docs)
+	}
+	if len(docs) == 0 {
+		fmt.Fprintln(w, "No stack sets.")
+	}
+	for _, d := range docs {
+		byStatus := map[string]int{}
+		for _, in := range d.Instances {
+			byStatus[in.Status]++
+		}
+		fmt.Fprintf(w, "%s  id=%s  revision=%s  instances=%d\n", d.Name, d.ID, short(d.Revision), len(d.Instances))
+		keys := make([]string, 0, len(byStatus))
+		for k := range byStatus {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(w, "  %-22s %d\n", k, byStatus[k])
+		}
+		if op := d.LastOperation; op != nil {
+			rolled := ""
+			if op.Counts.RolledBack > 0 {
+				rolled = fmt.Sprintf(", %d rolled back", op.Counts.RolledBack)
+			}
+			fmt.Fprintf(w, "  last operation: %s %s at %s (%d/%d succeeded, %d failed, %d cancelled%s)\n",
+				op.Kind, op.Status, short(op.Revision), op.Counts.Succeeded, op.Counts.Total, op.Counts.Failed, op.Counts.Cancelled, rolled)
+			if ro := op.Rollout; ro != nil {
+				if op.Status == state.OperationRunning {
+					fmt.Fprintf(w, "  rollout: %s, batch %d of %d (%s)\n", ro.Pattern, ro.Batch, ro.Batches, ro.Phase)
+				} else if ro.FailedBatch > 0 {
+					fmt.Fprintf(w, "  rollout: %s, %d batches; batch %d failed\n", ro.Pattern, ro.Batches, ro.FailedBatch)
+				}
+			}
+			if op.Reason != "" {
+				fmt.Fprintf(w, "  reason: %s\n", op.Reason)
+			}
+		}
+		var lines []instanceLine
+		for _, in := range d.Instances {
+			if in.Status != state.InstanceOperationComplete {
+				lines = append(lines, instanceLine{in.Region + "/" + in.Account, in.Status, in.Reason})
+			}
+		}
+		printInstanceLines(w, lines)
+		lines = nil
+		for _, in := range d.Instances {
+			if len(in.Overrides) > 0 {
+				lines = append(lines, instanceLine{in.Region + "/" + in.Account, "override", string(in.Overrides)})
+			}
+		}
+		printInstanceLines(w, lines)
+	}
+	return nil
+}

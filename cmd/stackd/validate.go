@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stackd/stackd/engine"
+)
+
+func newValidateCommand() *cobra.Command {
+	var allowCommand bool
+	cmd := &cobra.Command{
+		Use:   "validate DIR",
+		Short: "Validate the definitions in DIR and the templates they use",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cp, _, err := newCustom(nil, "http://127.0.0.1:7070", "")
+			if err != nil {
+				return err
+			}
+			wp, err := newWaitCondition(nil, "http://127.0.0.1:7070", "")
+			if err != nil {
+				return err
+			}
+			eng := engine.New(providers(os.TempDir(), allowCommand, cp, wp))
+			defs, diags := eng.Load(os.DirFS(args[0]), ".")
+			if !diags.HasErrors() {
+				// Without the state, the override rules that depend on it
+				// are warnings (engine.StackSet.CheckOverrides).
+				for _, ss := range defs.StackSets {
+					diags = append(diags, ss.CheckOverrides(nil)...)
+				}
+			}
+			out := cmd.OutOrStdout()
+			if len(diags) > 0 {
+				if err := engine.WriteDiagnostics(cmd.ErrOrStderr(), defs, diags, isTerminal(cmd.ErrOrStderr())); err != nil {
+					return err
+				}
+			}
+			if diags.HasErrors() {
+				fmt.Fprintf(out, "%d errors: %s does not validate:\n", len(diags.Errs()), args[0])
+				for _, d := range engine.DiagnosticsJSON(diags) {
+					if d.Severity != "error" {
+						continue
+					}
+					if d.File != "" {
+						fmt.Fprintf(out, "  %s:%d,%d: %s\n", d.File, d.Line, d.Column, d.Summary)
+					} else {
+						fmt.Fprintf(out, "  %s\n", d.Summary)
+					}
+				}
+				return exitError{1}
+			}
+			n := 0
+			for _, ss := range defs.StackSets {
+				n += len(ss.Targets())
+			}
+			fmt.Fprintf(out, "%s is valid: %s, %s.\n", args[0], plural(len(defs.StackSets), "stack set"), plural(n, "instance"))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&allowCommand, "allow-command", true, "allow the command provider")
+	return cmd
+}
