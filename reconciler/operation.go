@@ -248,7 +248,7 @@ func (o *opRun) runRegions(ctx context.Context, prefs engine.OperationPreference
 	}
 	for i, region := range regions {
 		if !o.runRegion(ctx, prefs, byRegion[region]) {
-			if ctx.Err() != nil || o.r.isStopping() {
+			if ctx.Err() != nil || o.r.stop.Stopped() {
 				return // the operation resumes on restart
 			}
 			for _, rest := range regions[i+1:] {
@@ -360,7 +360,7 @@ func (o *opRun) runRegionWith(ctx context.Context, works []*work, tolerance, max
 			wait()
 		}
 		drain()
-		if failures > tolerance || ctx.Err() != nil || o.r.isStopping() || o.aborted() {
+		if failures > tolerance || ctx.Err() != nil || o.r.stop.Stopped() || o.aborted() {
 			break
 		}
 		running++
@@ -378,14 +378,14 @@ func (o *opRun) runRegionWith(ctx context.Context, works []*work, tolerance, max
 	if i < len(works) {
 		reason := "failure tolerance exceeded"
 		switch {
-		case ctx.Err() != nil || o.r.isStopping():
+		case ctx.Err() != nil || o.r.stop.Stopped():
 			reason = "operation interrupted"
 		case failures <= tolerance && o.aborted():
 			reason = o.ro.abortedBy()
 		}
 		o.cancel(works[i:], reason)
 	}
-	return failures, failures <= tolerance && ctx.Err() == nil && !o.r.isStopping()
+	return failures, failures <= tolerance && ctx.Err() == nil && !o.r.stop.Stopped()
 }
 
 // aborted reports whether the operation's rollout was aborted: no instance
@@ -569,7 +569,7 @@ func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
 			cancelled++
 		}
 	}
-	if ctx.Err() != nil || o.r.isStopping() && len(o.results) < len(o.j.works) || o.ro != nil && o.ro.interrupted {
+	if ctx.Err() != nil || o.r.stop.Stopped() && len(o.results) < len(o.j.works) || o.ro != nil && o.ro.interrupted {
 		// The daemon is stopping: the operation stays RUNNING and resumes.
 		if err := st.PutOperation(*op); err != nil {
 			return op, err

@@ -163,8 +163,9 @@ func (o *Options) Validate() error {
 type Reconciler struct {
 	opts Options
 	log  zerolog.Logger
-	// mu serializes reconcile passes of the deploy branch.
-	mu sync.Mutex
+	// mu serializes reconcile passes of the deploy branch; waiting for it
+	// ends with the caller's context.
+	mu passLock
 	// branchMu serializes PlanBranches passes.
 	branchMu sync.Mutex
 	// planSem bounds the Plan calls that plan at the same time.
@@ -174,8 +175,8 @@ type Reconciler struct {
 	// stateGen counts the operations that finished: a cached plan made
 	// before the state changed is not reused.
 	stateGen atomic.Int64
-	// stopping is closed when Run's context ends: no new instance starts.
-	stopping <-chan struct{}
+	// stop fires when Run's context ends: no new instance starts.
+	stop     stopSignal
 	healthMu sync.Mutex
 	health   Health
 
@@ -210,7 +211,7 @@ func New(opts Options) (*Reconciler, error) {
 		return nil, err
 	}
 	return &Reconciler{
-		opts: opts, log: opts.Log, runners: map[string]*runner{},
+		opts: opts, log: opts.Log, runners: map[string]*runner{}, mu: newPassLock(),
 		inflight: make(chan struct{}, opts.MaxInFlight), planSem: make(chan struct{}, 1),
 	}, nil
 }
@@ -277,8 +278,7 @@ func (r *Reconciler) statusContext(ctx context.Context) (context.Context, contex
 // stopBounded is ctx, also ended grace after a stop.
 func (r *Reconciler) stopBounded(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
 	gctx, cancel := context.WithCancel(ctx)
-	if r.stopping != nil {
-		stop := r.stopping
+	if stop := r.stop.Done(); stop != nil {
 		go func() {
 			select {
 			case <-stop:
@@ -303,9 +303,13 @@ func (r *Reconciler) stopBounded(ctx context.Context, grace time.Duration) (cont
 // start does the synchronous part of a pass: fetch, validate and plan the
 // head, and dispatch its operations to the stack sets' runners. The
 // returned pass (nil when nothing was dispatched) completes when they end.
+// A call whose ctx ends while another pass holds the lock returns
+// ctx.Err().
 func (r *Reconciler) start(ctx context.Context) (*Result, *pass, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	if err := r.mu.lock(ctx); err != nil {
+		return nil, nil, err
+	}
+	defer r.mu.unlock()
 	defer r.reportGitFaults()
 	began := time.Now()
 	fctx, cancelFetch := r.gitContext(ctx)
@@ -313,7 +317,7 @@ func (r *Reconciler) start(ctx context.Context) (*Result, *pass, error) {
 	err := r.opts.Source.Fetch(fctx)
 	r.opts.Metrics.FetchDone(time.Since(began), err)
 	if err != nil {
-		if !r.isStopping() {
+		if !r.stop.Stopped() {
 			r.opts.Metrics.GitFault("fetch")
 		}
 		return nil, nil, fmt.Errorf("fetch: %w", err)

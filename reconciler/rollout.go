@@ -566,7 +566,7 @@ func (rr *rolloutRun) runBatch(ctx context.Context, n int, batch []*work) error 
 		rr.mu.Unlock()
 		return failed, tolerance, ok
 	}
-	interrupted := func() bool { return ctx.Err() != nil || o.r.isStopping() }
+	interrupted := func() bool { return ctx.Err() != nil || o.r.stop.Stopped() }
 	total := o.op.Rollout.Batches
 	exceeded := func(region string, failed, tolerance int) error {
 		return &batchFailure{batch: n, reason: fmt.Sprintf("batch %d of %d failed: failure tolerance exceeded in region %s (%s failed, tolerance %d)%s", n, total, region, plural(failed, "instance"), tolerance, o.firstFailure(byRegion[region]))}
@@ -918,7 +918,7 @@ func (rr *rolloutRun) hold(ctx context.Context, n int) error {
 			return rr.waitFailure(errAborted, n, "while waiting for promotion")
 		case <-ctx.Done():
 			return errInterrupted
-		case <-o.r.stopping:
+		case <-o.r.stop.Done():
 			return errInterrupted
 		}
 	}
@@ -954,7 +954,7 @@ func (rr *rolloutRun) sleep(ctx context.Context, d time.Duration) error {
 		return errAborted
 	case <-ctx.Done():
 		return errInterrupted
-	case <-rr.o.r.stopping:
+	case <-rr.o.r.stop.Done():
 		return errInterrupted
 	}
 }
@@ -1065,7 +1065,7 @@ func (rr *rolloutRun) runDeletes(ctx context.Context, deletes []*work) {
 		return
 	}
 	rr.o.runRegions(ctx, rr.prefs, deletes)
-	if ctx.Err() != nil || rr.o.r.isStopping() {
+	if ctx.Err() != nil || rr.o.r.stop.Stopped() {
 		rr.interrupted = true
 	}
 }
@@ -1236,7 +1236,7 @@ func (rr *rolloutRun) rollback(ctx context.Context) (restored int, revs, where s
 		o.log.Warn().Int("batch", k).Int("instances", len(items)).Msg("rolling back batch")
 		ok, failed := rr.rollbackBatch(ctx, items)
 		restored += ok
-		if ctx.Err() != nil || o.r.isStopping() {
+		if ctx.Err() != nil || o.r.stop.Stopped() {
 			return restored, revs, "", errInterrupted
 		}
 		if failed != "" {
@@ -1367,7 +1367,7 @@ func (rr *rolloutRun) rollbackBatch(ctx context.Context, items []rollbackItem) (
 		sem := make(chan struct{}, maxConc)
 		var wg sync.WaitGroup
 		for _, it := range byRegion[region] {
-			if ctx.Err() != nil || rr.o.r.isStopping() {
+			if ctx.Err() != nil || rr.o.r.stop.Stopped() {
 				break
 			}
 			sem <- struct{}{}

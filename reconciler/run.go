@@ -50,7 +50,7 @@ func (r *Reconciler) setHealth(res *Result, err error) {
 func (r *Reconciler) Run(ctx context.Context, trigger <-chan struct{}, grace time.Duration) error {
 	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	r.stopping = ctx.Done()
+	r.stop = stopSignal{done: ctx.Done()}
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -128,18 +128,6 @@ func (r *Reconciler) planBranchesLoop(ctx context.Context, signal <-chan struct{
 		if err := r.PlanBranches(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn().Err(err).Msg("planning pull-request branches failed")
 		}
-	}
-}
-
-func (r *Reconciler) isStopping() bool {
-	if r.stopping == nil {
-		return false
-	}
-	select {
-	case <-r.stopping:
-		return true
-	default:
-		return false
 	}
 }
 

@@ -119,7 +119,7 @@ func (r *Reconciler) runLoop(ctx context.Context, ru *runner, j *job) {
 		r.runMu.Lock()
 		next := ru.queued
 		ru.queued = nil
-		if next == nil || ctx.Err() != nil || r.isStopping() {
+		if next == nil || ctx.Err() != nil || r.stop.Stopped() {
 			// Idle before the pass is told: whoever waited on it sees the
 			// runner free (and its operations no longer "in progress").
 			ru.busy = false

@@ -58,9 +58,12 @@ type SpaceGate interface {
 // status branch shows deployed stack sets (unless Options.AdoptEmptyState),
 // or an error if the status branch cannot be read to tell. Every pass
 // checks this too; stackd run calls it once at start to refuse at once.
+// A call whose ctx ends while a pass runs returns ctx.Err().
 func (r *Reconciler) CheckState(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	if err := r.mu.lock(ctx); err != nil {
+		return err
+	}
+	defer r.mu.unlock()
 	return r.checkState(ctx)
 }
 

@@ -219,7 +219,7 @@ func (r *Reconciler) writeOperationStatus(ctx context.Context, j *job, ss *state
 	defer cancel()
 	_, err := r.opts.Source.WriteFiles(gctx, msg, files, deletes)
 	r.reportGitFaults()
-	if err != nil && !r.isStopping() {
+	if err != nil && !r.stop.Stopped() {
 		r.opts.Metrics.GitFault("status_write")
 	}
 	if err != nil {
