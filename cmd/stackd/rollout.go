@@ -1,23 +1,19 @@
 package main
 
 import (
-	"crypto/tls"
+	"context"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
-	"os"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/stackd/stackd/api"
 )
 
 // newRolloutCommand builds `stackd promote` and `stackd abort`: the daemon
-// holds the state open, so they ask its HTTP API.
-func newRolloutCommand(verb, short, done string) *cobra.Command {
+// holds the state open, so they ask its HTTP API (call, the api.Client
+// method of verb).
+func newRolloutCommand(verb string, call func(*api.Client, context.Context, string) error, short, done string) *cobra.Command {
 	var apiURL, tokenFile, caFile string
 	cmd := &cobra.Command{
 		Use:   verb + " STACK_SET",
@@ -28,51 +24,22 @@ func newRolloutCommand(verb, short, done string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tr := &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}
+			var pool *x509.CertPool
 			if caFile != "" {
-				pem, err := os.ReadFile(caFile)
-				if err != nil {
-					return fmt.Errorf("--api-ca-file: %w", err)
+				if pool, err = readCertPool("--api-ca-file", caFile); err != nil {
+					return err
 				}
-				pool, err := x509.SystemCertPool()
-				if err != nil {
-					pool = x509.NewCertPool()
-				}
-				if !pool.AppendCertsFromPEM(pem) {
-					return fmt.Errorf("--api-ca-file %s: no PEM certificate in it", caFile)
-				}
-				tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 			}
-			client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-			name := args[0]
-			u := strings.TrimSuffix(apiURL, "/") + "/v1/stack_sets/" + url.PathEscape(name) + "/" + verb
-			req, err := http.NewRequestWithContext(cmd.Context(), http.MethodPost, u, nil)
+			client, err := api.NewClient(api.ClientOptions{URL: apiURL, Token: token, RootCAs: pool})
 			if err != nil {
 				return fmt.Errorf("--api-url: %w", err)
 			}
-			if token != "" {
-				req.Header.Set("Authorization", "Bearer "+token)
-			}
-			resp, err := client.Do(req)
-			if err != nil {
+			name := args[0]
+			if err := call(client, cmd.Context(), name); err != nil {
 				return fmt.Errorf("%s %s: %w", verb, name, err)
 			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-			if resp.StatusCode == http.StatusAccepted {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", name, done)
-				return nil
-			}
-			var doc struct {
-				Errors []struct {
-					Detail string `json:"detail"`
-				} `json:"errors"`
-			}
-			detail := strings.TrimSpace(string(body))
-			if json.Unmarshal(body, &doc) == nil && len(doc.Errors) > 0 {
-				detail = doc.Errors[0].Detail
-			}
-			return fmt.Errorf("%s %s: %s (HTTP %d)", verb, name, detail, resp.StatusCode)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", name, done)
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -83,13 +50,13 @@ func newRolloutCommand(verb, short, done string) *cobra.Command {
 }
 
 func newPromoteCommand() *cobra.Command {
-	return newRolloutCommand("promote",
+	return newRolloutCommand("promote", (*api.Client).Promote,
 		"Release a rollout holding after a batch (pause = \"until_promoted\"): the next batch starts",
 		"promoted; the next batch starts")
 }
 
 func newAbortCommand() *cobra.Command {
-	return newRolloutCommand("abort",
+	return newRolloutCommand("abort", (*api.Client).Abort,
 		"Stop a running rollout (and roll it back with on_failure = \"rollback\")",
 		"abort requested; no instance starts any more, those in flight finish, then the rollout stops (or rolls back)")
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -300,16 +299,9 @@ func newCustomWith(st *state.Store, externalURL, caFile string, log *zerolog.Log
 	}
 	var client *http.Client
 	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
+		pool, err := readCertPool("--custom-ca-file", caFile)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--custom-ca-file: %w", err)
-		}
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, nil, fmt.Errorf("--custom-ca-file %s: no PEM certificate in it", caFile)
+			return nil, nil, err
 		}
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
