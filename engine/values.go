@@ -9,7 +9,6 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
-	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -17,11 +16,10 @@ import (
 // variables and attributes.
 const markSensitive = "sensitive"
 
-// Placeholders printed instead of values (declared by the change set,
-// which holds them in place of values).
+// Placeholders printed instead of values.
 const (
-	SensitivePlaceholder       = changeset.SensitivePlaceholder
-	KnownAfterApplyPlaceholder = changeset.KnownAfterApplyPlaceholder
+	SensitivePlaceholder       = "<sensitive>"
+	KnownAfterApplyPlaceholder = "<known_after_apply>"
 )
 
 // EncodeValue encodes a cty value as plain JSON (objects, arrays, strings,

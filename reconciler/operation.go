@@ -18,7 +18,6 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/stackd/stackd/engine"
-	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/state"
 )
 
@@ -42,7 +41,7 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) (*state.Operation, erro
 			// Planned without this id: the instances re-plan before applying.
 			for _, w := range j.works {
 				w.plan = nil
-				if w.action != changeset.InstanceDelete {
+				if w.action != engine.InstanceDelete {
 					w.hash = j.desired.InstanceHash(ss.ID, w.target)
 				}
 			}
@@ -443,7 +442,7 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 	case plan != nil && !o.resumed:
 		// Planned when the pass validated the commit, against this same
 		// recorded state (one operation per stack set at a time).
-	case w.action == changeset.InstanceDelete:
+	case w.action == engine.InstanceDelete:
 		plan = engine.PlanDestroy(&engine.Instance{Name: o.j.name, StackSetID: ssID, Target: t, DeclaredTypes: o.r.declaredTypes(o.j), Caller: engine.CallerAccount(o.j.desired)}, recorded)
 	default:
 		if err := o.plan(ctx, t, recorded, &plan); err != nil {
@@ -478,7 +477,7 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 		}
 		return o.fail(w, log, err)
 	}
-	if w.action == changeset.InstanceDelete {
+	if w.action == engine.InstanceDelete {
 		if err := st.DeleteInstance(ssID, t.Region, t.Account); err != nil {
 			return o.fail(w, log, err)
 		}
@@ -513,7 +512,7 @@ func (o *opRun) fail(w *work, log zerolog.Logger, err error) bool {
 func (o *opRun) settle(w *work, status, reason string, outputs json.RawMessage) {
 	st := o.r.opts.Store
 	t := w.target
-	if !(w.action == changeset.InstanceDelete && status == state.InstanceOperationComplete) {
+	if !(w.action == engine.InstanceDelete && status == state.InstanceOperationComplete) {
 		in, err := st.Instance(o.j.recorded.ID, t.Region, t.Account)
 		if errors.Is(err, state.ErrNotFound) {
 			in, err = state.Instance{StackSetID: o.j.recorded.ID, Region: t.Region, Account: t.Account}, nil
@@ -551,26 +550,15 @@ func (o *opRun) settle(w *work, status, reason string, outputs json.RawMessage) 
 	o.mu.Unlock()
 }
 
-// finish records the operation's outcome, updates the stack set record and
-// writes the status commit.
+// finish is the one place that summarises and persists the operation's
+// outcome (steps record instance results and rollout progress, never the
+// final status): it records the operation, updates the stack set record
+// and writes the status commit. An interrupted operation stays RUNNING.
 func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
 	st := o.r.opts.Store
 	op := o.op
-	if o.ro != nil {
-		op.Results = o.ro.results()
-	} else {
-		op.Results = o.mergedResults()
-	}
-	failed, cancelled := 0, 0
-	for _, res := range op.Results {
-		switch res.Status {
-		case state.InstanceOperationFailed:
-			failed++
-		case state.InstanceCancelComplete:
-			cancelled++
-		}
-	}
-	if ctx.Err() != nil || o.r.stop.Stopped() && len(o.results) < len(o.j.works) || o.ro != nil && o.ro.interrupted {
+	op.Results = o.mergedResults()
+	if o.interrupted(ctx) {
 		// The daemon is stopping: the operation stays RUNNING and resumes.
 		if err := st.PutOperation(*op); err != nil {
 			return op, err
@@ -583,6 +571,52 @@ func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
 	if err := st.Sync(); err != nil {
 		return op, err
 	}
+	out := o.summarise(op)
+	if err := st.PutOperation(*op); err != nil {
+		return op, err
+	}
+	ss, err := o.recordStackSet(op, out)
+	if err != nil {
+		return op, err
+	}
+	o.r.opts.Metrics.OperationFinished(op.Kind, op.Status)
+	o.r.stateGen.Add(1)
+	o.event("", "", "", op.Status, op.Reason)
+	o.log.Info().Str("status", op.Status).Int("instances", len(op.Results)).Int("failed", out.failed).Int("cancelled", out.cancelled).
+		Dur("duration", op.Ended.Sub(op.Started)).Msg("operation finished")
+	return op, o.r.writeOperationStatus(ctx, o.j, &ss, op)
+}
+
+// interrupted reports whether the operation was interrupted by a stop (or
+// its context ended) before it could finish: it resumes on restart.
+func (o *opRun) interrupted(ctx context.Context) bool {
+	return ctx.Err() != nil || o.r.stop.Stopped() && len(o.results) < len(o.j.works) || o.ro != nil && o.ro.interrupted
+}
+
+// outcome counts what went wrong in a finished operation.
+type outcome struct {
+	failed, cancelled int
+	// stopped: a rollout stopped (its outcome and reason are the
+	// operation's).
+	stopped bool
+}
+
+// clean reports whether every instance succeeded.
+func (c outcome) clean() bool { return c.failed == 0 && c.cancelled == 0 && !c.stopped }
+
+// summarise sets the finished operation's end, status and reason from its
+// results (op.Results) and, for a rollout that stopped, from the rollout.
+func (o *opRun) summarise(op *state.Operation) outcome {
+	var out outcome
+	for _, res := range op.Results {
+		switch res.Status {
+		case state.InstanceOperationFailed:
+			out.failed++
+		case state.InstanceCancelComplete:
+			out.cancelled++
+		}
+	}
+	failed, cancelled := out.failed, out.cancelled
 	op.Ended = o.r.opts.Now()
 	op.Status = state.OperationSucceeded
 	if cancelled > 0 || failed > 0 && o.exceeded(op.Results) {
@@ -593,66 +627,88 @@ func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
 	}
 	// A rollout that stopped says why (which batch, what failed, what the
 	// rollback did).
-	stopped := o.ro != nil && o.ro.outcome != ""
-	if stopped {
+	out.stopped = o.ro != nil && o.ro.outcome != ""
+	if out.stopped {
 		op.Status, op.Reason = o.ro.outcome, o.ro.reason
 	}
-	if err := st.PutOperation(*op); err != nil {
-		return op, err
-	}
+	return out
+}
+
+// recordStackSet updates the stack set record after its operation ended
+// (or deletes it, when a DeleteStackSet succeeded); it returns the record.
+func (o *opRun) recordStackSet(op *state.Operation, out outcome) (state.StackSet, error) {
+	st := o.r.opts.Store
 	ss := *o.j.recorded
 	ss.LastOperation = op.ID
-	if o.j.desired != nil {
-		if failed == 0 && cancelled == 0 && !stopped {
+	switch {
+	case o.j.desired != nil:
+		if out.clean() {
 			ss.Revision = op.Revision
 			ss.ConfigHash = o.j.desired.ConfigHash
 		}
-		if !stopped || o.ro.outcome == state.OperationFailed || o.ro.outcome == state.OperationStopped {
+		if !out.stopped || o.ro.outcome == state.OperationFailed || o.ro.outcome == state.OperationStopped {
 			// A rolled-back stack set keeps the variables it had.
 			ss.VarNames, ss.Vars = varsRecord(o.j.desired)
 		}
 		ss.Status = "ACTIVE"
-		if err := st.PutStackSet(ss); err != nil {
-			return op, err
-		}
-	} else if failed == 0 && cancelled == 0 {
-		if err := st.DeleteStackSet(ss.ID); err != nil {
-			return op, err
-		}
-	} else {
+		return ss, st.PutStackSet(ss)
+	case out.failed == 0 && out.cancelled == 0:
+		return ss, st.DeleteStackSet(ss.ID)
+	default:
 		ss.Status = "DELETE_FAILED"
-		if err := st.PutStackSet(ss); err != nil {
-			return op, err
-		}
+		return ss, st.PutStackSet(ss)
 	}
-	o.r.opts.Metrics.OperationFinished(op.Kind, op.Status)
-	o.r.stateGen.Add(1)
-	o.event("", "", "", op.Status, op.Reason)
-	o.log.Info().Str("status", op.Status).Int("instances", len(op.Results)).Int("failed", failed).Int("cancelled", cancelled).
-		Dur("duration", op.Ended.Sub(op.Started)).Msg("operation finished")
-	return op, o.r.writeOperationStatus(ctx, o.j, &ss, op)
 }
 
-// mergedResults are the operation's instance results: those an interrupted
-// run recorded, each replaced by this run's if the instance ran again, then
-// this run's others in the order of the works.
+// saveProgress persists the running operation with its results so far
+// (a rollout's progress at each phase and batch boundary) and returns the
+// record it wrote.
+func (o *opRun) saveProgress() (state.Operation, error) {
+	op := *o.op
+	op.Results = o.mergedResults()
+	return op, o.r.opts.Store.PutOperation(op)
+}
+
+// mergedResults are the operation's instance results so far (see
+// mergeResults); a rollout's carry their batches.
 func (o *opRun) mergedResults() []state.InstanceResult {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	out := make([]state.InstanceResult, 0, len(o.prior)+len(o.results))
+	if o.ro != nil {
+		return mergeResults(o.ro.prior, o.results, o.j.works, o.ro.batchOf)
+	}
+	return mergeResults(o.prior, o.results, o.j.works, nil)
+}
+
+// mergeResults merges an operation's instance results: those an
+// interrupted run recorded (prior), each replaced by this run's if the
+// instance ran again, then this run's others in the order of the works.
+// With batchOf (a rollout), a result without a batch keeps the batch of
+// the prior result it replaces, else gets its plan member's.
+func mergeResults(prior []state.InstanceResult, results map[engine.Target]state.InstanceResult, works []*work, batchOf map[engine.Target]int) []state.InstanceResult {
+	out := make([]state.InstanceResult, 0, len(prior)+len(results))
 	seen := map[engine.Target]bool{}
-	for _, pr := range o.prior {
-		t := engine.Target{Region: pr.Region, Account: pr.Account}
-		if res, ok := o.results[t]; ok {
-			pr = res
+	add := func(t engine.Target, res state.InstanceResult) {
+		if batchOf != nil && res.Batch == 0 {
+			res.Batch = batchOf[t]
 		}
 		seen[t] = true
-		out = append(out, pr)
+		out = append(out, res)
 	}
-	for _, w := range o.j.works {
-		if res, ok := o.results[w.target]; ok && !seen[w.target] {
-			seen[w.target] = true
-			out = append(out, res)
+	for _, pr := range prior {
+		t := engine.Target{Region: pr.Region, Account: pr.Account}
+		if res, ok := results[t]; ok {
+			if batchOf != nil && res.Batch == 0 {
+				res.Batch = pr.Batch
+			}
+			add(t, res)
+			continue
+		}
+		add(t, pr)
+	}
+	for _, w := range works {
+		if res, ok := results[w.target]; ok && !seen[w.target] {
+			add(w.target, res)
 		}
 	}
 	return out

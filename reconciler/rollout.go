@@ -32,7 +32,6 @@ import (
 	"time"
 
 	"github.com/stackd/stackd/engine"
-	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/state"
 )
 
@@ -175,7 +174,7 @@ func (o *opRun) runRollout(ctx context.Context, prefs engine.OperationPreference
 		switch w.action {
 		case actionSkip:
 			o.settle(w, state.InstanceSkippedSuspendedAccount, "the account is suspended in the organization", nil)
-		case changeset.InstanceDelete:
+		case engine.InstanceDelete:
 			deletes = append(deletes, w)
 		default:
 			deploy = append(deploy, w)
@@ -1003,9 +1002,7 @@ func (rr *rolloutRun) phase(n int, phase string) {
 
 // persist records the operation with the results so far.
 func (rr *rolloutRun) persist() {
-	op := *rr.o.op
-	op.Results = rr.results()
-	if err := rr.o.r.opts.Store.PutOperation(op); err != nil {
+	if _, err := rr.o.saveProgress(); err != nil {
 		rr.o.log.Warn().Err(err).Msg("cannot record rollout progress")
 	}
 }
@@ -1014,9 +1011,8 @@ func (rr *rolloutRun) persist() {
 // batch boundary.
 func (rr *rolloutRun) checkpoint(ctx context.Context) {
 	o := rr.o
-	op := *o.op
-	op.Results = rr.results()
-	if err := o.r.opts.Store.PutOperation(op); err != nil {
+	op, err := o.saveProgress()
+	if err != nil {
 		o.log.Warn().Err(err).Msg("cannot record rollout progress")
 	}
 	ss := *o.j.recorded
@@ -1026,37 +1022,10 @@ func (rr *rolloutRun) checkpoint(ctx context.Context) {
 }
 
 // results are the operation's instance results so far: those of an
-// interrupted run, replaced by this run's, each with its batch.
+// interrupted run, replaced by this run's, each with its batch
+// (opRun.mergedResults).
 func (rr *rolloutRun) results() []state.InstanceResult {
-	o := rr.o
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	out := make([]state.InstanceResult, 0, len(rr.prior)+len(o.results))
-	seen := map[engine.Target]bool{}
-	add := func(t engine.Target, res state.InstanceResult) {
-		if res.Batch == 0 {
-			res.Batch = rr.batchOf[t]
-		}
-		seen[t] = true
-		out = append(out, res)
-	}
-	for _, pr := range rr.prior {
-		t := engine.Target{Region: pr.Region, Account: pr.Account}
-		if res, ok := o.results[t]; ok {
-			if res.Batch == 0 {
-				res.Batch = pr.Batch
-			}
-			add(t, res)
-			continue
-		}
-		add(t, pr)
-	}
-	for _, w := range o.j.works {
-		if res, ok := o.results[w.target]; ok && !seen[w.target] {
-			add(w.target, res)
-		}
-	}
-	return out
+	return rr.o.mergedResults()
 }
 
 // runDeletes removes the instances of removed targets after the batches,
@@ -1511,9 +1480,9 @@ func (rr *rolloutRun) rolledBack(it rollbackItem, status, reason string, ok bool
 	o := rr.o
 	t := it.target
 	o.event(t.Region, t.Account, "", status, reason)
-	action := strings.ToLower(changeset.InstanceUpdate)
+	action := strings.ToLower(engine.InstanceUpdate)
 	if it.prev == "" {
-		action = strings.ToLower(changeset.InstanceCreate)
+		action = strings.ToLower(engine.InstanceCreate)
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/stackd/stackd/engine"
-	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/internal/backoff"
 )
 
@@ -135,7 +134,7 @@ func (r *Reconciler) planBranchesLoop(ctx context.Context, signal <-chan struct{
 // PlanResult is the change set of every stack set at a revision.
 type PlanResult struct {
 	Revision    string
-	ChangeSets  []*changeset.StackSetChangeSet
+	ChangeSets  []*engine.StackSetChangeSet
 	Diagnostics []engine.Diagnostic
 }
 

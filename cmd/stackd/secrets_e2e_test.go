@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/stackd/stackd/engine"
-	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/reconciler"
 )
 
@@ -608,7 +607,7 @@ resource "file" "probe" {
 `, nil)
 
 	st := statusHead(t, f.repo)
-	var probe changeset.StackSetChangeSet
+	var probe engine.StackSetChangeSet
 	if err := json.Unmarshal(st.Files[reconciler.ChangeSetPath("feature/probe", "vault", "json")], &probe); err != nil {
 		t.Errorf("no change set of feature/probe: %v (files %v)", err, keys(st.Files))
 	}

@@ -1,0 +1,231 @@
+package engine
+
+import (
+	"encoding/json"
+	"path"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/stackd/stackd/engine/provider"
+)
+
+// The change-set structure of the ROS seed, with its field names.
+
+// Change is one entry of a change set.
+type Change struct {
+	Type           string         `json:"Type"` // always "Resource"
+	ResourceChange ResourceChange `json:"ResourceChange"`
+}
+
+// ResourceChange describes what happens to one resource.
+type ResourceChange struct {
+	Action             string                   `json:"Action"` // Add | Modify | Remove
+	LogicalResourceId  string                   `json:"LogicalResourceId"`
+	PhysicalResourceId string                   `json:"PhysicalResourceId,omitempty"`
+	ResourceType       string                   `json:"ResourceType"`
+	Replacement        string                   `json:"Replacement,omitempty"` // Modify only: True | False | Conditional
+	Scope              []string                 `json:"Scope,omitempty"`
+	Details            []ResourceChangeDetail   `json:"Details,omitempty"`
+	PropertyChanges    []ResourcePropertyChange `json:"PropertyChanges,omitempty"`
+	ModuleInfo         *ModuleInfo              `json:"ModuleInfo,omitempty"`
+	// DeletionPolicy is "Retain" on a Remove whose resource leaves the
+	// stack but is kept in the world (deletion_policy = "Retain"): it is
+	// not destroyed. Not in the seed, which has no such removal.
+	DeletionPolicy string `json:"DeletionPolicy,omitempty"`
+}
+
+// Retained reports whether a Remove keeps the resource in the world.
+func (rc ResourceChange) Retained() bool {
+	return rc.Action == "Remove" && rc.DeletionPolicy == "Retain"
+}
+
+// ResourceChangeDetail says why a property changes.
+type ResourceChangeDetail struct {
+	ChangeSource  string                   `json:"ChangeSource"`
+	CausingEntity *string                  `json:"CausingEntity"`
+	Evaluation    string                   `json:"Evaluation"` // Static | Dynamic
+	Target        ResourceTargetDefinition `json:"Target"`
+}
+
+// ResourceTargetDefinition names the changed property.
+type ResourceTargetDefinition struct {
+	Attribute          string `json:"Attribute"` // Properties
+	Name               string `json:"Name"`
+	RequiresRecreation string `json:"RequiresRecreation"` // Never | Conditionally | Always
+}
+
+// ResourcePropertyChange holds a property's values before and after. The
+// values have the property's own JSON type (string, number, bool, list,
+// object; null when unset), or are the strings "<sensitive>" and
+// "<known_after_apply>".
+type ResourcePropertyChange struct {
+	Name        string `json:"Name"`
+	BeforeValue any    `json:"BeforeValue"`
+	AfterValue  any    `json:"AfterValue"`
+}
+
+// ModuleInfo places a resource inside nested modules.
+type ModuleInfo struct {
+	LogicalIdHierarchy string `json:"LogicalIdHierarchy"`
+	TypeHierarchy      string `json:"TypeHierarchy"`
+}
+
+// Change sources of the ROS seed.
+const (
+	SourceDirectModification = "DirectModification"
+	SourceParameterReference = "ParameterReference"
+	SourceResourceReference  = "ResourceReference"
+	SourceResourceAttribute  = "ResourceAttribute"
+	SourceAutomatic          = "Automatic"
+	SourceSystem             = "System"
+)
+
+// MarshalJSON writes Name as null when the target is not a property (the
+// seed: Name is only set for Attribute Properties).
+func (t ResourceTargetDefinition) MarshalJSON() ([]byte, error) {
+	var name any
+	if t.Name != "" {
+		name = t.Name
+	}
+	return json.Marshal(struct {
+		Attribute          string `json:"Attribute"`
+		Name               any    `json:"Name"`
+		RequiresRecreation string `json:"RequiresRecreation"`
+	}{t.Attribute, name, t.RequiresRecreation})
+}
+
+func (w *walker) addChange(r *Resource, rp *ResourcePlan, schema provider.Schema) Change {
+	rc := ResourceChange{
+		Action: "Add", LogicalResourceId: strings.TrimPrefix(rp.Address, w.prefix), ResourceType: rp.Type, ModuleInfo: rp.Module,
+	}
+	if rp.Action == Replace {
+		rc.Action = "Modify"
+		rc.PhysicalResourceId = rp.PhysicalID
+		rc.Replacement = ReplacementTrue
+		rc.Scope = []string{"Properties"}
+	}
+	for _, name := range sortedKeys(schema.Properties) {
+		nv := rp.After.GetAttr(name)
+		if nv.IsNull() && !nv.IsMarked() {
+			continue
+		}
+		var before any
+		if rp.Before != cty.NilVal && rp.Before.Type().HasAttribute(name) {
+			before = jsonValue(rp.Before.GetAttr(name))
+		}
+		rc.PropertyChanges = append(rc.PropertyChanges, ResourcePropertyChange{Name: name, BeforeValue: before, AfterValue: jsonValue(nv)})
+	}
+	return Change{Type: "Resource", ResourceChange: rc}
+}
+
+func (w *walker) modifyChange(r *Resource, rp *ResourcePlan, schema provider.Schema, changed []string) Change {
+	rc := ResourceChange{
+		Action: "Modify", LogicalResourceId: strings.TrimPrefix(rp.Address, w.prefix), PhysicalResourceId: rp.PhysicalID,
+		ResourceType: rp.Type, Replacement: rp.Replacement, ModuleInfo: rp.Module,
+	}
+	if len(changed) > 0 {
+		rc.Scope = []string{"Properties"}
+	}
+	for _, name := range changed {
+		nv := rp.After.GetAttr(name)
+		ov := rp.Before.GetAttr(name)
+		rc.PropertyChanges = append(rc.PropertyChanges, ResourcePropertyChange{Name: name, BeforeValue: jsonValue(ov), AfterValue: jsonValue(nv)})
+		eval := "Static"
+		if !nv.IsWhollyKnown() {
+			eval = "Dynamic"
+		}
+		target := ResourceTargetDefinition{Attribute: "Properties", Name: name, RequiresRecreation: schema.Properties[name].Recreation.String()}
+		var expr hcl.Expression
+		if a := r.Properties[name]; a != nil {
+			expr = a.Expr
+		}
+		for _, c := range w.causes(r.Addr(), expr, func(cv cty.Value) (bool, bool) { return sameProperty(cv, ov, schema.Properties[name].Type) }) {
+			rc.Details = append(rc.Details, ResourceChangeDetail{ChangeSource: c.source, CausingEntity: c.entity, Evaluation: eval, Target: target})
+		}
+	}
+	return Change{Type: "Resource", ResourceChange: rc}
+}
+
+// removeChange is the Remove of a recorded resource; the module types of
+// its ModuleInfo come from the first of tmpls (the template now, then the
+// one last applied) that still has its modules.
+func removeChange(rp *ResourcePlan, deletionPolicy string, tmpls ...*Template) Change {
+	id, mi := splitModuleAddress(rp.Address)
+	if mi != nil {
+		mi.TypeHierarchy = moduleTypes(strings.Split(mi.LogicalIdHierarchy, "/"), tmpls...)
+	}
+	rc := ResourceChange{Action: "Remove", LogicalResourceId: id, PhysicalResourceId: rp.PhysicalID, ResourceType: rp.Type, ModuleInfo: mi}
+	if deletionPolicy == "Retain" {
+		rc.DeletionPolicy = "Retain"
+	}
+	return Change{Type: "Resource", ResourceChange: rc}
+}
+
+// moduleTypes is the TypeHierarchy of the modules named (outermost first),
+// resolved in the first template of tmpls that declares them all; "" when
+// none does.
+func moduleTypes(names []string, tmpls ...*Template) string {
+next:
+	for _, t := range tmpls {
+		var sources []string
+		for _, n := range names {
+			if t == nil || t.Modules[n] == nil {
+				continue next
+			}
+			sources = append(sources, t.Modules[n].Source)
+			t = t.Modules[n].Template
+		}
+		return typeHierarchy(sources)
+	}
+	return ""
+}
+
+// typeHierarchy joins the types of nested modules, outermost first, with
+// "/" as the seed does. A module's type is its source as written, cleaned,
+// with its path segments joined by "::" after "MODULE::" (as ROS names
+// MODULE::ROS::Parent::Example): "./modules/monitoring" is
+// "MODULE::modules::monitoring". A type holds no "/", so the hierarchy
+// splits into exactly one type per module level; "%" and ":" inside a
+// segment are escaped (%25, %3A) so that the segments split back too.
+func typeHierarchy(sources []string) string {
+	types := make([]string, len(sources))
+	esc := strings.NewReplacer("%", "%25", ":", "%3A")
+	for i, src := range sources {
+		segs := strings.Split(path.Clean(src), "/")
+		for k, s := range segs {
+			segs[k] = esc.Replace(s)
+		}
+		types[i] = "MODULE::" + strings.Join(segs, "::")
+	}
+	return strings.Join(types, "/")
+}
+
+// splitModuleAddress splits "module.a.module.b.file.x" into the logical id
+// inside its module ("file.x") and the module hierarchy ("a/b").
+func splitModuleAddress(addr string) (string, *ModuleInfo) {
+	var mods []string
+	for strings.HasPrefix(addr, "module.") {
+		rest := strings.TrimPrefix(addr, "module.")
+		name, tail, ok := strings.Cut(rest, ".")
+		if !ok {
+			break
+		}
+		mods = append(mods, name)
+		addr = tail
+	}
+	if len(mods) == 0 {
+		return addr, nil
+	}
+	return addr, &ModuleInfo{LogicalIdHierarchy: strings.Join(mods, "/")}
+}
+
+// FullAddress is the resource's address in its instance: the logical id
+// prefixed by its modules ("module.a.module.b.file.x").
+func (rc ResourceChange) FullAddress() string {
+	if rc.ModuleInfo == nil || rc.ModuleInfo.LogicalIdHierarchy == "" {
+		return rc.LogicalResourceId
+	}
+	return "module." + strings.ReplaceAll(rc.ModuleInfo.LogicalIdHierarchy, "/", ".module.") + "." + rc.LogicalResourceId
+}
