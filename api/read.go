@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/reconciler"
 	"github.com/stackd/stackd/state"
 )
@@ -269,11 +270,11 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 
 // changeSetsDoc is GET /v1/changesets.
 type changeSetsDoc struct {
-	Ref         string                      `json:"ref"`
-	Revision    string                      `json:"revision"`
-	Valid       bool                        `json:"valid"`
-	ChangeSets  []*engine.StackSetChangeSet `json:"change_sets"`
-	Diagnostics []engine.Diagnostic         `json:"diagnostics"`
+	Ref         string                         `json:"ref"`
+	Revision    string                         `json:"revision"`
+	Valid       bool                           `json:"valid"`
+	ChangeSets  []*changeset.StackSetChangeSet `json:"change_sets"`
+	Diagnostics []engine.Diagnostic            `json:"diagnostics"`
 }
 
 // maxRefLen bounds the ref query parameter.
@@ -319,7 +320,7 @@ func (s *Server) changeSets(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if doc.ChangeSets == nil {
-		doc.ChangeSets = []*engine.StackSetChangeSet{}
+		doc.ChangeSets = []*changeset.StackSetChangeSet{}
 	}
 	if doc.Diagnostics == nil {
 		doc.Diagnostics = []engine.Diagnostic{}

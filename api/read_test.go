@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/reconciler"
 	"github.com/stackd/stackd/state"
 )
@@ -277,9 +278,9 @@ func (p *fakePlanner) Plan(ctx context.Context, ref string) (*reconciler.PlanRes
 var _ Planner = (*fakePlanner)(nil)
 
 func TestChangeSets(t *testing.T) {
-	cs := &engine.StackSetChangeSet{StackSetName: "web", Revision: rev, Action: engine.InstanceUpdate,
-		Instances: []engine.InstanceChangeSet{}}
-	cs.Add(engine.InstanceChangeSet{Region: "eu-west-1", Account: "1", Action: engine.InstanceCreate})
+	cs := &changeset.StackSetChangeSet{StackSetName: "web", Revision: rev, Action: changeset.InstanceUpdate,
+		Instances: []changeset.InstanceChangeSet{}}
+	cs.Add(changeset.InstanceChangeSet{Region: "eu-west-1", Account: "1", Action: changeset.InstanceCreate})
 	tests := []struct {
 		name       string
 		planner    *fakePlanner
@@ -291,7 +292,7 @@ func TestChangeSets(t *testing.T) {
 		wantRefs   []string
 		check      func(t *testing.T, doc changeSetsDoc)
 	}{
-		{name: "branch", planner: &fakePlanner{res: &reconciler.PlanResult{Revision: rev, ChangeSets: []*engine.StackSetChangeSet{cs}}},
+		{name: "branch", planner: &fakePlanner{res: &reconciler.PlanResult{Revision: rev, ChangeSets: []*changeset.StackSetChangeSet{cs}}},
 			query: "?ref=feature/x", want: http.StatusOK, wantRefs: []string{"feature/x"},
 			check: func(t *testing.T, doc changeSetsDoc) {
 				if doc.Ref != "feature/x" || doc.Revision != rev || !doc.Valid || len(doc.ChangeSets) != 1 ||

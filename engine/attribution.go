@@ -10,6 +10,8 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/stackd/stackd/engine/changeset"
 )
 
 // Attribution: the seed's ChangeSource and CausingEntity of a change
@@ -165,7 +167,7 @@ func sameProperty(cv, old cty.Value, ty cty.Type) (same, known bool) {
 func (w *walker) causes(node string, expr hcl.Expression, same func(cty.Value) (bool, bool)) []cause {
 	if expr == nil {
 		// A property no longer set: the template changed.
-		return []cause{{source: SourceDirectModification}}
+		return []cause{{source: changeset.SourceDirectModification}}
 	}
 	vars, res := w.reached(node, expr, w.extra, map[string]bool{})
 	out := append([]cause{}, res...)
@@ -178,12 +180,12 @@ func (w *walker) causes(node string, expr hcl.Expression, same func(cty.Value) (
 	sort.Strings(changedVars)
 	var pars []cause
 	for _, v := range changedVars {
-		pars = append(pars, causeOf(SourceParameterReference, "var."+v))
+		pars = append(pars, causeOf(changeset.SourceParameterReference, "var."+v))
 	}
 	if w.prior == nil {
 		out = append(pars, out...)
 		if len(out) == 0 {
-			return []cause{{source: SourceDirectModification}}
+			return []cause{{source: changeset.SourceDirectModification}}
 		}
 		return out
 	}
@@ -206,12 +208,12 @@ func (w *walker) causes(node string, expr hcl.Expression, same func(cty.Value) (
 		}
 	}
 	if direct {
-		out = append([]cause{{source: SourceDirectModification}}, append(pars, out...)...)
+		out = append([]cause{{source: changeset.SourceDirectModification}}, append(pars, out...)...)
 	} else {
 		out = append(pars, out...)
 	}
 	if len(out) == 0 {
-		return []cause{{source: SourceDirectModification}}
+		return []cause{{source: changeset.SourceDirectModification}}
 	}
 	return out
 }
@@ -273,7 +275,7 @@ func (w *walker) reached(node string, expr hcl.Expression, extra map[string]cty.
 			}
 		case "module":
 			if n := attr(1); n != "" && w.changing["module."+n] {
-				addRes(causeOf(SourceAutomatic, "module."+n))
+				addRes(causeOf(changeset.SourceAutomatic, "module."+n))
 			}
 		default:
 			if c, ok := w.resourceCause(tr); ok {
@@ -397,9 +399,9 @@ func (w *walker) resourceCause(tr hcl.Traversal) (cause, bool) {
 	a := traversalAttr(tr, i)
 	if a == "" || a == "id" {
 		// The physical id, or the whole resource.
-		return causeOf(SourceResourceReference, ent), true
+		return causeOf(changeset.SourceResourceReference, ent), true
 	}
-	return causeOf(SourceResourceAttribute, ent+"."+a), true
+	return causeOf(changeset.SourceResourceAttribute, ent+"."+a), true
 }
 
 // sameMetadata compares metadata evaluated with the prior variables with
@@ -419,8 +421,8 @@ func sameMetadata(cv cty.Value, recorded []byte) (same, known bool) {
 // metadataChange is the before and after values of a resource's metadata
 // (the Metadata scope), both "<sensitive>" when the metadata is derived
 // from a sensitive value. Unset metadata is null.
-func (w *walker) metadataChange(r *Resource, before, after []byte) ResourcePropertyChange {
-	pc := ResourcePropertyChange{Name: "Metadata"}
+func (w *walker) metadataChange(r *Resource, before, after []byte) changeset.ResourcePropertyChange {
+	pc := changeset.ResourcePropertyChange{Name: "Metadata"}
 	if r.Metadata != nil {
 		if mv, diags := r.Metadata.Value(withExtra(w.ctx(r.Addr()), w.extra)); diags.HasErrors() || mv.ContainsMarked() {
 			pc.BeforeValue, pc.AfterValue = SensitivePlaceholder, SensitivePlaceholder

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -114,7 +115,7 @@ stack_set "app" {
 
 // details returns, per full address, the "ChangeSource CausingEntity" of
 // each detail of its Properties or Metadata targets.
-func details(changes []Change) map[string][]string {
+func details(changes []changeset.Change) map[string][]string {
 	out := map[string][]string{}
 	for _, c := range changes {
 		rc := c.ResourceChange
@@ -164,7 +165,7 @@ func TestChangeAttribution(t *testing.T) {
 		if rc.LogicalResourceId != "rec.meta" {
 			continue
 		}
-		want := []ResourcePropertyChange{{Name: "Metadata",
+		want := []changeset.ResourcePropertyChange{{Name: "Metadata",
 			BeforeValue: map[string]any{"image": "nginx:1.25", "team": "METATEAM"},
 			AfterValue:  map[string]any{"image": "nginx:1.25", "team": "sre"}}}
 		if diff := cmp.Diff(want, rc.PropertyChanges); diff != "" {
@@ -173,8 +174,8 @@ func TestChangeAttribution(t *testing.T) {
 	}
 
 	// The golden change set of these cases, in every renderer.
-	cs := &StackSetChangeSet{StackSetName: "app", StackSetId: "ss-1", Revision: "2b2b2b2b2b2b", Action: InstanceUpdate}
-	cs.Add(InstanceChangeSet{Region: "eu", Account: "111", Action: InstanceUpdate, Changes: changes})
+	cs := &changeset.StackSetChangeSet{StackSetName: "app", StackSetId: "ss-1", Revision: "2b2b2b2b2b2b", Action: changeset.InstanceUpdate}
+	cs.Add(changeset.InstanceChangeSet{Region: "eu", Account: "111", Action: changeset.InstanceUpdate, Changes: changes})
 	for _, r := range goldenRenderers {
 		checkGolden(t, "attribution."+r.ext, func(b *bytes.Buffer) error { return r.render(b, cs) })
 	}

@@ -14,6 +14,9 @@
 //   - Values derived from sensitive variables or attributes carry a cty mark
 //     and are rendered as "<sensitive>" in change sets and outputs.
 //
+// The change sets it computes are the types of engine/changeset, which
+// also renders them; changeset must not import engine.
+//
 // engine must not import gitsource, state or reconciler: it knows no Git and
 // no Badger.
 package engine

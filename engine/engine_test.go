@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -273,18 +274,18 @@ func TestPlanApplyLifecycle(t *testing.T) {
 	if diff := cmp.Diff(want, actions(p)); diff != "" {
 		t.Fatalf("actions (-want +got):\n%s", diff)
 	}
-	var cfg ResourceChange
+	var cfg changeset.ResourceChange
 	for _, c := range p.Changes() {
 		if c.ResourceChange.LogicalResourceId == "rec.config" {
 			cfg = c.ResourceChange
 		}
 	}
-	wantCfg := ResourceChange{
+	wantCfg := changeset.ResourceChange{
 		Action: "Modify", LogicalResourceId: "rec.config", PhysicalResourceId: "phys-web-eu-111-config",
 		ResourceType: "rec", Replacement: "False", Scope: []string{"Properties"},
-		Details: []ResourceChangeDetail{{ChangeSource: "ParameterReference", CausingEntity: ptr("var.image"), Evaluation: "Static",
-			Target: ResourceTargetDefinition{Attribute: "Properties", Name: "content", RequiresRecreation: "Never"}}},
-		PropertyChanges: []ResourcePropertyChange{{Name: "content", BeforeValue: "image=nginx:1", AfterValue: "image=nginx:2"}},
+		Details: []changeset.ResourceChangeDetail{{ChangeSource: "ParameterReference", CausingEntity: ptr("var.image"), Evaluation: "Static",
+			Target: changeset.ResourceTargetDefinition{Attribute: "Properties", Name: "content", RequiresRecreation: "Never"}}},
+		PropertyChanges: []changeset.ResourcePropertyChange{{Name: "content", BeforeValue: "image=nginx:1", AfterValue: "image=nginx:2"}},
 	}
 	if diff := cmp.Diff(wantCfg, cfg); diff != "" {
 		t.Errorf("config change (-want +got):\n%s", diff)
@@ -351,7 +352,7 @@ resource "rec" "b" {
 
 	inst.StackSet = defs("one", "y")
 	p, _ := e.Plan(inst, j.list())
-	if got := p.Resources[0].Replacement; got != ReplacementConditional {
+	if got := p.Resources[0].Replacement; got != changeset.ReplacementConditional {
 		t.Errorf("tags change: replacement %s, want Conditional", got)
 	}
 
@@ -366,11 +367,11 @@ resource "rec" "b" {
 		if rc.LogicalResourceId == "rec.b" {
 			// rec.b references rec.a's physical id: a ResourceReference.
 			d := rc.Details[0]
-			if d.Evaluation != "Dynamic" || d.ChangeSource != SourceResourceReference || *d.CausingEntity != "rec.a" || rc.PropertyChanges[0].AfterValue != KnownAfterApplyPlaceholder {
+			if d.Evaluation != "Dynamic" || d.ChangeSource != changeset.SourceResourceReference || *d.CausingEntity != "rec.a" || rc.PropertyChanges[0].AfterValue != KnownAfterApplyPlaceholder {
 				t.Errorf("rec.b change: %+v", rc)
 			}
 		}
-		if rc.LogicalResourceId == "rec.a" && rc.Replacement != ReplacementTrue {
+		if rc.LogicalResourceId == "rec.a" && rc.Replacement != changeset.ReplacementTrue {
 			t.Errorf("rec.a replacement %q", rc.Replacement)
 		}
 	}

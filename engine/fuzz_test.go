@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/rs/zerolog"
 
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -122,19 +123,19 @@ func FuzzRenderChangeSet(f *testing.F) {
 	f.Add("x|y`<z>", "<sensitive>", "<known_after_apply>", "Conditional", "r", "2")
 	f.Add("", "", "", "", "", "")
 	f.Fuzz(func(t *testing.T, id, before, after, repl, region, account string) {
-		cs := &StackSetChangeSet{StackSetName: "s", Revision: "0123456789"}
+		cs := &changeset.StackSetChangeSet{StackSetName: "s", Revision: "0123456789"}
 		for i := 0; i < 3; i++ {
-			cs.Add(InstanceChangeSet{Region: region, Account: account, Action: InstanceUpdate, Changes: []Change{{Type: "Resource", ResourceChange: ResourceChange{
+			cs.Add(changeset.InstanceChangeSet{Region: region, Account: account, Action: changeset.InstanceUpdate, Changes: []changeset.Change{{Type: "Resource", ResourceChange: changeset.ResourceChange{
 				Action: "Modify", LogicalResourceId: id, ResourceType: "file", Replacement: repl,
-				PropertyChanges: []ResourcePropertyChange{{Name: "content", BeforeValue: before, AfterValue: after}},
+				PropertyChanges: []changeset.ResourcePropertyChange{{Name: "content", BeforeValue: before, AfterValue: after}},
 			}}}})
 		}
 		var b bytes.Buffer
-		if err := RenderText(&b, cs, false); err != nil {
+		if err := changeset.RenderText(&b, cs, false); err != nil {
 			t.Fatal(err)
 		}
 		b.Reset()
-		if err := RenderMarkdown(&b, cs, MarkdownOptions{MaxBytes: 4000}); err != nil {
+		if err := changeset.RenderMarkdown(&b, cs, changeset.MarkdownOptions{MaxBytes: 4000}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := json.Marshal(cs); err != nil {

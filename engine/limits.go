@@ -34,7 +34,7 @@ import (
 // The limits that live elsewhere, for reference: MaxVarsFileSize
 // (definitions.go, 1 MiB per vars_file), the blob sizes gitsource reads
 // from object headers before the content, and the byte limit of rendered
-// Markdown change sets (MarkdownOptions.MaxBytes).
+// Markdown change sets (changeset.MarkdownOptions.MaxBytes).
 const (
 	// MaxTemplateFileSize bounds each definitions and template file: 4 MiB,
 	// far above any hand-written file (the examples are a few KB), and

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -118,15 +119,15 @@ func TestModulesTwoLevels(t *testing.T) {
 		d := rc.Details[0]
 		switch rc.FullAddress() {
 		case "module.monitoring.module.alerts.rec.rule":
-			if rc.ModuleInfo == nil || rc.ModuleInfo.LogicalIdHierarchy != "monitoring/alerts" || d.ChangeSource != SourceParameterReference || d.Evaluation != "Static" {
+			if rc.ModuleInfo == nil || rc.ModuleInfo.LogicalIdHierarchy != "monitoring/alerts" || d.ChangeSource != changeset.SourceParameterReference || d.Evaluation != "Static" {
 				t.Errorf("rule change: %+v", rc)
 			}
 		case "module.monitoring.rec.dashboard":
-			if d.ChangeSource != SourceAutomatic || *d.CausingEntity != "module.alerts" || d.Evaluation != "Dynamic" {
+			if d.ChangeSource != changeset.SourceAutomatic || *d.CausingEntity != "module.alerts" || d.Evaluation != "Dynamic" {
 				t.Errorf("dashboard change: %+v", d)
 			}
 		case "rec.app":
-			if d.ChangeSource != SourceAutomatic || *d.CausingEntity != "module.monitoring" {
+			if d.ChangeSource != changeset.SourceAutomatic || *d.CausingEntity != "module.monitoring" {
 				t.Errorf("app change: %+v", d)
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/internal/clock"
 )
@@ -81,13 +82,6 @@ func (a Action) String() string {
 	return [...]string{"NoOp", "Create", "Update", "Replace", "Delete"}[a]
 }
 
-// Replacement values of the ROS change set.
-const (
-	ReplacementTrue        = "True"
-	ReplacementFalse       = "False"
-	ReplacementConditional = "Conditional"
-)
-
 // Instance is one stack set evaluated at one target.
 type Instance struct {
 	// StackSet is nil when destroying an instance of a stack set whose block
@@ -147,13 +141,13 @@ type ResourcePlan struct {
 	// deps are the full addresses ("TYPE.NAME", with module prefix) the
 	// resource depends on; Module places it inside modules (nil at the top).
 	deps   []string
-	Module *ModuleInfo
+	Module *changeset.ModuleInfo
 	// metaOnly: only metadata or deletion policy change; no provider call.
 	metaOnly bool
 	metadata json.RawMessage
 	Before   cty.Value
 	After    cty.Value // may hold unknowns and marks
-	Change   Change
+	Change   changeset.Change
 	// CreateBeforeDestroy: a Replace creates the new object first and
 	// deletes the old one after (lifecycle.create_before_destroy).
 	CreateBeforeDestroy bool
@@ -207,8 +201,8 @@ func (p *InstancePlan) HasChanges() bool {
 }
 
 // Changes returns the ROS change records of every resource that changes.
-func (p *InstancePlan) Changes() []Change {
-	var out []Change
+func (p *InstancePlan) Changes() []changeset.Change {
+	var out []changeset.Change
 	for _, r := range p.Resources {
 		if r.Action != NoOp {
 			out = append(out, p.change(r))
@@ -537,11 +531,11 @@ func (w *walker) nodeRange(node string) hcl.Range {
 }
 
 // moduleInfo is the ROS ModuleInfo of this walker's resources (nil at the top).
-func (w *walker) moduleInfo() *ModuleInfo {
+func (w *walker) moduleInfo() *changeset.ModuleInfo {
 	if len(w.modPath) == 0 {
 		return nil
 	}
-	return &ModuleInfo{LogicalIdHierarchy: strings.Join(w.modPath, "/"), TypeHierarchy: typeHierarchy(w.modTypes)}
+	return &changeset.ModuleInfo{LogicalIdHierarchy: strings.Join(w.modPath, "/"), TypeHierarchy: typeHierarchy(w.modTypes)}
 }
 
 // module evaluates a module call: its inputs become the module template's
@@ -1175,7 +1169,7 @@ func (w *walker) value(p provider.Provider, schema provider.Schema, rp *Resource
 
 // diff compares the evaluated properties with the recorded resource.
 func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after cty.Value, meta json.RawMessage) *ResourcePlan {
-	rp := &ResourcePlan{Address: addr, Base: r.Addr(), Type: r.Type, After: after, Replacement: ReplacementFalse, Module: w.moduleInfo(), metadata: meta, DeclRange: r.DeclRange}
+	rp := &ResourcePlan{Address: addr, Base: r.Addr(), Type: r.Type, After: after, Replacement: changeset.ReplacementFalse, Module: w.moduleInfo(), metadata: meta, DeclRange: r.DeclRange}
 	for _, d := range r.deps {
 		rp.deps = append(rp.deps, w.prefix+d)
 	}
@@ -1187,7 +1181,7 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 		// interrupted and since reconfigured: finish deleting what it was
 		// or may have made, then create anew.
 		rp.Action = Replace
-		rp.Replacement = ReplacementTrue
+		rp.Replacement = changeset.ReplacementTrue
 		rp.PhysicalID = rr.PhysicalID
 		rp.Before = markAttrs(rr.inputs(), rr.Sensitive)
 		rp.Change = w.addChange(r, rp, schema)
@@ -1201,7 +1195,7 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 		if rr != nil && rr.Type != r.Type {
 			// The address now names a resource of another type: replace it.
 			rp.Action = Replace
-			rp.Replacement = ReplacementTrue
+			rp.Replacement = changeset.ReplacementTrue
 			rp.PhysicalID = rr.PhysicalID
 			rp.Before = markAttrs(rr.inputs(), rr.Sensitive)
 		}
@@ -1222,7 +1216,7 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 		ignored[n] = true
 	}
 	var changed []string
-	strongest := ReplacementFalse
+	strongest := changeset.ReplacementFalse
 	for _, name := range sortedKeys(schema.Properties) {
 		if ignored[name] {
 			continue
@@ -1243,18 +1237,18 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 		switch schema.Properties[name].Recreation {
 		case provider.Always:
 			if !dynamic {
-				strongest = ReplacementTrue
-			} else if strongest != ReplacementTrue {
-				strongest = ReplacementConditional
+				strongest = changeset.ReplacementTrue
+			} else if strongest != changeset.ReplacementTrue {
+				strongest = changeset.ReplacementConditional
 			}
 		case provider.Conditionally:
-			if strongest != ReplacementTrue {
-				strongest = ReplacementConditional
+			if strongest != changeset.ReplacementTrue {
+				strongest = changeset.ReplacementConditional
 			}
 		}
 	}
 	switch {
-	case rr.Status == StatusPendingUpdate && strongest != ReplacementTrue:
+	case rr.Status == StatusPendingUpdate && strongest != changeset.ReplacementTrue:
 		// Repeat the update a crash interrupted (same RequestID); if the
 		// properties now require recreation, it is a replacement instead.
 		rp.Action = Update
@@ -1266,7 +1260,7 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 		rp.metaOnly = true
 	case len(changed) == 0:
 		rp.Action = NoOp
-	case strongest == ReplacementTrue:
+	case strongest == changeset.ReplacementTrue:
 		rp.Action = Replace
 	default:
 		rp.Action = Update
@@ -1295,23 +1289,23 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 			if v := rp.After.GetAttr(name); v.IsNull() && !v.IsMarked() {
 				continue
 			}
-			rc.Details = append(rc.Details, ResourceChangeDetail{ChangeSource: SourceSystem, CausingEntity: &e, Evaluation: "Static",
-				Target: ResourceTargetDefinition{Attribute: "Properties", Name: name, RequiresRecreation: schema.Properties[name].Recreation.String()}})
+			rc.Details = append(rc.Details, changeset.ResourceChangeDetail{ChangeSource: changeset.SourceSystem, CausingEntity: &e, Evaluation: "Static",
+				Target: changeset.ResourceTargetDefinition{Attribute: "Properties", Name: name, RequiresRecreation: schema.Properties[name].Recreation.String()}})
 		}
 	}
 	if metaChanged {
 		rc.Scope = append(rc.Scope, "Metadata")
 		for _, c := range w.causes(r.Addr(), r.Metadata, func(cv cty.Value) (bool, bool) { return sameMetadata(cv, rr.Metadata) }) {
-			rc.Details = append(rc.Details, ResourceChangeDetail{ChangeSource: c.source, CausingEntity: c.entity, Evaluation: "Static",
-				Target: ResourceTargetDefinition{Attribute: "Metadata", RequiresRecreation: provider.Never.String()}})
+			rc.Details = append(rc.Details, changeset.ResourceChangeDetail{ChangeSource: c.source, CausingEntity: c.entity, Evaluation: "Static",
+				Target: changeset.ResourceTargetDefinition{Attribute: "Metadata", RequiresRecreation: provider.Never.String()}})
 		}
 		rc.PropertyChanges = append(rc.PropertyChanges, w.metadataChange(r, rr.Metadata, meta))
 	}
 	if policyChanged {
 		rc.Scope = append(rc.Scope, "DeletionPolicy")
-		rc.Details = append(rc.Details, ResourceChangeDetail{ChangeSource: SourceDirectModification, Evaluation: "Static",
-			Target: ResourceTargetDefinition{Attribute: "DeletionPolicy", RequiresRecreation: provider.Never.String()}})
-		rc.PropertyChanges = append(rc.PropertyChanges, ResourcePropertyChange{Name: "DeletionPolicy", BeforeValue: policy(rr.DeletionPolicy), AfterValue: policy(r.DeletionPolicy)})
+		rc.Details = append(rc.Details, changeset.ResourceChangeDetail{ChangeSource: changeset.SourceDirectModification, Evaluation: "Static",
+			Target: changeset.ResourceTargetDefinition{Attribute: "DeletionPolicy", RequiresRecreation: provider.Never.String()}})
+		rc.PropertyChanges = append(rc.PropertyChanges, changeset.ResourcePropertyChange{Name: "DeletionPolicy", BeforeValue: policy(rr.DeletionPolicy), AfterValue: policy(r.DeletionPolicy)})
 	}
 	return rp
 }

@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/stackd/stackd/engine/changeset"
 )
 
 // Rollout patterns (Heat's OS::Heat::RollingUpdatePattern and
@@ -396,27 +397,15 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// RolloutPlan is how an operation's instances will roll out: a reviewer
-// sees the batches before the change merges.
-type RolloutPlan struct {
-	Pattern string `json:"Pattern"`
-	// Batches are the batch sizes, in order (region then account).
-	Batches []int `json:"Batches"`
-	// Pause is a duration ("30s"), "until_promoted", or empty.
-	Pause       string `json:"Pause,omitempty"`
-	HealthCheck bool   `json:"HealthCheck"`
-	OnFailure   string `json:"OnFailure"`
-}
-
 // PlanRollout is the rollout plan of r over the instances an operation
 // deploys, every batch assumed to pass (see PlanBatches).
-func (r *Rollout) PlanRollout(cands []Candidate, serving int) *RolloutPlan {
+func (r *Rollout) PlanRollout(cands []Candidate, serving int) *changeset.RolloutPlan {
 	batches, _ := r.PlanBatches(cands, serving)
 	sizes := make([]int, len(batches))
 	for i, b := range batches {
 		sizes[i] = len(b)
 	}
-	p := &RolloutPlan{Pattern: r.Pattern, Batches: sizes, HealthCheck: r.HealthCheck != nil, OnFailure: r.OnFailure}
+	p := &changeset.RolloutPlan{Pattern: r.Pattern, Batches: sizes, HealthCheck: r.HealthCheck != nil, OnFailure: r.OnFailure}
 	switch {
 	case r.UntilPromoted:
 		p.Pause = "until_promoted"
@@ -424,31 +413,6 @@ func (r *Rollout) PlanRollout(cands []Candidate, serving int) *RolloutPlan {
 		p.Pause = r.Pause.String()
 	}
 	return p
-}
-
-// String is the plan in a sentence: "canary in 3 batches (1, 2, 3),
-// health-checked, pause 30s, on failure rollback".
-func (p *RolloutPlan) String() string {
-	sizes := make([]string, len(p.Batches))
-	for i, n := range p.Batches {
-		sizes[i] = strconv.Itoa(n)
-	}
-	batches := "1 batch"
-	if len(p.Batches) != 1 {
-		batches = fmt.Sprintf("%d batches", len(p.Batches))
-	}
-	s := fmt.Sprintf("%s in %s (%s)", p.Pattern, batches, strings.Join(sizes, ", "))
-	if p.HealthCheck {
-		s += ", each health-checked"
-	}
-	switch p.Pause {
-	case "":
-	case "until_promoted":
-		s += ", held between batches until stackd promote"
-	default:
-		s += ", pause " + p.Pause
-	}
-	return s + ", on failure " + p.OnFailure
 }
 
 // Candidate is an instance a rollout has yet to put in a batch.

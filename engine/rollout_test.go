@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -365,12 +366,12 @@ func TestRolloutPlanInChangeSets(t *testing.T) {
 		if got := p.String(); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.r, got, tc.want)
 		}
-		cs := &StackSetChangeSet{StackSetName: "web", Revision: "0123456789", Action: InstanceUpdate, Rollout: p}
+		cs := &changeset.StackSetChangeSet{StackSetName: "web", Revision: "0123456789", Action: changeset.InstanceUpdate, Rollout: p}
 		var text, md strings.Builder
-		if err := RenderText(&text, cs, false); err != nil {
+		if err := changeset.RenderText(&text, cs, false); err != nil {
 			t.Fatal(err)
 		}
-		if err := RenderMarkdown(&md, cs, MarkdownOptions{}); err != nil {
+		if err := changeset.RenderMarkdown(&md, cs, changeset.MarkdownOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(text.String(), "\nRollout: "+tc.want+".\n") || !strings.Contains(md.String(), "**Rollout:** "+tc.want+".") {
@@ -380,7 +381,7 @@ func TestRolloutPlanInChangeSets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var back StackSetChangeSet
+		var back changeset.StackSetChangeSet
 		if err := json.Unmarshal(b, &back); err != nil || back.Rollout == nil || !slices.Equal(back.Rollout.Batches, p.Batches) {
 			t.Errorf("JSON round trip of %s: %+v %v", b, back.Rollout, err)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -157,7 +158,7 @@ func (d Deposed) SensitivePhysicalID() bool {
 
 // change is the change record of r as change sets show it: a physical id
 // recorded as sensitive reads SensitivePlaceholder.
-func (p *InstancePlan) change(r *ResourcePlan) Change {
+func (p *InstancePlan) change(r *ResourcePlan) changeset.Change {
 	c := r.Change
 	if c.ResourceChange.PhysicalResourceId == "" {
 		return c

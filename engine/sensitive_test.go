@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/engine/provider/command"
 	"github.com/stackd/stackd/engine/provider/file"
@@ -69,15 +70,15 @@ func sensDefs(t *testing.T, reg provider.Registry, tmpl string) (*Definitions, *
 // renderAll renders a change set of one instance's plan in every format.
 func renderAll(t *testing.T, p *InstancePlan, diags []Diagnostic) string {
 	t.Helper()
-	cs := &StackSetChangeSet{StackSetName: "s", Revision: "0123456789abcdef", Action: InstanceUpdate, Diagnostics: diags}
+	cs := &changeset.StackSetChangeSet{StackSetName: "s", Revision: "0123456789abcdef", Action: changeset.InstanceUpdate, Diagnostics: diags}
 	if p != nil {
-		cs.Add(InstanceChangeSet{Region: "eu", Account: "111", Action: InstanceUpdate, Changes: p.Changes()})
+		cs.Add(changeset.InstanceChangeSet{Region: "eu", Account: "111", Action: changeset.InstanceUpdate, Changes: p.Changes()})
 	}
 	var b bytes.Buffer
-	if err := RenderText(&b, cs, false); err != nil {
+	if err := changeset.RenderText(&b, cs, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := RenderMarkdown(&b, cs, MarkdownOptions{Branch: "pr"}); err != nil {
+	if err := changeset.RenderMarkdown(&b, cs, changeset.MarkdownOptions{Branch: "pr"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := json.NewEncoder(&b).Encode(cs); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -16,10 +17,11 @@ import (
 // variables and attributes.
 const markSensitive = "sensitive"
 
-// Placeholders printed instead of values.
+// Placeholders printed instead of values (declared by the change set,
+// which holds them in place of values).
 const (
-	SensitivePlaceholder       = "<sensitive>"
-	KnownAfterApplyPlaceholder = "<known_after_apply>"
+	SensitivePlaceholder       = changeset.SensitivePlaceholder
+	KnownAfterApplyPlaceholder = changeset.KnownAfterApplyPlaceholder
 )
 
 // EncodeValue encodes a cty value as plain JSON (objects, arrays, strings,

@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"path"
 	"sort"
 	"strings"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/changeset"
 )
 
 // BranchLister lists the repository's branches (name → head commit).
@@ -119,16 +119,6 @@ func (r *Reconciler) planned(branch string) bool {
 	return err == nil && ok
 }
 
-// WriteDiagnosticsMarkdown writes the Markdown a pull request gets when its
-// head does not validate: the revision and every diagnostic, each in a
-// code span.
-func WriteDiagnosticsMarkdown(w io.Writer, revision string, diags []engine.Diagnostic) {
-	fmt.Fprintf(w, "### stackd: %s does not validate\n\nNothing in this branch can be deployed until these are fixed:\n\n", short(revision))
-	for _, d := range diags {
-		fmt.Fprintf(w, "- `%s`\n", strings.ReplaceAll(d.String(), "`", "'"))
-	}
-}
-
 func (r *Reconciler) planBranch(ctx context.Context, branch, head string) error {
 	res, err := r.planBudgeted(ctx, head, true)
 	if err != nil {
@@ -140,7 +130,7 @@ func (r *Reconciler) planBranch(ctx context.Context, branch, head string) error 
 		doc := IndexStatus{Revision: head, Valid: false, Diagnostics: res.Diagnostics}
 		files[ChangeSetPath(branch, engine.ReservedStackSetName, "json")] = marshal(doc)
 		var md bytes.Buffer
-		WriteDiagnosticsMarkdown(&md, head, res.Diagnostics)
+		changeset.WriteDiagnosticsMarkdown(&md, head, res.Diagnostics)
 		files[ChangeSetPath(branch, engine.ReservedStackSetName, "md")] = md.Bytes()
 		summary = append(summary, fmt.Sprintf("%d errors", len(res.Diagnostics)))
 		r.notify(ctx, branch, engine.ReservedStackSetName, md.String())
@@ -155,7 +145,7 @@ func (r *Reconciler) planBranch(ctx context.Context, branch, head string) error 
 		}
 		files[ChangeSetPath(branch, cs.StackSetName, "json")] = js.Bytes()
 		var md bytes.Buffer
-		if err := engine.RenderMarkdown(&md, cs, engine.MarkdownOptions{Branch: branch, StatusBranch: r.opts.StatusBranch}); err != nil {
+		if err := changeset.RenderMarkdown(&md, cs, changeset.MarkdownOptions{Branch: branch, StatusBranch: r.opts.StatusBranch}); err != nil {
 			return err
 		}
 		files[ChangeSetPath(branch, cs.StackSetName, "md")] = md.Bytes()

@@ -18,6 +18,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/state"
 )
 
@@ -41,7 +42,7 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) (*state.Operation, erro
 			// Planned without this id: the instances re-plan before applying.
 			for _, w := range j.works {
 				w.plan = nil
-				if w.action != engine.InstanceDelete {
+				if w.action != changeset.InstanceDelete {
 					w.hash = j.desired.InstanceHash(ss.ID, w.target)
 				}
 			}
@@ -442,7 +443,7 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 	case plan != nil && !o.resumed:
 		// Planned when the pass validated the commit, against this same
 		// recorded state (one operation per stack set at a time).
-	case w.action == engine.InstanceDelete:
+	case w.action == changeset.InstanceDelete:
 		plan = engine.PlanDestroy(&engine.Instance{Name: o.j.name, StackSetID: ssID, Target: t, DeclaredTypes: o.r.declaredTypes(o.j), Caller: engine.CallerAccount(o.j.desired)}, recorded)
 	default:
 		if err := o.plan(ctx, t, recorded, &plan); err != nil {
@@ -477,7 +478,7 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 		}
 		return o.fail(w, log, err)
 	}
-	if w.action == engine.InstanceDelete {
+	if w.action == changeset.InstanceDelete {
 		if err := st.DeleteInstance(ssID, t.Region, t.Account); err != nil {
 			return o.fail(w, log, err)
 		}
@@ -512,7 +513,7 @@ func (o *opRun) fail(w *work, log zerolog.Logger, err error) bool {
 func (o *opRun) settle(w *work, status, reason string, outputs json.RawMessage) {
 	st := o.r.opts.Store
 	t := w.target
-	if !(w.action == engine.InstanceDelete && status == state.InstanceOperationComplete) {
+	if !(w.action == changeset.InstanceDelete && status == state.InstanceOperationComplete) {
 		in, err := st.Instance(o.j.recorded.ID, t.Region, t.Account)
 		if errors.Is(err, state.ErrNotFound) {
 			in, err = state.Instance{StackSetID: o.j.recorded.ID, Region: t.Region, Account: t.Account}, nil

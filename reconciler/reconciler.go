@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/internal/clock"
 	"github.com/stackd/stackd/state"
 )
@@ -451,7 +452,7 @@ type job struct {
 	kind  string
 	works []*work
 	// changeSet is filled while planning.
-	changeSet *engine.StackSetChangeSet
+	changeSet *changeset.StackSetChangeSet
 	// pass is the reconcile pass that dispatched the job; queuedOp the
 	// QUEUED operation recorded while it waits behind a running one.
 	pass     *pass
@@ -471,7 +472,7 @@ func (j *job) id() string {
 // work is one instance of an operation.
 type work struct {
 	target engine.Target
-	action string // engine.InstanceCreate | InstanceUpdate | InstanceDelete | actionSkip
+	action string // changeset.InstanceCreate | InstanceUpdate | InstanceDelete | actionSkip
 	hash   string
 	plan   *engine.InstancePlan
 	// inService: the instance served (state.Instance.InService) when the
@@ -676,7 +677,7 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 	// Change sets are kept for stackd plan only: an applying pass needs the
 	// plans, and 10,000 instances' change records are a lot of memory.
 	keep := mode == modePlan
-	addChange := func(ic engine.InstanceChangeSet) {
+	addChange := func(ic changeset.InstanceChangeSet) {
 		if keep {
 			j.changeSet.Add(ic)
 		}
@@ -686,7 +687,7 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 		j.newID = uuid.NewString()
 	}
 	id := j.id()
-	j.changeSet = &engine.StackSetChangeSet{StackSetName: j.name, StackSetId: id, Revision: rev}
+	j.changeSet = &changeset.StackSetChangeSet{StackSetName: j.name, StackSetId: id, Revision: rev}
 	ss := j.desired
 	if ss != nil {
 		if ss.ID != "" && ss.ID != id {
@@ -701,7 +702,7 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 			}), nil
 		}
 		if ss.Suspend {
-			j.changeSet.Action = engine.InstanceNoChange
+			j.changeSet.Action = changeset.InstanceNoChange
 			return nil, nil
 		}
 	}
@@ -736,27 +737,27 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 			// interrupted operation) it is deployed again, so that a gate
 			// checks it before it counts as serving.
 			if in != nil && in.ConfigHash == hash && in.Status == state.InstanceOperationComplete && in.InService() && id != "" {
-				addChange(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceNoChange})
+				addChange(changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: changeset.InstanceNoChange})
 				untouched++
 				continue
 			}
-			w := &work{target: t, action: engine.InstanceUpdate, hash: hash, inService: in != nil && in.InService()}
+			w := &work{target: t, action: changeset.InstanceUpdate, hash: hash, inService: in != nil && in.InService()}
 			if ss.SuspendedAccounts[t.Account] {
 				if in != nil && in.Status == state.InstanceSkippedSuspendedAccount {
 					// Already recorded as skipped: nothing new to say.
-					addChange(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceNoChange})
+					addChange(changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: changeset.InstanceNoChange})
 					continue
 				}
 				w.action = actionSkip
 				j.works = append(j.works, w)
-				addChange(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceNoChange})
+				addChange(changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: changeset.InstanceNoChange})
 				continue
 			}
 			if in == nil || in.Revision == "" {
 				// Never deployed (an instance whose create failed or was
 				// interrupted, or a reinstated account's skipped record):
 				// a create.
-				w.action = engine.InstanceCreate
+				w.action = changeset.InstanceCreate
 				creates++
 			} else {
 				updates++
@@ -786,9 +787,9 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 				if !j.dropPlans {
 					w.plan = p
 				}
-				ic := engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: w.action, Changes: p.Changes()}
-				if w.action == engine.InstanceUpdate && !p.HasChanges() {
-					ic.Action = engine.InstanceNoChange
+				ic := changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: w.action, Changes: p.Changes()}
+				if w.action == changeset.InstanceUpdate && !p.HasChanges() {
+					ic.Action = changeset.InstanceNoChange
 				}
 				addChange(ic)
 			}
@@ -802,14 +803,14 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 			continue
 		}
 		deletes++
-		w := &work{target: t, action: engine.InstanceDelete}
+		w := &work{target: t, action: changeset.InstanceDelete}
 		if plan {
 			recorded, err := r.resources(id, t)
 			if err != nil {
 				return nil, err
 			}
 			w.plan = engine.PlanDestroy(&engine.Instance{Name: j.name, StackSetID: id, Target: t, Prior: prior.of(ctx, &in), DeclaredTypes: r.declaredTypes(j), Caller: engine.CallerAccount(j.desired)}, recorded)
-			addChange(engine.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: engine.InstanceDelete, Changes: w.plan.Changes()})
+			addChange(changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: changeset.InstanceDelete, Changes: w.plan.Changes()})
 		}
 		j.works = append(j.works, w)
 	}
@@ -822,25 +823,25 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 	switch {
 	case ss == nil:
 		j.kind = KindDeleteStackSet
-		j.changeSet.Action = engine.InstanceDelete
+		j.changeSet.Action = changeset.InstanceDelete
 	case j.recorded == nil:
 		j.kind = KindCreateStackInstances
-		j.changeSet.Action = engine.InstanceCreate
+		j.changeSet.Action = changeset.InstanceCreate
 	case creates+updates+deletes == 0:
-		j.changeSet.Action = engine.InstanceNoChange
+		j.changeSet.Action = changeset.InstanceNoChange
 		j.works = nil
 	case j.recorded.ConfigHash != ss.ConfigHash || creates > 0 && deletes > 0:
 		j.kind = KindDeployStackSet
-		j.changeSet.Action = engine.InstanceUpdate
+		j.changeSet.Action = changeset.InstanceUpdate
 	case creates > 0:
 		j.kind = KindCreateStackInstances
-		j.changeSet.Action = engine.InstanceUpdate
+		j.changeSet.Action = changeset.InstanceUpdate
 	case updates > 0:
 		j.kind = KindUpdateStackInstances
-		j.changeSet.Action = engine.InstanceUpdate
+		j.changeSet.Action = changeset.InstanceUpdate
 	default:
 		j.kind = KindDeleteStackInstances
-		j.changeSet.Action = engine.InstanceUpdate
+		j.changeSet.Action = changeset.InstanceUpdate
 	}
 	if keep && ss != nil && ss.Rollout != nil {
 		plan, err := r.rolloutPlan(j)
@@ -854,10 +855,10 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 
 // rolloutPlan is how the job's instances to create or update will roll out
 // (nil when there are none), as runRollout will batch them.
-func (r *Reconciler) rolloutPlan(j *job) (*engine.RolloutPlan, error) {
+func (r *Reconciler) rolloutPlan(j *job) (*changeset.RolloutPlan, error) {
 	var cands []engine.Candidate
 	for _, w := range j.works {
-		if w.action == engine.InstanceCreate || w.action == engine.InstanceUpdate {
+		if w.action == changeset.InstanceCreate || w.action == changeset.InstanceUpdate {
 			cands = append(cands, engine.Candidate{Region: w.target.Region, InService: w.inService})
 		}
 	}

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/state"
 )
 
@@ -174,7 +175,7 @@ func (o *opRun) runRollout(ctx context.Context, prefs engine.OperationPreference
 		switch w.action {
 		case actionSkip:
 			o.settle(w, state.InstanceSkippedSuspendedAccount, "the account is suspended in the organization", nil)
-		case engine.InstanceDelete:
+		case changeset.InstanceDelete:
 			deletes = append(deletes, w)
 		default:
 			deploy = append(deploy, w)
@@ -1480,9 +1481,9 @@ func (rr *rolloutRun) rolledBack(it rollbackItem, status, reason string, ok bool
 	o := rr.o
 	t := it.target
 	o.event(t.Region, t.Account, "", status, reason)
-	action := strings.ToLower(engine.InstanceUpdate)
+	action := strings.ToLower(changeset.InstanceUpdate)
 	if it.prev == "" {
-		action = strings.ToLower(engine.InstanceCreate)
+		action = strings.ToLower(changeset.InstanceCreate)
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()

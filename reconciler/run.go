@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/internal/backoff"
 )
 
@@ -134,7 +135,7 @@ func (r *Reconciler) planBranchesLoop(ctx context.Context, signal <-chan struct{
 // PlanResult is the change set of every stack set at a revision.
 type PlanResult struct {
 	Revision    string
-	ChangeSets  []*engine.StackSetChangeSet
+	ChangeSets  []*changeset.StackSetChangeSet
 	Diagnostics []engine.Diagnostic
 }
 

@@ -174,7 +174,7 @@ func (s *Store) ResourceTypes() ([]ResourceType, error) {
 }
 
 // DeleteResourceType removes resource type name from the registry. Whether
-// a template still uses it is the caller's check.
+// a template still uses it is the caller's check (ResourceTypeInUse).
 //
 // Errors: ErrNotFound, ErrInvalidKey, ErrConflict, ErrClosed.
 func (s *Store) DeleteResourceType(name string) error {

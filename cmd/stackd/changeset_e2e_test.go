@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/reconciler"
 )
 
@@ -57,9 +57,9 @@ func (f *fixture) planText(t *testing.T) string {
 }
 
 // changesOf returns the resource changes of one instance by full address.
-func changesOf(t *testing.T, pr reconciler.PlanResult, region, account string) map[string]engine.ResourceChange {
+func changesOf(t *testing.T, pr reconciler.PlanResult, region, account string) map[string]changeset.ResourceChange {
 	t.Helper()
-	out := map[string]engine.ResourceChange{}
+	out := map[string]changeset.ResourceChange{}
 	for _, cs := range pr.ChangeSets {
 		for _, ic := range cs.Instances {
 			if ic.Region != region || ic.Account != account {
@@ -238,13 +238,13 @@ resource "file" "labelled" {
 		t.Errorf("file.gone: %+v, want a Remove that destroys", rc)
 	}
 	rc := changes["file.labelled"]
-	wantPC := []engine.ResourcePropertyChange{{Name: "Metadata",
+	wantPC := []changeset.ResourcePropertyChange{{Name: "Metadata",
 		BeforeValue: map[string]any{"image": "nginx:1.25", "owner": "team-a"},
 		AfterValue:  map[string]any{"image": "nginx:1.25", "owner": "team-b"}}}
 	if diff := cmp.Diff(wantPC, rc.PropertyChanges); diff != "" {
 		t.Errorf("metadata values (-want +got):\n%s", diff)
 	}
-	if len(rc.Details) != 1 || rc.Details[0].Target.Attribute != "Metadata" || rc.Details[0].ChangeSource != engine.SourceDirectModification || rc.Details[0].CausingEntity != nil {
+	if len(rc.Details) != 1 || rc.Details[0].Target.Attribute != "Metadata" || rc.Details[0].ChangeSource != changeset.SourceDirectModification || rc.Details[0].CausingEntity != nil {
 		t.Errorf("metadata details: %+v", rc.Details)
 	}
 

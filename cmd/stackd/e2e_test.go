@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/reconciler"
 	"github.com/stackd/stackd/state"
 )
@@ -224,23 +225,23 @@ func TestVariableChange(t *testing.T) {
 		t.Fatalf("plan: revision %s with %d change sets, want %s with 1", pr.Revision, len(pr.ChangeSets), rev)
 	}
 	cs := pr.ChangeSets[0]
-	if cs.StackSetName != "web" || cs.Action != engine.InstanceUpdate {
+	if cs.StackSetName != "web" || cs.Action != changeset.InstanceUpdate {
 		t.Errorf("change set of %q: action %s, want web Update", cs.StackSetName, cs.Action)
 	}
-	if want := (engine.ChangeSummary{InstancesToUpdate: 6, ResourcesToModify: 18}); cs.Summary != want {
+	if want := (changeset.ChangeSummary{InstancesToUpdate: 6, ResourcesToModify: 18}); cs.Summary != want {
 		t.Errorf("summary: %s", cmp.Diff(want, cs.Summary))
 	}
 	plannedReplica := map[string]string{} // region/account/replica -> planned content
 	for _, ic := range cs.Instances {
 		where := ic.Region + "/" + ic.Account
-		if ic.Action != engine.InstanceUpdate {
+		if ic.Action != changeset.InstanceUpdate {
 			t.Errorf("%s: action %s, want Update", where, ic.Action)
 		}
 		var ids []string
 		for _, c := range ic.Changes {
 			rc := c.ResourceChange
 			ids = append(ids, rc.LogicalResourceId)
-			if rc.Action != "Modify" || rc.Replacement != engine.ReplacementFalse {
+			if rc.Action != "Modify" || rc.Replacement != changeset.ReplacementFalse {
 				t.Errorf("%s %s: %s replacement %s, want Modify replacement False", where, rc.LogicalResourceId, rc.Action, rc.Replacement)
 			}
 			if len(rc.PropertyChanges) != 1 || rc.PropertyChanges[0].Name != "content" || len(rc.Details) != 1 {
@@ -253,7 +254,7 @@ func TestVariableChange(t *testing.T) {
 				if pc.BeforeValue != wantConf(ic.Region, ic.Account, "nginx:1.25") || pc.AfterValue != wantConf(ic.Region, ic.Account, "nginx:1.26") {
 					t.Errorf("%s file.config content: %v -> %v, want the image to change 1.25 -> 1.26", where, pc.BeforeValue, pc.AfterValue)
 				}
-				if d.ChangeSource != engine.SourceParameterReference || d.CausingEntity == nil || *d.CausingEntity != "var.image" {
+				if d.ChangeSource != changeset.SourceParameterReference || d.CausingEntity == nil || *d.CausingEntity != "var.image" {
 					t.Errorf("%s file.config detail %+v, want ParameterReference var.image", where, d)
 				}
 			case strings.HasPrefix(rc.LogicalResourceId, "file.replica["):
@@ -261,7 +262,7 @@ func TestVariableChange(t *testing.T) {
 				if !strings.Contains(engine.ValueString(pc.BeforeValue), "config_sha256=") || pc.BeforeValue == pc.AfterValue {
 					t.Errorf("%s %s content: %v -> %v, want a new config digest", where, rc.LogicalResourceId, pc.BeforeValue, pc.AfterValue)
 				}
-				if d.ChangeSource != engine.SourceResourceAttribute || d.CausingEntity == nil || *d.CausingEntity != "file.config.sha256" {
+				if d.ChangeSource != changeset.SourceResourceAttribute || d.CausingEntity == nil || *d.CausingEntity != "file.config.sha256" {
 					t.Errorf("%s %s detail %+v, want ResourceAttribute file.config.sha256", where, rc.LogicalResourceId, d)
 				}
 			}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/reconciler"
 )
 
@@ -74,13 +74,13 @@ func printPlan(w io.Writer, res *reconciler.PlanResult, output string) error {
 		}
 	case "markdown":
 		if len(res.Diagnostics) > 0 {
-			reconciler.WriteDiagnosticsMarkdown(w, res.Revision, res.Diagnostics)
+			changeset.WriteDiagnosticsMarkdown(w, res.Revision, res.Diagnostics)
 		}
 		for i, cs := range res.ChangeSets {
 			if i > 0 || len(res.Diagnostics) > 0 {
 				fmt.Fprintln(w)
 			}
-			if err := engine.RenderMarkdown(w, cs, engine.MarkdownOptions{}); err != nil {
+			if err := changeset.RenderMarkdown(w, cs, changeset.MarkdownOptions{}); err != nil {
 				return err
 			}
 		}
@@ -95,7 +95,7 @@ func printPlan(w io.Writer, res *reconciler.PlanResult, output string) error {
 			if i > 0 {
 				fmt.Fprintln(w)
 			}
-			if err := engine.RenderText(w, cs, isTerminal(w)); err != nil {
+			if err := changeset.RenderText(w, cs, isTerminal(w)); err != nil {
 				return err
 			}
 		}

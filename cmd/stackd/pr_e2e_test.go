@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/reconciler"
 )
 
@@ -100,7 +100,7 @@ func TestPullRequestChangeSets(t *testing.T) {
 	if !strings.Contains(st.Message, "plan feature/new-image "+head[:7]) {
 		t.Errorf("status commit message %q", st.Message)
 	}
-	var cs engine.StackSetChangeSet
+	var cs changeset.StackSetChangeSet
 	if err := json.Unmarshal(st.Files[reconciler.ChangeSetPath("feature/new-image", "web", "json")], &cs); err != nil {
 		t.Fatalf("change set JSON: %v (files %v)", err, keys(st.Files))
 	}

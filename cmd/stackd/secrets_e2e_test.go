@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/reconciler"
 )
 
@@ -607,7 +608,7 @@ resource "file" "probe" {
 `, nil)
 
 	st := statusHead(t, f.repo)
-	var probe engine.StackSetChangeSet
+	var probe changeset.StackSetChangeSet
 	if err := json.Unmarshal(st.Files[reconciler.ChangeSetPath("feature/probe", "vault", "json")], &probe); err != nil {
 		t.Errorf("no change set of feature/probe: %v (files %v)", err, keys(st.Files))
 	}

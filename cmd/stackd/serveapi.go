@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	stdlog "log"
 	"net"
@@ -10,14 +9,13 @@ import (
 	"os"
 
 	"github.com/stackd/stackd/api"
-	"github.com/stackd/stackd/state"
 )
 
 // apiHandler is the HTTP API of an opened app (run, and apply --listen).
 func (a *app) apiHandler(token, webhookSecret string, kick func()) (http.Handler, error) {
 	opts := api.Options{
 		Store: a.store, Planner: a.rec, Controller: a.rec, Responses: a.broker, Signals: a.signals, Metrics: a.metrics, Log: a.log,
-		GitTypes: a.rec.GitTypes, InUse: inUse(a.store), Trigger: kick,
+		GitTypes: a.rec.GitTypes, InUse: a.store.ResourceTypeInUse, Trigger: kick,
 		ReconcileHealth: func() any { return a.rec.Health() },
 		Readiness: func() (bool, string) {
 			if ok, why := a.space.Ready(); !ok {
@@ -111,39 +109,4 @@ func (l *apiListener) serve(a *app, h http.Handler) *http.Server {
 		go srv.Serve(l.ln)
 	}
 	return srv
-}
-
-// inUse reports whether a deployed template uses a custom resource type:
-// any recorded custom resource whose type property names it.
-func inUse(st *state.Store) api.InUse {
-	return func(name string) (bool, error) {
-		sets, err := st.ListStackSets()
-		if err != nil {
-			return false, err
-		}
-		for _, ss := range sets {
-			ins, err := st.Instances(ss.ID)
-			if err != nil {
-				return false, err
-			}
-			for _, in := range ins {
-				res, err := st.Resources(ss.ID, in.Region, in.Account)
-				if err != nil {
-					return false, err
-				}
-				for _, r := range res {
-					if r.Type != "custom" {
-						continue
-					}
-					var props struct {
-						Type string `json:"type"`
-					}
-					if json.Unmarshal(r.Inputs, &props) == nil && props.Type == name {
-						return true, nil
-					}
-				}
-			}
-		}
-		return false, nil
-	}
 }

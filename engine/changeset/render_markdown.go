@@ -1,4 +1,4 @@
-package engine
+package changeset
 
 import (
 	"bytes"
@@ -261,6 +261,16 @@ func mdDiagnostics(b *strings.Builder, diags []Diagnostic) {
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
+}
+
+// WriteDiagnosticsMarkdown writes the Markdown a pull request gets when its
+// head does not validate: the revision and every diagnostic, each in a
+// code span.
+func WriteDiagnosticsMarkdown(w io.Writer, revision string, diags []Diagnostic) {
+	fmt.Fprintf(w, "### stackd: %s does not validate\n\nNothing in this branch can be deployed until these are fixed:\n\n", shortRev(revision))
+	for _, d := range diags {
+		fmt.Fprintf(w, "- `%s`\n", strings.ReplaceAll(d.String(), "`", "'"))
+	}
 }
 
 // instanceGroup is a set of instances whose changes are equal, values

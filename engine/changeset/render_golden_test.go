@@ -1,8 +1,7 @@
-package engine
+package changeset
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -14,8 +13,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/stackd/stackd/engine/provider"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -63,7 +60,7 @@ func TestRenderGolden(t *testing.T) {
 				}
 				want, err := os.ReadFile(path)
 				if err != nil {
-					t.Fatalf("%v (run go test ./engine -run TestRenderGolden -update to create it)", err)
+					t.Fatalf("%v (run go test ./engine/changeset -run TestRenderGolden -update to create it)", err)
 				}
 				if diff := cmp.Diff(string(want), buf.String()); diff != "" {
 					t.Errorf("%s differs (-want +got; rerun with -update and review the diff):\n%s", path, diff)
@@ -369,96 +366,6 @@ func TestMarkdownSizeLimit(t *testing.T) {
 				t.Errorf("%d fence lines: unbalanced", n)
 			}
 		})
-	}
-}
-
-// fakeSecret is a distinctive value given to sensitive variables: no
-// renderer may print it, or anything but the placeholder in its place.
-const fakeSecret = "s3cr3t-DO-NOT-PRINT-7c1f9e"
-
-// TestSensitiveNeverRendered plans real instances whose properties come
-// from a sensitive variable (whole, and inside a multi-line string), creates
-// them, changes the secret, plans again, and renders both change sets (and
-// 1,000 instances of the second) with every renderer.
-func TestSensitiveNeverRendered(t *testing.T) {
-	defs := func(secret string) string {
-		return `
-stack_set "vault" {
-  template = "./tmpl"
-  vars = { password = "` + secret + `" }
-  deployment_targets {
-    regions  = ["eu"]
-    accounts = ["111"]
-  }
-}
-`
-	}
-	const tmpl = `
-variable "password" {
-  type      = string
-  sensitive = true
-}
-resource "rec" "config" {
-  name    = "cfg"
-  content = "user=admin\npassword=${var.password}\nport=80\n"
-  secret  = var.password
-  tags    = { pw = var.password, team = "sre" }
-}
-`
-	rec := newRecorder()
-	reg := provider.Registry{"rec": rec}
-	e := New(reg)
-	files := map[string]string{"vault.hcl": defs(fakeSecret), "tmpl/main.hcl": tmpl}
-	inst := &Instance{StackSet: mustLoad(t, files, reg).StackSet("vault"), StackSetID: "ss-1", Target: Target{Region: "eu", Account: "111"}}
-	j := newJournal()
-
-	var sets []*StackSetChangeSet
-	plan := func(action string) *InstancePlan {
-		p, diags := e.Plan(inst, j.list())
-		if diags.HasErrors() {
-			t.Fatal(diags.Error())
-		}
-		cs := &StackSetChangeSet{StackSetName: "vault", StackSetId: "ss-1", Revision: "abc", Action: action}
-		cs.Add(InstanceChangeSet{Region: "eu", Account: "111", Action: action, Changes: p.Changes()})
-		sets = append(sets, cs)
-		return p
-	}
-	p := plan(InstanceCreate)
-	if _, err := e.Apply(context.Background(), p, j, nil); err != nil {
-		t.Fatal(err)
-	}
-	files["vault.hcl"] = defs(fakeSecret + "-rotated")
-	inst.StackSet = mustLoad(t, files, reg).StackSet("vault")
-	p = plan(InstanceUpdate)
-	if !p.HasChanges() {
-		t.Fatal("rotating the secret changes nothing")
-	}
-	many := &StackSetChangeSet{StackSetName: "vault", Revision: "abc", Action: InstanceUpdate}
-	for i := range 1000 {
-		many.Add(InstanceChangeSet{Region: "eu", Account: fmt.Sprint(i), Action: InstanceUpdate, Changes: sets[1].Instances[0].Changes})
-	}
-	sets = append(sets, many)
-
-	placeholders := 0
-	for i, cs := range sets {
-		for _, r := range goldenRenderers {
-			var buf bytes.Buffer
-			if err := r.render(&buf, cs); err != nil {
-				t.Fatal(err)
-			}
-			out := buf.String()
-			// Any fragment of the secret would betray it, as would its
-			// length or a diff of its lines.
-			for _, frag := range []string{"s3cr3t", "DO-NOT-PRINT", "7c1f9e", "rotated"} {
-				if strings.Contains(out, frag) {
-					t.Errorf("change set %d, %s: the secret (%q) is printed:\n%s", i, r.ext, frag, out)
-				}
-			}
-			placeholders += strings.Count(out, SensitivePlaceholder) + strings.Count(out, "(sensitive)")
-		}
-	}
-	if placeholders == 0 {
-		t.Error("no sensitive placeholder rendered: the test does not exercise sensitive values")
 	}
 }
 

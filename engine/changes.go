@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"path"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/provider"
+)
+
+// The change-set entries of a resource plan (see engine/changeset).
+
+func (w *walker) addChange(r *Resource, rp *ResourcePlan, schema provider.Schema) changeset.Change {
+	rc := changeset.ResourceChange{
+		Action: "Add", LogicalResourceId: strings.TrimPrefix(rp.Address, w.prefix), ResourceType: rp.Type, ModuleInfo: rp.Module,
+	}
+	if rp.Action == Replace {
+		rc.Action = "Modify"
+		rc.PhysicalResourceId = rp.PhysicalID
+		rc.Replacement = changeset.ReplacementTrue
+		rc.Scope = []string{"Properties"}
+	}
+	for _, name := range sortedKeys(schema.Properties) {
+		nv := rp.After.GetAttr(name)
+		if nv.IsNull() && !nv.IsMarked() {
+			continue
+		}
+		var before any
+		if rp.Before != cty.NilVal && rp.Before.Type().HasAttribute(name) {
+			before = jsonValue(rp.Before.GetAttr(name))
+		}
+		rc.PropertyChanges = append(rc.PropertyChanges, changeset.ResourcePropertyChange{Name: name, BeforeValue: before, AfterValue: jsonValue(nv)})
+	}
+	return changeset.Change{Type: "Resource", ResourceChange: rc}
+}
+
+func (w *walker) modifyChange(r *Resource, rp *ResourcePlan, schema provider.Schema, changed []string) changeset.Change {
+	rc := changeset.ResourceChange{
+		Action: "Modify", LogicalResourceId: strings.TrimPrefix(rp.Address, w.prefix), PhysicalResourceId: rp.PhysicalID,
+		ResourceType: rp.Type, Replacement: rp.Replacement, ModuleInfo: rp.Module,
+	}
+	if len(changed) > 0 {
+		rc.Scope = []string{"Properties"}
+	}
+	for _, name := range changed {
+		nv := rp.After.GetAttr(name)
+		ov := rp.Before.GetAttr(name)
+		rc.PropertyChanges = append(rc.PropertyChanges, changeset.ResourcePropertyChange{Name: name, BeforeValue: jsonValue(ov), AfterValue: jsonValue(nv)})
+		eval := "Static"
+		if !nv.IsWhollyKnown() {
+			eval = "Dynamic"
+		}
+		target := changeset.ResourceTargetDefinition{Attribute: "Properties", Name: name, RequiresRecreation: schema.Properties[name].Recreation.String()}
+		var expr hcl.Expression
+		if a := r.Properties[name]; a != nil {
+			expr = a.Expr
+		}
+		for _, c := range w.causes(r.Addr(), expr, func(cv cty.Value) (bool, bool) { return sameProperty(cv, ov, schema.Properties[name].Type) }) {
+			rc.Details = append(rc.Details, changeset.ResourceChangeDetail{ChangeSource: c.source, CausingEntity: c.entity, Evaluation: eval, Target: target})
+		}
+	}
+	return changeset.Change{Type: "Resource", ResourceChange: rc}
+}
+
+// removeChange is the Remove of a recorded resource; the module types of
+// its ModuleInfo come from the first of tmpls (the template now, then the
+// one last applied) that still has its modules.
+func removeChange(rp *ResourcePlan, deletionPolicy string, tmpls ...*Template) changeset.Change {
+	id, mi := splitModuleAddress(rp.Address)
+	if mi != nil {
+		mi.TypeHierarchy = moduleTypes(strings.Split(mi.LogicalIdHierarchy, "/"), tmpls...)
+	}
+	rc := changeset.ResourceChange{Action: "Remove", LogicalResourceId: id, PhysicalResourceId: rp.PhysicalID, ResourceType: rp.Type, ModuleInfo: mi}
+	if deletionPolicy == "Retain" {
+		rc.DeletionPolicy = "Retain"
+	}
+	return changeset.Change{Type: "Resource", ResourceChange: rc}
+}
+
+// moduleTypes is the TypeHierarchy of the modules named (outermost first),
+// resolved in the first template of tmpls that declares them all; "" when
+// none does.
+func moduleTypes(names []string, tmpls ...*Template) string {
+next:
+	for _, t := range tmpls {
+		var sources []string
+		for _, n := range names {
+			if t == nil || t.Modules[n] == nil {
+				continue next
+			}
+			sources = append(sources, t.Modules[n].Source)
+			t = t.Modules[n].Template
+		}
+		return typeHierarchy(sources)
+	}
+	return ""
+}
+
+// typeHierarchy joins the types of nested modules, outermost first, with
+// "/" as the seed does. A module's type is its source as written, cleaned,
+// with its path segments joined by "::" after "MODULE::" (as ROS names
+// MODULE::ROS::Parent::Example): "./modules/monitoring" is
+// "MODULE::modules::monitoring". A type holds no "/", so the hierarchy
+// splits into exactly one type per module level; "%" and ":" inside a
+// segment are escaped (%25, %3A) so that the segments split back too.
+func typeHierarchy(sources []string) string {
+	types := make([]string, len(sources))
+	esc := strings.NewReplacer("%", "%25", ":", "%3A")
+	for i, src := range sources {
+		segs := strings.Split(path.Clean(src), "/")
+		for k, s := range segs {
+			segs[k] = esc.Replace(s)
+		}
+		types[i] = "MODULE::" + strings.Join(segs, "::")
+	}
+	return strings.Join(types, "/")
+}
+
+// splitModuleAddress splits "module.a.module.b.file.x" into the logical id
+// inside its module ("file.x") and the module hierarchy ("a/b").
+func splitModuleAddress(addr string) (string, *changeset.ModuleInfo) {
+	var mods []string
+	for strings.HasPrefix(addr, "module.") {
+		rest := strings.TrimPrefix(addr, "module.")
+		name, tail, ok := strings.Cut(rest, ".")
+		if !ok {
+			break
+		}
+		mods = append(mods, name)
+		addr = tail
+	}
+	if len(mods) == 0 {
+		return addr, nil
+	}
+	return addr, &changeset.ModuleInfo{LogicalIdHierarchy: strings.Join(mods, "/")}
+}

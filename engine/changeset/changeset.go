@@ -1,0 +1,113 @@
+package changeset
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// The change-set structure of the ROS seed, with its field names.
+
+// Change is one entry of a change set.
+type Change struct {
+	Type           string         `json:"Type"` // always "Resource"
+	ResourceChange ResourceChange `json:"ResourceChange"`
+}
+
+// ResourceChange describes what happens to one resource.
+type ResourceChange struct {
+	Action             string                   `json:"Action"` // Add | Modify | Remove
+	LogicalResourceId  string                   `json:"LogicalResourceId"`
+	PhysicalResourceId string                   `json:"PhysicalResourceId,omitempty"`
+	ResourceType       string                   `json:"ResourceType"`
+	Replacement        string                   `json:"Replacement,omitempty"` // Modify only: True | False | Conditional
+	Scope              []string                 `json:"Scope,omitempty"`
+	Details            []ResourceChangeDetail   `json:"Details,omitempty"`
+	PropertyChanges    []ResourcePropertyChange `json:"PropertyChanges,omitempty"`
+	ModuleInfo         *ModuleInfo              `json:"ModuleInfo,omitempty"`
+	// DeletionPolicy is "Retain" on a Remove whose resource leaves the
+	// stack but is kept in the world (deletion_policy = "Retain"): it is
+	// not destroyed. Not in the seed, which has no such removal.
+	DeletionPolicy string `json:"DeletionPolicy,omitempty"`
+}
+
+// Retained reports whether a Remove keeps the resource in the world.
+func (rc ResourceChange) Retained() bool {
+	return rc.Action == "Remove" && rc.DeletionPolicy == "Retain"
+}
+
+// ResourceChangeDetail says why a property changes.
+type ResourceChangeDetail struct {
+	ChangeSource  string                   `json:"ChangeSource"`
+	CausingEntity *string                  `json:"CausingEntity"`
+	Evaluation    string                   `json:"Evaluation"` // Static | Dynamic
+	Target        ResourceTargetDefinition `json:"Target"`
+}
+
+// ResourceTargetDefinition names the changed property.
+type ResourceTargetDefinition struct {
+	Attribute          string `json:"Attribute"` // Properties
+	Name               string `json:"Name"`
+	RequiresRecreation string `json:"RequiresRecreation"` // Never | Conditionally | Always
+}
+
+// ResourcePropertyChange holds a property's values before and after. The
+// values have the property's own JSON type (string, number, bool, list,
+// object; null when unset), or are the strings "<sensitive>" and
+// "<known_after_apply>".
+type ResourcePropertyChange struct {
+	Name        string `json:"Name"`
+	BeforeValue any    `json:"BeforeValue"`
+	AfterValue  any    `json:"AfterValue"`
+}
+
+// ModuleInfo places a resource inside nested modules.
+type ModuleInfo struct {
+	LogicalIdHierarchy string `json:"LogicalIdHierarchy"`
+	TypeHierarchy      string `json:"TypeHierarchy"`
+}
+
+// Change sources of the ROS seed.
+const (
+	SourceDirectModification = "DirectModification"
+	SourceParameterReference = "ParameterReference"
+	SourceResourceReference  = "ResourceReference"
+	SourceResourceAttribute  = "ResourceAttribute"
+	SourceAutomatic          = "Automatic"
+	SourceSystem             = "System"
+)
+
+// MarshalJSON writes Name as null when the target is not a property (the
+// seed: Name is only set for Attribute Properties).
+func (t ResourceTargetDefinition) MarshalJSON() ([]byte, error) {
+	var name any
+	if t.Name != "" {
+		name = t.Name
+	}
+	return json.Marshal(struct {
+		Attribute          string `json:"Attribute"`
+		Name               any    `json:"Name"`
+		RequiresRecreation string `json:"RequiresRecreation"`
+	}{t.Attribute, name, t.RequiresRecreation})
+}
+
+// FullAddress is the resource's address in its instance: the logical id
+// prefixed by its modules ("module.a.module.b.file.x").
+func (rc ResourceChange) FullAddress() string {
+	if rc.ModuleInfo == nil || rc.ModuleInfo.LogicalIdHierarchy == "" {
+		return rc.LogicalResourceId
+	}
+	return "module." + strings.ReplaceAll(rc.ModuleInfo.LogicalIdHierarchy, "/", ".module.") + "." + rc.LogicalResourceId
+}
+
+// Replacement values of the ROS change set.
+const (
+	ReplacementTrue        = "True"
+	ReplacementFalse       = "False"
+	ReplacementConditional = "Conditional"
+)
+
+// Placeholders printed instead of values.
+const (
+	SensitivePlaceholder       = "<sensitive>"
+	KnownAfterApplyPlaceholder = "<known_after_apply>"
+)

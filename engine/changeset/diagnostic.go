@@ -1,0 +1,26 @@
+package changeset
+
+import "fmt"
+
+// Diagnostic is the JSON form of one diagnostic, for status documents and
+// machine-readable output.
+type Diagnostic struct {
+	Severity string `json:"severity"`
+	Summary  string `json:"summary"`
+	Detail   string `json:"detail,omitempty"`
+	File     string `json:"file,omitempty"`
+	Line     int    `json:"line,omitempty"`
+	Column   int    `json:"column,omitempty"`
+}
+
+// String renders "file:line,col: summary; detail".
+func (d Diagnostic) String() string {
+	s := d.Summary
+	if d.Detail != "" {
+		s += "; " + d.Detail
+	}
+	if d.File != "" {
+		return fmt.Sprintf("%s:%d,%d: %s", d.File, d.Line, d.Column, s)
+	}
+	return s
+}
