@@ -3,7 +3,6 @@ package gitsource
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/stackd/stackd/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -20,33 +21,15 @@ func TestMain(m *testing.M) {
 // The git CLI plays the user in these tests.
 
 // gitEnv isolates the CLI from the machine's configuration.
-var gitEnv = []string{
-	"GIT_AUTHOR_NAME=Test User", "GIT_AUTHOR_EMAIL=user@example.com",
-	"GIT_COMMITTER_NAME=Test User", "GIT_COMMITTER_EMAIL=user@example.com",
-	"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0",
-}
+var gitEnv = testkit.GitEnv
 
 // git runs the git CLI in dir and returns its trimmed standard output.
 func runGit(t testing.TB, dir string, args ...string) string {
 	t.Helper()
-	out, err := gitErr(dir, args...)
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
+	return testkit.MustGit(t, dir, args...)
 }
 
-func gitErr(dir string, args ...string) (string, error) {
-	full := append([]string{
-		"-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false",
-		"-c", "gc.auto=0", "-c", "maintenance.auto=false",
-	}, args...)
-	cmd := exec.Command("git", full...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), gitEnv...)
-	out, err := cmd.CombinedOutput()
-	return strings.TrimSpace(string(out)), err
-}
+func gitErr(dir string, args ...string) (string, error) { return testkit.Git(dir, args...) }
 
 // writeFiles writes files (slash paths relative to dir) into the work tree dir.
 func writeFiles(t testing.TB, dir string, files map[string]string) {
