@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 )
 
@@ -60,4 +61,13 @@ func printInstanceLines(w io.Writer, lines []instanceLine) {
 		}
 		fmt.Fprintf(w, "  %d instances %s\n    %s%s\n", len(g.targets), what, strings.Join(shown, ", "), more)
 	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -1,0 +1,191 @@
+package main
+
+// The wiring shared by the commands bound to a repository (run, apply,
+// plan, bench, demo): their flags, and the opened app.
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/stackd/stackd/api"
+	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/provider/custom"
+	"github.com/stackd/stackd/engine/provider/waitcondition"
+	"github.com/stackd/stackd/gitsource"
+	"github.com/stackd/stackd/gitsource/forge"
+	"github.com/stackd/stackd/internal/diskspace"
+	"github.com/stackd/stackd/reconciler"
+	"github.com/stackd/stackd/state"
+)
+
+// repoConfig holds the flags shared by run, apply, plan and status.
+type repoConfig struct {
+	repo, branch, statusBranch, path string
+	stateDir, targetsRoot, cacheDir  string
+	allowCommand                     bool
+	logLevel, logFormat              string
+	prBranches                       string
+	forgeURL, forgeRepo, forgeToken  string
+	externalURL                      string
+	customCA                         string
+	gitTimeout                       time.Duration
+	planBudget                       time.Duration
+	adoptEmptyState                  bool
+	minFreeSpace                     byteSize
+	// noAPI: the command applies without serving the HTTP API (apply
+	// without --listen), so responses and signals cannot arrive.
+	noAPI bool
+}
+
+func (c *repoConfig) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&c.repo, "repo", ".", "repository: a URL (file://, git://, http(s)://, ssh) or a local path")
+	f.StringVar(&c.branch, "branch", "main", "deploy branch")
+	f.StringVar(&c.statusBranch, "status-branch", "stackd/status", "branch stackd writes status commits to")
+	f.StringVar(&c.path, "path", ".", "definitions directory inside the repository")
+	f.StringVar(&c.stateDir, "state-dir", ".stackd/state", "Badger state directory")
+	f.StringVar(&c.targetsRoot, "targets-root", ".stackd/targets", "root directory of file resources: <root>/<account>/<region>/")
+	c.addStateSafetyFlags(f)
+	f.StringVar(&c.cacheDir, "cache-dir", "", "where a remote repository is cloned (default: <parent of --state-dir>/git-cache)")
+	f.DurationVar(&c.gitTimeout, "git-timeout", gitsource.DefaultFetchTimeout, "bound on each fetch or push to a remote repository")
+	f.BoolVar(&c.allowCommand, "allow-command", true, "allow the command provider")
+	f.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&c.logFormat, "log-format", "auto", "log format: json, console, auto (console on a terminal)")
+	f.StringVar(&c.externalURL, "external-url", "", "URL under which custom-resource providers and wait-condition signalers reach this daemon's response and handle URLs (default: from --listen, https with --tls-cert, the port bound)")
+	f.StringVar(&c.customCA, "custom-ca-file", "", "PEM CA certificates trusted (besides the system's) for custom-resource service tokens over https")
+	f.DurationVar(&c.planBudget, "plan-budget", reconciler.DefaultPlanBudget, "time budget of planning one untrusted ref (a pull-request branch, or any ref but the deploy branch's head through the API)")
+	f.StringVar(&c.prBranches, "pr-branches", "*", "pattern (path.Match) of the branches planned as pull requests; the deploy and status branches never are")
+	f.StringVar(&c.forgeURL, "forge-url", "", "GitHub-compatible REST API base URL for pull-request comments (e.g. https://api.github.com)")
+	f.StringVar(&c.forgeRepo, "forge-repo", "", "owner/name of the repository on the forge")
+	f.StringVar(&c.forgeToken, "forge-token-file", "", "file holding the forge API token")
+}
+
+// forgeNotifier posts change sets as pull-request comments.
+type forgeNotifier struct{ client *forge.Client }
+
+func (n forgeNotifier) Notify(ctx context.Context, branch, stackSet, markdown string) error {
+	pr, ok, err := n.client.PullRequestForBranch(ctx, branch)
+	if err != nil || !ok {
+		return err
+	}
+	return n.client.Upsert(ctx, pr, stackSet, markdown)
+}
+
+func (c *repoConfig) notifier() (reconciler.Notifier, error) {
+	if c.forgeURL == "" {
+		return nil, nil
+	}
+	if c.forgeRepo == "" || c.forgeToken == "" {
+		return nil, fmt.Errorf("--forge-url needs --forge-repo and --forge-token-file")
+	}
+	tok, err := os.ReadFile(c.forgeToken)
+	if err != nil {
+		return nil, fmt.Errorf("--forge-token-file: %w", err)
+	}
+	client, err := forge.New(forge.Options{BaseURL: c.forgeURL, Repo: c.forgeRepo, Token: strings.TrimSpace(string(tok))})
+	if err != nil {
+		return nil, err
+	}
+	return forgeNotifier{client}, nil
+}
+
+// setTimeFormat sets zerolog's global time format once: commands may run
+// concurrently in one process (tests), and the global must not be written
+// while loggers read it.
+var setTimeFormat sync.Once
+
+func (c *repoConfig) logger(w io.Writer) (zerolog.Logger, error) {
+	setTimeFormat.Do(func() { zerolog.TimeFieldFormat = time.RFC3339Nano })
+	lvl, err := zerolog.ParseLevel(c.logLevel)
+	if err != nil {
+		return zerolog.Logger{}, fmt.Errorf("--log-level: %w", err)
+	}
+	out := w
+	if c.logFormat == "console" || c.logFormat == "auto" && isTerminal(w) {
+		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !isTerminal(w)}
+	}
+	return zerolog.New(out).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// app is everything a repository-bound command needs.
+type app struct {
+	store   *state.Store
+	source  *gitsource.Source
+	engine  *engine.Engine
+	rec     *reconciler.Reconciler
+	log     zerolog.Logger
+	broker  *custom.Broker
+	signals *waitcondition.Provider
+	metrics *api.Metrics
+	space   *diskspace.Checker
+}
+
+func (a *app) Close() error { return a.store.Close() }
+
+func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
+	log, err := c.logger(logOut)
+	if err != nil {
+		return nil, err
+	}
+	cache := c.cacheDir
+	if cache == "" {
+		cache = filepath.Join(filepath.Dir(filepath.Clean(c.stateDir)), "git-cache")
+	}
+	src, err := gitsource.Open(ctx, gitsource.Options{
+		Repo: c.repo, Branch: c.branch, StatusBranch: c.statusBranch, CacheDir: cache,
+		FetchTimeout: c.gitTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	st, err := c.openState(log)
+	if err != nil {
+		return nil, err
+	}
+	// run and apply --listen resolve the external URL against the bound
+	// address first; without an API (plan, apply) it is run's default.
+	externalURL := cmp.Or(c.externalURL, defaultExternalURL)
+	var noAPI string
+	if c.noAPI {
+		noAPI = noAPIReason
+	}
+	cp, broker, err := newCustomWith(st, externalURL, c.customCA, &log, noAPI)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	wp, err := newWaitCondition(st, externalURL, noAPIWait(c.noAPI))
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	eng := engine.New(providers(c.targetsRoot, c.allowCommand, cp, wp))
+	eng.SetLogger(log)
+	metrics := api.NewMetrics()
+	space := c.spaceChecker(log, metrics)
+	notifier, err := c.notifier()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	rec, err := reconciler.New(reconciler.Options{
+		Source: src, Store: st, Engine: eng, Branch: c.branch, Path: c.path, Log: log,
+		StatusBranch: c.statusBranch, PRBranches: c.prBranches, Notifier: notifier, Metrics: metrics,
+		PlanBudget: c.planBudget, AdoptEmptyState: c.adoptEmptyState, Space: space,
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &app{store: st, source: src, engine: eng, rec: rec, log: log, broker: broker, signals: wp, metrics: metrics, space: space}, nil
+}
