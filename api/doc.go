@@ -5,7 +5,8 @@
 // push webhook;
 // and the pre-signed URLs that take custom-resource responses and
 // wait-condition signals. openapi.json documents every route and is served
-// at /openapi.json.
+// at /openapi.json. Client is the typed client of the routes the stackd
+// commands call on a running daemon (promote, abort).
 //
 // # Invariants
 //
