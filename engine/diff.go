@@ -1,0 +1,213 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/provider"
+)
+
+// The diff of one resource member against its recorded state.
+
+func changedNames(rp *ResourcePlan) string {
+	var n []string
+	for _, pc := range rp.Change.ResourceChange.PropertyChanges {
+		n = append(n, pc.Name)
+	}
+	return strings.Join(n, ", ")
+}
+
+// diff compares the evaluated properties with the recorded resource.
+func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after cty.Value, meta json.RawMessage) *ResourcePlan {
+	rp := &ResourcePlan{Address: addr, Base: r.Addr(), Type: r.Type, After: after, Replacement: changeset.ReplacementFalse, Module: w.moduleInfo(), metadata: meta, DeclRange: r.DeclRange}
+	for _, d := range r.deps {
+		rp.deps = append(rp.deps, w.prefix+d)
+	}
+	rr := w.plan.recorded[addr]
+	interrupted := rr != nil && rr.Type == r.Type &&
+		(rr.Status == StatusPendingDelete || rr.Status == StatusPendingCreate && !unchanged(after, rr.Inputs))
+	if interrupted {
+		// A delete (of a replacement) a crash interrupted, or a create
+		// interrupted and since reconfigured: finish deleting what it was
+		// or may have made, then create anew.
+		rp.Action = Replace
+		rp.Replacement = changeset.ReplacementTrue
+		rp.PhysicalID = rr.PhysicalID
+		rp.Before = markAttrs(rr.inputs(), rr.Sensitive)
+		rp.Change = w.addChange(r, rp, schema)
+		return rp
+	}
+	if rr == nil || rr.Status == StatusPendingCreate || rr.Type != r.Type {
+		rp.Action = Create
+		if rr != nil && rr.Status == StatusPendingCreate {
+			rp.RequestID = rr.RequestID
+		}
+		if rr != nil && rr.Type != r.Type {
+			// The address now names a resource of another type: replace it.
+			rp.Action = Replace
+			rp.Replacement = changeset.ReplacementTrue
+			rp.PhysicalID = rr.PhysicalID
+			rp.Before = markAttrs(rr.inputs(), rr.Sensitive)
+		}
+		rp.Change = w.addChange(r, rp, schema)
+		return rp
+	}
+	rp.PhysicalID = rr.PhysicalID
+	policyChanged := policy(rr.DeletionPolicy) != policy(r.DeletionPolicy)
+	metaChanged := !bytes.Equal(rr.Metadata, meta)
+	if rr.Status == StatusApplied && !policyChanged && !metaChanged && len(r.Lifecycle.IgnoreChanges) == 0 && !w.inst.Reapply && unchanged(after, rr.Inputs) {
+		// Fast path: the properties encode exactly as recorded.
+		rp.Action = NoOp
+		return rp
+	}
+	rp.Before = markAttrs(rr.inputs(), rr.Sensitive)
+	ignored := map[string]bool{}
+	for _, n := range r.Lifecycle.IgnoreChanges {
+		ignored[n] = true
+	}
+	var changed []string
+	strongest := changeset.ReplacementFalse
+	for _, name := range sortedKeys(schema.Properties) {
+		if ignored[name] {
+			continue
+		}
+		nv := after.GetAttr(name)
+		ov := cty.NullVal(schema.Properties[name].Type)
+		if rr.inputs().Type().HasAttribute(name) {
+			ov = rr.inputs().GetAttr(name)
+			if conv, err := convert.Convert(ov, schema.Properties[name].Type); err == nil {
+				ov = conv
+			}
+		}
+		if valuesEqual(nv, ov) {
+			continue
+		}
+		changed = append(changed, name)
+		dynamic := !nv.IsWhollyKnown()
+		switch schema.Properties[name].Recreation {
+		case provider.Always:
+			if !dynamic {
+				strongest = changeset.ReplacementTrue
+			} else if strongest != changeset.ReplacementTrue {
+				strongest = changeset.ReplacementConditional
+			}
+		case provider.Conditionally:
+			if strongest != changeset.ReplacementTrue {
+				strongest = changeset.ReplacementConditional
+			}
+		}
+	}
+	switch {
+	case rr.Status == StatusPendingUpdate && strongest != changeset.ReplacementTrue:
+		// Repeat the update a crash interrupted (same RequestID); if the
+		// properties now require recreation, it is a replacement instead.
+		rp.Action = Update
+		rp.RequestID = rr.RequestID
+	case len(changed) == 0 && w.inst.Reapply:
+		rp.Action = Update
+	case len(changed) == 0 && (policyChanged || metaChanged):
+		rp.Action = Update
+		rp.metaOnly = true
+	case len(changed) == 0:
+		rp.Action = NoOp
+	case strongest == changeset.ReplacementTrue:
+		rp.Action = Replace
+	default:
+		rp.Action = Update
+	}
+	rp.Replacement = strongest
+	if ignored := len(r.Lifecycle.IgnoreChanges) > 0; ignored && rp.Action != NoOp {
+		// ignored properties keep their recorded values
+		m := after.AsValueMap()
+		for n := range m {
+			if r.Lifecycle.isIgnored(n) && rr.inputs().Type().HasAttribute(n) {
+				m[n] = rp.Before.GetAttr(n) // marked as recorded
+			}
+		}
+		rp.After = cty.ObjectVal(m)
+	}
+	rp.Change = w.modifyChange(r, rp, schema, changed)
+	rc := &rp.Change.ResourceChange
+	if rr.Status == StatusPendingUpdate && len(changed) == 0 {
+		// Nothing changed in the template, but an update a crash
+		// interrupted is repeated: the seed's System change source.
+		// Each property it sends is a target of its own (the seed's Name
+		// is set for every Properties target).
+		e := rp.Address
+		rc.Scope = append(rc.Scope, "Properties")
+		for _, name := range sortedKeys(schema.Properties) {
+			if v := rp.After.GetAttr(name); v.IsNull() && !v.IsMarked() {
+				continue
+			}
+			rc.Details = append(rc.Details, changeset.ResourceChangeDetail{ChangeSource: changeset.SourceSystem, CausingEntity: &e, Evaluation: "Static",
+				Target: changeset.ResourceTargetDefinition{Attribute: "Properties", Name: name, RequiresRecreation: schema.Properties[name].Recreation.String()}})
+		}
+	}
+	if metaChanged {
+		rc.Scope = append(rc.Scope, "Metadata")
+		for _, c := range w.causes(r.Addr(), r.Metadata, func(cv cty.Value) (bool, bool) { return sameMetadata(cv, rr.Metadata) }) {
+			rc.Details = append(rc.Details, changeset.ResourceChangeDetail{ChangeSource: c.source, CausingEntity: c.entity, Evaluation: "Static",
+				Target: changeset.ResourceTargetDefinition{Attribute: "Metadata", RequiresRecreation: provider.Never.String()}})
+		}
+		rc.PropertyChanges = append(rc.PropertyChanges, w.metadataChange(r, rr.Metadata, meta))
+	}
+	if policyChanged {
+		rc.Scope = append(rc.Scope, "DeletionPolicy")
+		rc.Details = append(rc.Details, changeset.ResourceChangeDetail{ChangeSource: changeset.SourceDirectModification, Evaluation: "Static",
+			Target: changeset.ResourceTargetDefinition{Attribute: "DeletionPolicy", RequiresRecreation: provider.Never.String()}})
+		rc.PropertyChanges = append(rc.PropertyChanges, changeset.ResourcePropertyChange{Name: "DeletionPolicy", BeforeValue: policy(rr.DeletionPolicy), AfterValue: policy(r.DeletionPolicy)})
+	}
+	return rp
+}
+
+func (l Lifecycle) isIgnored(name string) bool {
+	for _, n := range l.IgnoreChanges {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// policy normalises a deletion policy ("" is the default, Delete).
+func policy(p string) string {
+	if p == "" {
+		return "Delete"
+	}
+	return p
+}
+
+// unchanged reports whether the evaluated properties encode exactly as the
+// recorded ones (the common case of a no-op plan, without decoding).
+func unchanged(after cty.Value, recorded []byte) bool {
+	if !after.IsWhollyKnown() {
+		return false
+	}
+	clean, _ := after.UnmarkDeep()
+	b, err := EncodeValue(clean)
+	return err == nil && bytes.Equal(b, recorded)
+}
+
+// valuesEqual compares a planned value with a recorded one: unknown values
+// are never equal; marks are ignored; values compare by their JSON.
+func valuesEqual(a, b cty.Value) bool {
+	if !a.IsWhollyKnown() {
+		return false
+	}
+	a, _ = a.UnmarkDeep()
+	b, _ = b.UnmarkDeep()
+	if a.IsNull() || b.IsNull() {
+		return a.IsNull() == b.IsNull()
+	}
+	if a.Type().Equals(b.Type()) {
+		return a.RawEquals(b)
+	}
+	aj, err1 := plainJSON(a)
+	bj, err2 := plainJSON(b)
+	return err1 == nil && err2 == nil && string(aj) == string(bj)
+}

@@ -1,0 +1,384 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/stackd/stackd/engine/changeset"
+)
+
+// The walker: it evaluates a template node by node in dependency order,
+// descends into modules and plans the removals.
+
+type walker struct {
+	e         *Engine
+	inst      *Instance
+	tmpl      *Template
+	base      map[string]cty.Value // var, target, stack_set
+	locals    map[string]cty.Value
+	resources map[string]cty.Value // by "TYPE.NAME"
+	// changing marks resources whose action is not NoOp.
+	changing map[string]bool
+	plan     *InstancePlan
+	// apply hook: when set, called for each resource instance plan in
+	// order; it returns the resource's real value.
+	apply func(r *Resource, rp *ResourcePlan, props cty.Value) (cty.Value, *ResourceState, error)
+	// pause waits between the batches of an update pattern (apply only).
+	pause func(d time.Duration) error
+	// wait completes a waiter member (apply only); see gate.
+	wait func(m *member) error
+	// note reports progress (apply only): the batches of update patterns.
+	note Observer
+	// groups holds the applied members of waiter resources (by "TYPE.NAME")
+	// until they complete.
+	groups map[string][]*member
+	// waiters (shared) lists every applied waiter member, in apply order.
+	waiters *[]*member
+
+	// Modules: a module's walker evaluates the module's template with its
+	// own variables, locals and resources, sharing the plan.
+	prefix   string   // address prefix: "" or "module.a.module.b."
+	modPath  []string // module names from the outermost
+	modTypes []string // module sources from the outermost
+	modules  map[string]cty.Value
+	outputs  map[string]cty.Value // this walker's outputs
+	desired  map[string]bool      // shared: every planned address
+	planned  *[]*ResourcePlan     // shared: planned resources in order
+	// meter (shared) measures the work against the limits and stops it
+	// when the plan's context ends (limits.go).
+	meter *meter
+
+	// Attribution (attribution.go, changes.go): prior holds this template's variables as
+	// the instance last applied them (nil when unknown), priorLocals the
+	// locals evaluated with them; extra is the count/each of the member
+	// being diffed; changedAddrs (shared) the full addresses of members
+	// whose action is not NoOp.
+	prior        map[string]cty.Value
+	priorLocals  map[string]cty.Value
+	extra        map[string]cty.Value
+	changedAddrs map[string]bool
+}
+
+func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	ss := inst.StackSet
+	t := ss.Template
+	vals := inst.Vars
+	if vals == nil {
+		vals = ss.VarsFor(inst.Target)
+	}
+	vars := map[string]cty.Value{}
+	for name, decl := range t.Variables {
+		v, ok := vals[name]
+		if !ok {
+			if decl.Default == cty.NilVal {
+				diags = diags.Append(errorf(ss.DeclRange, "No value for required variable", "Stack set %q does not set variable %q.", ss.Name, name))
+				continue
+			}
+			v = decl.Default
+		}
+		if decl.Sensitive {
+			v = v.Mark(markSensitive)
+		}
+		vars[name] = v
+	}
+	id := cty.UnknownVal(cty.String)
+	if inst.StackSetID != "" {
+		id = cty.StringVal(inst.StackSetID)
+	}
+	w := &walker{
+		e: e, inst: inst, tmpl: t,
+		base: map[string]cty.Value{
+			"var":       cty.ObjectVal(vars),
+			"target":    cty.ObjectVal(map[string]cty.Value{"region": cty.StringVal(inst.Target.Region), "account": cty.StringVal(inst.Target.Account), "ou": cty.StringVal(ss.OU(inst.Target.Account))}),
+			"stack_set": cty.ObjectVal(map[string]cty.Value{"name": cty.StringVal(ss.Name), "id": id}),
+		},
+		locals:    map[string]cty.Value{},
+		resources: map[string]cty.Value{},
+		changing:  map[string]bool{},
+		modules:   map[string]cty.Value{},
+		desired:   map[string]bool{},
+		planned:   new([]*ResourcePlan),
+		groups:    map[string][]*member{},
+		waiters:   new([]*member),
+		plan:      &InstancePlan{Instance: inst, Outputs: map[string]cty.Value{}, recorded: map[string]*recordedResource{}},
+		meter:     newMeter(context.Background()),
+
+		changedAddrs: map[string]bool{},
+	}
+	w.prior = priorVars(inst, t)
+	w.outputs = w.plan.Outputs
+	for _, r := range recorded {
+		rr := &recordedResource{ResourceState: r}
+		w.plan.recorded[r.Address] = rr
+	}
+	return w, diags
+}
+
+// walkNodes evaluates this walker's template: locals, resources, modules
+// and outputs in dependency order.
+func (w *walker) walkNodes() hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, node := range w.tmpl.order {
+		rng := w.nodeRange(node)
+		if err := w.meter.stopped(); err != nil {
+			return append(diags, stoppedDiag(w.meter.ctx, &rng))
+		}
+		w.meter.setAt(w.prefix+node+" ("+rng.String()+")", &rng)
+		if d := w.gate(node); d.HasErrors() {
+			return append(diags, d...)
+		}
+		switch {
+		case strings.HasPrefix(node, "local."):
+			l := w.tmpl.Locals[strings.TrimPrefix(node, "local.")]
+			v, d := l.Expr.Value(w.ctx(node))
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				return diags
+			}
+			if d := checkValue(w.meter, v, w.prefix+node, l.Expr.Range()); d != nil {
+				return diags.Append(d)
+			}
+			w.locals[l.Name] = v
+		case strings.HasPrefix(node, "output."):
+			o := w.tmpl.Outputs[strings.TrimPrefix(node, "output.")]
+			v, d := o.Expr.Value(w.ctx(node))
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				return diags
+			}
+			if d := checkValue(w.meter, v, w.prefix+node, o.Expr.Range()); d != nil {
+				return diags.Append(d)
+			}
+			if o.Sensitive {
+				v = v.Mark(markSensitive)
+			}
+			w.outputs[o.Name] = v
+		case strings.HasPrefix(node, "module."):
+			d := w.module(w.tmpl.Modules[strings.TrimPrefix(node, "module.")])
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				return diags
+			}
+		default:
+			r := w.tmpl.Resources[node]
+			rps, d := w.resource(r)
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				return diags
+			}
+			for _, rp := range rps {
+				w.desired[rp.Address] = true
+			}
+			*w.planned = append(*w.planned, rps...)
+		}
+	}
+	return diags
+}
+
+// nodeRange is where a node of the template is declared.
+func (w *walker) nodeRange(node string) hcl.Range {
+	kind, name, _ := strings.Cut(node, ".")
+	switch kind {
+	case "local":
+		return w.tmpl.Locals[name].DeclRange
+	case "output":
+		return w.tmpl.Outputs[name].DeclRange
+	case "module":
+		return w.tmpl.Modules[name].DeclRange
+	}
+	if r := w.tmpl.Resources[node]; r != nil {
+		return r.DeclRange
+	}
+	return hcl.Range{}
+}
+
+// moduleInfo is the ROS ModuleInfo of this walker's resources (nil at the top).
+func (w *walker) moduleInfo() *changeset.ModuleInfo {
+	if len(w.modPath) == 0 {
+		return nil
+	}
+	return &changeset.ModuleInfo{LogicalIdHierarchy: strings.Join(w.modPath, "/"), TypeHierarchy: typeHierarchy(w.modTypes)}
+}
+
+// module evaluates a module call: its inputs become the module template's
+// variables, its resources are planned under "module.NAME.", and its
+// outputs become module.NAME.OUTPUT.
+func (w *walker) module(mc *ModuleCall) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	ctx := w.ctx("module." + mc.Name)
+	vars := map[string]cty.Value{}
+	for name, decl := range mc.Template.Variables {
+		v := decl.Default
+		if a, ok := mc.Inputs[name]; ok {
+			val, d := a.Expr.Value(ctx)
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				return diags
+			}
+			conv, err := convert.Convert(val, decl.Type)
+			if err != nil {
+				return diags.Append(errorf(a.Expr.Range(), "Invalid value for module variable",
+					"Module %q: variable %q must be %s: %s.", mc.Name, name, typeName(decl.Type), err))
+			}
+			if d := checkValue(w.meter, conv, fmt.Sprintf("module %q's variable %q", mc.Name, name), a.Expr.Range()); d != nil {
+				return diags.Append(d)
+			}
+			v = conv
+		}
+		if decl.Sensitive {
+			v = v.Mark(markSensitive)
+		}
+		vars[name] = v
+	}
+	child := &walker{
+		e: w.e, inst: w.inst, tmpl: mc.Template, apply: w.apply, pause: w.pause, wait: w.wait, note: w.note,
+		groups: map[string][]*member{}, waiters: w.waiters, meter: w.meter,
+		base: map[string]cty.Value{
+			"var": cty.ObjectVal(vars), "target": w.base["target"], "stack_set": w.base["stack_set"],
+		},
+		locals: map[string]cty.Value{}, resources: map[string]cty.Value{},
+		changing: map[string]bool{}, modules: map[string]cty.Value{}, outputs: map[string]cty.Value{},
+		plan: w.plan, desired: w.desired, planned: w.planned,
+		prefix:   w.prefix + "module." + mc.Name + ".",
+		modPath:  append(append([]string{}, w.modPath...), mc.Name),
+		modTypes: append(append([]string{}, w.modTypes...), mc.Source),
+
+		changedAddrs: w.changedAddrs,
+	}
+	child.prior = w.priorModuleVars(mc)
+	diags = append(diags, child.walkNodes()...)
+	if diags.HasErrors() {
+		return diags
+	}
+	for _, c := range child.changing {
+		if c {
+			w.changing["module."+mc.Name] = true
+		}
+	}
+	w.modules[mc.Name] = cty.ObjectVal(child.outputs)
+	return diags
+}
+
+// walk evaluates every node in dependency order, planning each resource,
+// then plans the removal of recorded resources no longer desired.
+func (w *walker) walk() hcl.Diagnostics {
+	diags := w.walkNodes()
+	if diags.HasErrors() {
+		return diags
+	}
+	desired, planned := w.desired, *w.planned
+	// Removals: recorded resources no longer desired, dependents first.
+	var removed []*recordedResource
+	for addr, rr := range w.plan.recorded {
+		if !desired[addr] {
+			removed = append(removed, rr)
+		}
+	}
+	for _, rr := range orderRemovals(removed) {
+		if tr := w.tmpl.Resources[baseAddr(rr.Address)]; tr != nil && tr.Lifecycle.PreventDestroy {
+			return diags.Append(errorf(tr.DeclRange, "Instance cannot be destroyed",
+				"%s has lifecycle.prevent_destroy set, but this change would destroy it. Remove prevent_destroy first or keep the resource.", rr.Address))
+		}
+		rp := &ResourcePlan{Address: rr.Address, Base: baseAddr(rr.Address), Type: rr.Type, Action: Delete, PhysicalID: rr.PhysicalID, Before: markAttrs(rr.inputs(), rr.Sensitive)}
+		if rr.Status == StatusPendingDelete {
+			rp.RequestID = rr.RequestID
+		}
+		rp.Change = removeChange(rp, rr.DeletionPolicy, w.tmpl, priorTemplate(w.inst))
+		w.plan.Resources = append(w.plan.Resources, rp)
+	}
+	w.plan.Resources = append(w.plan.Resources, planned...)
+	return diags
+}
+
+// orderRemovals orders removed resources so that a resource is deleted
+// before the resources it depends on.
+func orderRemovals(removed []*recordedResource) []*recordedResource {
+	byBase := map[string][]*recordedResource{}
+	g := newGraph()
+	for _, rr := range removed {
+		b := baseAddr(rr.Address)
+		byBase[b] = append(byBase[b], rr)
+		g.add(b)
+	}
+	for _, rr := range removed {
+		for _, d := range rr.DependsOn {
+			if _, ok := byBase[d]; ok && d != baseAddr(rr.Address) {
+				g.connect(baseAddr(rr.Address), d)
+			}
+		}
+	}
+	order, cycle := g.order()
+	if cycle != nil { // recorded data is inconsistent; fall back to name order
+		order = sortedKeys(byBase)
+	}
+	var out []*recordedResource
+	for i := len(order) - 1; i >= 0; i-- {
+		rs := byBase[order[i]]
+		sort.Slice(rs, func(a, b int) bool { return rs[a].Address > rs[b].Address })
+		out = append(out, rs...)
+	}
+	return out
+}
+
+func baseAddr(addr string) string {
+	if i := strings.IndexByte(addr, '['); i >= 0 {
+		return addr[:i]
+	}
+	return addr
+}
+
+// ctx builds the evaluation context of a node: the base roots plus the
+// locals and resources the node references (found once, by analyze).
+func (w *walker) ctx(node string) *hcl.EvalContext {
+	vars := make(map[string]cty.Value, len(w.base)+4)
+	for k, v := range w.base {
+		vars[k] = v
+	}
+	locals := map[string]cty.Value{}
+	byType := map[string]map[string]cty.Value{}
+	modules := map[string]cty.Value{}
+	for _, ref := range w.tmpl.refs[node] {
+		if ref.root == "module" {
+			if v, ok := w.modules[ref.name]; ok {
+				modules[ref.name] = v
+			}
+			continue
+		}
+		if ref.root == "local" {
+			if v, ok := w.locals[ref.name]; ok {
+				locals[ref.name] = v
+			}
+			continue
+		}
+		if v, ok := w.resources[ref.root+"."+ref.name]; ok {
+			if byType[ref.root] == nil {
+				byType[ref.root] = map[string]cty.Value{}
+			}
+			byType[ref.root][ref.name] = v
+		}
+	}
+	vars["local"] = cty.ObjectVal(locals)
+	vars["module"] = cty.ObjectVal(modules)
+	for typ, m := range byType {
+		vars[typ] = cty.ObjectVal(m)
+	}
+	return &hcl.EvalContext{Variables: vars, Functions: w.meter.functions()}
+}
+
+// withExtra returns a child context holding count or each.
+func withExtra(ctx *hcl.EvalContext, extra map[string]cty.Value) *hcl.EvalContext {
+	if len(extra) == 0 {
+		return ctx
+	}
+	child := ctx.NewChild()
+	child.Variables = extra
+	return child
+}

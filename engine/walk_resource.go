@@ -1,0 +1,210 @@
+package engine
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/stackd/stackd/engine/provider"
+)
+
+// Planning one resource: its members' properties, their diff and their
+// values for references.
+
+// resource plans (and in apply mode applies) every instance of r and
+// records its value for references.
+func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
+	exps, diags := w.expand(r)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	if r.UpdatePattern != nil {
+		if d := r.UpdatePattern.CheckMinInService(r.Addr(), len(exps)); d != nil {
+			return nil, diags.Append(d)
+		}
+	}
+	p := w.e.providers[r.Type]
+	schema := p.Schema()
+	base := w.ctx(r.Addr())
+	names := sortedKeys(schema.Properties)
+	members := make([]*member, 0, len(exps))
+	for _, ex := range exps {
+		if err := w.meter.stopped(); err != nil {
+			return nil, diags.Append(stoppedDiag(w.meter.ctx, r.DeclRange.Ptr()))
+		}
+		ctx := withExtra(base, ex.extra)
+		props := make(map[string]cty.Value, len(schema.Properties))
+		for _, name := range names {
+			ps := schema.Properties[name]
+			a := r.Properties[name]
+			if a == nil {
+				props[name] = cty.NullVal(ps.Type)
+				continue
+			}
+			v, d := a.Expr.Value(ctx)
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				continue
+			}
+			conv, err := convert.Convert(v, ps.Type)
+			if err != nil {
+				diags = diags.Append(errorf(a.Expr.Range(), "Invalid value for property",
+					"%s: property %q must be %s: %s.", ex.addr, name, typeName(ps.Type), err))
+				continue
+			}
+			if ps.Required && conv.IsNull() {
+				diags = diags.Append(errorf(a.Expr.Range(), "Missing value for property", "%s: property %q is required and must not be null.", ex.addr, name))
+				continue
+			}
+			if ps.Sensitive {
+				conv = conv.Mark(markSensitive)
+			}
+			props[name] = conv
+		}
+		if diags.HasErrors() {
+			return nil, diags
+		}
+		obj := cty.ObjectVal(props)
+		// Change sets copy the properties of every resource: they count.
+		if d := checkProperties(w.meter, obj, "the properties of "+w.prefix+ex.addr, r.DeclRange); d != nil {
+			d.Subject = largestProperty(r, props).Ptr()
+			return nil, diags.Append(d)
+		}
+		if v, ok := p.(provider.Validator); ok {
+			// Validators check the known parts (unknown values are skipped).
+			clean, _ := obj.UnmarkDeep()
+			if err := v.ValidateProperties(w.inst.providerTarget(), clean); err != nil {
+				return nil, diags.Append(errorf(r.DeclRange, "Invalid resource properties", "%s: %s.", ex.addr, strings.TrimSuffix(err.Error(), ".")))
+			}
+		}
+		var meta json.RawMessage
+		if r.Metadata != nil {
+			mv, d := r.Metadata.Value(ctx)
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				return nil, diags
+			}
+			if !mv.IsWhollyKnown() {
+				return nil, diags.Append(errorf(r.Metadata.Range(), "Invalid metadata", "%s: metadata must be known at plan time; it cannot use values known only after apply.", ex.addr))
+			}
+			if d := checkValue(w.meter, mv, "the metadata of "+w.prefix+ex.addr, r.Metadata.Range()); d != nil {
+				return nil, diags.Append(d)
+			}
+			mv, _ = mv.UnmarkDeep()
+			meta, _ = EncodeValue(mv)
+		}
+		w.extra = ex.extra
+		rp := w.diff(r, w.prefix+ex.addr, schema, obj, meta)
+		if rr := w.plan.recorded[rp.Address]; rr != nil && rr.Deposed != nil {
+			rp.DeposedCleanup = true
+		}
+		rp.CreateBeforeDestroy = rp.Action == Replace && r.Lifecycle.CreateBeforeDestroy
+		if rp.Action == Replace || rp.Action == Delete {
+			if r.Lifecycle.PreventDestroy {
+				return nil, diags.Append(errorf(r.DeclRange, "Instance cannot be destroyed",
+					"%s has lifecycle.prevent_destroy set, but this change would destroy it (%s). Remove prevent_destroy first.", ex.addr, changedNames(rp)))
+			}
+		}
+		m := &member{addr: ex.addr, rp: rp, props: obj, val: cty.DynamicVal}
+		if ex.extra["each"] != cty.NilVal {
+			m.key = ex.extra["each"].GetAttr("key").AsString()
+		}
+		if w.tmpl.referenced[r.Addr()] {
+			m.val = w.value(p, schema, rp, obj)
+		}
+		members = append(members, m)
+	}
+	if w.apply != nil {
+		if err := w.applyMembers(r, members); err != nil {
+			return nil, append(diags, err...)
+		}
+	}
+	plans := make([]*ResourcePlan, len(members))
+	for i, m := range members {
+		plans[i] = m.rp
+		if m.rp.Action != NoOp {
+			w.changing[r.Addr()] = true
+			w.changedAddrs[m.rp.Address] = true
+		}
+	}
+	if _, ok := p.(provider.Waiter); ok && w.apply != nil {
+		w.groups[r.Addr()] = members
+		*w.waiters = append(*w.waiters, members...)
+	}
+	w.setValue(r, members)
+	return plans, diags
+}
+
+// member is one instance of a resource (one of its count or for_each
+// members, or the resource itself) while it is planned and applied.
+type member struct {
+	addr  string // address without the module prefix
+	key   string // for_each key
+	rp    *ResourcePlan
+	props cty.Value
+	// val is the member's value for references: planned, then applied.
+	val cty.Value
+	// rec is the record the apply left (waiters only).
+	rec *ResourceState
+	// waited: a waiter member has completed.
+	waited bool
+}
+
+// setValue records a resource's value for references.
+func (w *walker) setValue(r *Resource, members []*member) {
+	switch {
+	case r.Count != nil:
+		vals := make([]cty.Value, len(members))
+		for i, m := range members {
+			vals[i] = m.val
+		}
+		w.resources[r.Addr()] = cty.TupleVal(vals)
+	case r.ForEach != nil:
+		keyed := make(map[string]cty.Value, len(members))
+		for _, m := range members {
+			keyed[m.key] = m.val
+		}
+		w.resources[r.Addr()] = cty.ObjectVal(keyed)
+	default:
+		w.resources[r.Addr()] = members[0].val
+	}
+}
+
+// value is the resource's value for references during planning.
+func (w *walker) value(p provider.Provider, schema provider.Schema, rp *ResourcePlan, props cty.Value) cty.Value {
+	attrs := map[string]cty.Value{}
+	for k, v := range props.AsValueMap() {
+		attrs[k] = v
+	}
+	if rp.Action == NoOp {
+		rr := w.plan.recorded[rp.Address]
+		for k, v := range w.recordedAttrs(rr).AsValueMap() {
+			attrs[k] = v
+		}
+		return cty.ObjectVal(attrs)
+	}
+	if schema.OpenAttributes {
+		return cty.DynamicVal
+	}
+	var planned map[string]cty.Value
+	if ap, ok := p.(provider.AttributePlanner); ok {
+		clean, marks := props.UnmarkDeep()
+		planned = ap.PlanAttributes(w.inst.providerTarget(), clean)
+		if len(marks) > 0 {
+			for k, v := range planned {
+				planned[k] = v.Mark(markSensitive)
+			}
+		}
+	}
+	for _, name := range schema.Attributes {
+		if v, ok := planned[name]; ok {
+			attrs[name] = v
+		} else {
+			attrs[name] = cty.DynamicVal
+		}
+	}
+	return cty.ObjectVal(attrs)
+}
