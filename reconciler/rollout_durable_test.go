@@ -282,7 +282,7 @@ func TestRolloutRollbackIsPacedAndGated(t *testing.T) {
 	if op := reconcileOp(t, h, "web"); op.Status != state.OperationSucceeded {
 		t.Fatalf("first deploy %s (%s)", op.Status, op.Reason)
 	}
-	pausesBefore := countAfters(clock, 30*time.Second)
+	pausesBefore := clock.Afters(30 * time.Second)
 
 	// v2 is bad in the third region; the first region's first instance
 	// has turned bad at v1 since (a rollback cannot bring it back).
@@ -301,7 +301,7 @@ func TestRolloutRollbackIsPacedAndGated(t *testing.T) {
 	}
 	// Forward: a pause after each of 3 batches; back: one after each of
 	// the 3 rolled-back batches.
-	if n := countAfters(clock, 30*time.Second) - pausesBefore; n != 6 {
+	if n := clock.Afters(30*time.Second) - pausesBefore; n != 6 {
 		t.Errorf("%d pauses of 30s, want 6 (3 batches, 3 rollback batches)", n)
 	}
 	var back []string
@@ -327,18 +327,6 @@ func sameSet(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(a, b)
-}
-
-func countAfters(c *fakeClock, d time.Duration) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, a := range c.afters {
-		if a == d {
-			n++
-		}
-	}
-	return n
 }
 
 // Earlier batches are probed again at every gate (as Argo Rollouts'
@@ -599,7 +587,7 @@ func TestRolloutResumeKeepsFailuresBeforeTheRestart(t *testing.T) {
 	h, _, restart := newRestartableHarness(t, c, clock, map[string]string{"web.hcl": rolloutHCL("web", "v1", []string{region}, accounts, prefs, body)})
 	wait := background(t, h)
 	for range 2 {
-		clock.waitForWaiter(t, time.Minute)
+		clock.WaitForWaiter(t, time.Minute, waitLimit)
 		clock.Advance(time.Minute)
 	}
 	if op := wait().Operations[0]; op.Status != state.OperationSucceeded {
@@ -609,7 +597,7 @@ func TestRolloutResumeKeepsFailuresBeforeTheRestart(t *testing.T) {
 	c.setFail(region, accounts[0], true)
 	rev2 := commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v2", []string{region}, accounts, prefs, body)}, "v2")
 	d := runDriverWithGrace(t, h, time.Millisecond)
-	clock.waitForWaiter(t, time.Minute) // batch 1 ran; its pause began
+	clock.WaitForWaiter(t, time.Minute, waitLimit) // batch 1 ran; its pause began
 	d.stop(t)
 
 	h.rec = restart()

@@ -29,126 +29,18 @@ import (
 	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/gitsource"
 	"github.com/stackd/stackd/internal/clock"
+	"github.com/stackd/stackd/internal/testkit"
 	"github.com/stackd/stackd/reconciler"
 	"github.com/stackd/stackd/state"
 )
 
 // ---- the fake clock -----------------------------------------------------------
 
-// fakeClock is the rollout clock of the tests. Manual (the default), After
-// fires when the test advances the clock past it. Auto, a goroutine of the
-// clock moves it to the earliest waiter and fires what is due as soon as
-// the waiters have had a moment to register, so health checks poll and
-// pauses pass without any real waiting — and concurrent waiters share
-// time as they would on a real clock (each After is measured from the
-// same now, instead of every caller pushing the clock on by its own d).
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	auto    bool
-	waiters []clockWaiter
-	afters  []time.Duration // every After, in order
-	changed chan struct{}
-	// advancing: the auto clock's goroutine runs.
-	advancing bool
-}
+// fakeClock is the rollout clock of the tests: testkit.Clock, manual or
+// auto.
+type fakeClock = testkit.Clock
 
-type clockWaiter struct {
-	at time.Time
-	d  time.Duration
-	ch chan time.Time
-}
-
-func newFakeClock(auto bool) *fakeClock {
-	return &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), auto: auto, changed: make(chan struct{}, 1)}
-}
-
-// advance is the auto clock's goroutine, running while anything waits: it
-// lets concurrent waiters register (a real millisecond, so that the probes
-// of one batch sleep in the same round), then moves the clock to the
-// earliest of them.
-func (c *fakeClock) advance() {
-	for {
-		time.Sleep(time.Millisecond)
-		c.mu.Lock()
-		if len(c.waiters) == 0 {
-			c.advancing = false
-			c.mu.Unlock()
-			return
-		}
-		earliest := c.waiters[0].at
-		for _, w := range c.waiters {
-			if w.at.Before(earliest) {
-				earliest = w.at
-			}
-		}
-		d := earliest.Sub(c.now)
-		c.mu.Unlock()
-		c.Advance(d)
-	}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.afters = append(c.afters, d)
-	ch := make(chan time.Time, 1)
-	at := c.now.Add(d)
-	if d <= 0 {
-		ch <- c.now
-		return ch
-	}
-	c.waiters = append(c.waiters, clockWaiter{at: at, d: d, ch: ch})
-	if c.auto && !c.advancing {
-		c.advancing = true
-		go c.advance()
-	}
-	select {
-	case c.changed <- struct{}{}:
-	default:
-	}
-	return ch
-}
-
-// Advance moves the clock and fires what is due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	c.waiters = slices.DeleteFunc(c.waiters, func(w clockWaiter) bool {
-		if w.at.After(c.now) {
-			return false
-		}
-		w.ch <- c.now
-		return true
-	})
-}
-
-// waitForWaiter waits until something waits for d on the clock.
-func (c *fakeClock) waitForWaiter(t *testing.T, d time.Duration) {
-	t.Helper()
-	timer := time.NewTimer(waitLimit)
-	defer timer.Stop()
-	for {
-		c.mu.Lock()
-		ok := slices.ContainsFunc(c.waiters, func(w clockWaiter) bool { return w.d == d })
-		c.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-c.changed:
-		case <-timer.C:
-			t.Fatalf("after %s nothing waits %s on the clock", waitLimit, d)
-		}
-	}
-}
+func newFakeClock(auto bool) *fakeClock { return testkit.NewClock(auto) }
 
 // ---- the health endpoint ------------------------------------------------------
 
@@ -501,7 +393,7 @@ func TestRolloutPauseAndProgress(t *testing.T) {
 		return n
 	}
 	for batch, want := range []int{2, 4, 5} {
-		clock.waitForWaiter(t, 30*time.Second)
+		clock.WaitForWaiter(t, 30*time.Second, waitLimit)
 		if got := creates(); got != want {
 			t.Fatalf("pausing after batch %d: %d instances created, want %d", batch+1, got, want)
 		}
@@ -857,7 +749,7 @@ func TestRolloutStaleStatusFailsGate(t *testing.T) {
 	region := fourRegions[0]
 	h, rev := newRolloutHarness(t, c, clock, map[string]string{"web.hcl": rolloutHCL("web", "v1", []string{region}, accounts, "", "batch_size = 2\npause = \"1m\"")})
 	wait := background(t, h)
-	clock.waitForWaiter(t, time.Minute)
+	clock.WaitForWaiter(t, time.Minute, waitLimit)
 	ss, err := h.store.StackSetByName("web")
 	if err != nil {
 		t.Fatal(err)

@@ -12,9 +12,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -31,6 +28,7 @@ import (
 
 	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/gitsource"
+	"github.com/stackd/stackd/internal/testkit"
 	"github.com/stackd/stackd/reconciler"
 	"github.com/stackd/stackd/state"
 )
@@ -295,23 +293,11 @@ func (c *ctl) eventsOf(stackSet string) []ctlEvent {
 
 // ---- the definitions repository -------------------------------------------
 
-var gitEnv = []string{
-	"GIT_AUTHOR_NAME=Test User", "GIT_AUTHOR_EMAIL=user@example.com",
-	"GIT_COMMITTER_NAME=Test User", "GIT_COMMITTER_EMAIL=user@example.com",
-	"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0",
-}
+var gitEnv = testkit.GitEnv
 
 func runGit(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	full := append([]string{"-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false", "-c", "gc.auto=0", "-c", "maintenance.auto=false"}, args...)
-	cmd := exec.Command("git", full...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), gitEnv...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return testkit.MustGit(t, dir, args...)
 }
 
 // ctlTemplate is the template every test stack set uses: one ctl resource.
@@ -331,18 +317,7 @@ output "unit" {
 // commitFiles writes files into the repository and commits them.
 func commitFiles(t *testing.T, dir string, files map[string]string, msg string) string {
 	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	runGit(t, dir, "add", "-A")
-	runGit(t, dir, "commit", "-q", "-m", msg)
-	return runGit(t, dir, "rev-parse", "HEAD")
+	return testkit.CommitFiles(t, dir, files, msg)
 }
 
 // harness is a reconciler on a fresh repository and state.

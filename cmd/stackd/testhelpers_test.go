@@ -13,7 +13,6 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -25,6 +24,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/stackd/stackd/examples"
+	"github.com/stackd/stackd/internal/testkit"
 	"github.com/stackd/stackd/reconciler"
 )
 
@@ -238,27 +238,12 @@ func eventually(t *testing.T, timeout time.Duration, cond func() bool, format st
 // ---- the user's Git repository -------------------------------------------
 
 // gitEnv makes the git CLI play a user, isolated from the machine's config.
-var gitEnv = []string{
-	"GIT_AUTHOR_NAME=Test User", "GIT_AUTHOR_EMAIL=user@example.com",
-	"GIT_COMMITTER_NAME=Test User", "GIT_COMMITTER_EMAIL=user@example.com",
-	"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0",
-}
+var gitEnv = testkit.GitEnv
 
 // runGit runs the git CLI in dir and returns its trimmed output.
 func runGit(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	full := append([]string{
-		"-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false",
-		"-c", "gc.auto=0", "-c", "maintenance.auto=false",
-	}, args...)
-	cmd := exec.Command("git", full...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), gitEnv...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s (in %s): %v\n%s", strings.Join(args, " "), dir, err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return testkit.MustGit(t, dir, args...)
 }
 
 // copyQuickstart writes examples/quickstart into dir.
