@@ -123,6 +123,7 @@ func (e *Engine) apply(ctx context.Context, p *InstancePlan, j Journal, obs Obse
 	if diags.HasErrors() {
 		return res, DiagsError(diags)
 	}
+	w.mode = modeApply
 	w.apply = func(r *Resource, rp *ResourcePlan, props cty.Value) (cty.Value, *ResourceState, error) {
 		if err := ctx.Err(); err != nil {
 			return cty.NilVal, nil, err

@@ -17,6 +17,30 @@ import (
 // The walker: it evaluates a template node by node in dependency order,
 // descends into modules and plans the removals.
 
+// walkMode is what a walk does with each resource: plan it, or plan and
+// apply it.
+type walkMode int
+
+const (
+	// modePlan plans: no provider changes anything, values known only
+	// after apply are unknown.
+	modePlan walkMode = iota
+	// modeApply applies each resource as it is planned, through the
+	// walker's apply, pause, wait and note hooks, so later resources see
+	// real values.
+	modeApply
+)
+
+func (m walkMode) String() string {
+	switch m {
+	case modePlan:
+		return "plan"
+	case modeApply:
+		return "apply"
+	}
+	return fmt.Sprintf("walkMode(%d)", int(m))
+}
+
 type walker struct {
 	e         *Engine
 	inst      *Instance
@@ -27,8 +51,11 @@ type walker struct {
 	// changing marks resources whose action is not NoOp.
 	changing map[string]bool
 	plan     *InstancePlan
-	// apply hook: when set, called for each resource instance plan in
-	// order; it returns the resource's real value.
+	// mode says whether the walk plans or applies; the hooks below are
+	// set in modeApply only.
+	mode walkMode
+	// apply is called for each resource instance plan in order; it
+	// returns the resource's real value.
 	apply func(r *Resource, rp *ResourcePlan, props cty.Value) (cty.Value, *ResourceState, error)
 	// pause waits between the batches of an update pattern (apply only).
 	pause func(d time.Duration) error
@@ -239,7 +266,7 @@ func (w *walker) module(mc *ModuleCall) hcl.Diagnostics {
 		vars[name] = v
 	}
 	child := &walker{
-		e: w.e, inst: w.inst, tmpl: mc.Template, apply: w.apply, pause: w.pause, wait: w.wait, note: w.note,
+		e: w.e, inst: w.inst, tmpl: mc.Template, mode: w.mode, apply: w.apply, pause: w.pause, wait: w.wait, note: w.note,
 		groups: map[string][]*member{}, waiters: w.waiters, meter: w.meter,
 		base: map[string]cty.Value{
 			"var": cty.ObjectVal(vars), "target": w.base["target"], "stack_set": w.base["stack_set"],

@@ -15,7 +15,7 @@ import (
 // complete (Template.needs), and updates their values with what the wait
 // returned (a wait condition's data).
 func (w *walker) gate(node string) hcl.Diagnostics {
-	if w.wait == nil {
+	if w.mode != modeApply {
 		return nil
 	}
 	for _, dep := range w.tmpl.needs[node] {

@@ -117,7 +117,7 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 		}
 		members = append(members, m)
 	}
-	if w.apply != nil {
+	if w.mode == modeApply {
 		if err := w.applyMembers(r, members); err != nil {
 			return nil, append(diags, err...)
 		}
@@ -130,7 +130,7 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 			w.changedAddrs[m.rp.Address] = true
 		}
 	}
-	if _, ok := p.(provider.Waiter); ok && w.apply != nil {
+	if _, ok := p.(provider.Waiter); ok && w.mode == modeApply {
 		w.groups[r.Addr()] = members
 		*w.waiters = append(*w.waiters, members...)
 	}
