@@ -24,6 +24,7 @@ var rules = []rule{
 	{"state", "state imports no package of ours", []string{module}},
 	{"engine", "engine knows no Git, no Badger and none of the packages that use it", []string{
 		"github.com/go-git/", "github.com/dgraph-io/badger", module + "state", module + "gitsource", module + "reconciler", module + "api", module + "cmd"}},
+	{"engine/changeset", "change sets are data and views: they import nothing of ours", []string{module}},
 	{"gitsource", "gitsource imports neither engine, state nor reconciler", []string{
 		"github.com/dgraph-io/badger", module + "engine", module + "state", module + "reconciler", module + "api", module + "cmd"}},
 	{"reconciler", "reconciler works through state and gitsource's interfaces, not Git or Badger, and knows no API", []string{
