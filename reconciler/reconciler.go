@@ -669,7 +669,8 @@ const (
 )
 
 // planJob decides the instances to create, update and delete, and the
-// operation kind.
+// operation kind (decideOperation), then plans the instances and fills the
+// job's change set (except in modeWorks).
 func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Diagnostics, error) {
 	var diags hcl.Diagnostics
 	rev := j.rev
@@ -716,132 +717,70 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 	if d := checkOverrides(ss, existing); d.HasErrors() {
 		return append(diags, d...), nil
 	}
-	have := map[engine.Target]*state.Instance{}
-	for i := range existing {
-		have[engine.Target{Region: existing[i].Region, Account: existing[i].Account}] = &existing[i]
-	}
-	// untouched: instances left in service as they are (min_in_service
-	// counts them).
-	var creates, updates, deletes, untouched int
+	dec := decideOperation(ss, j.recorded, id, existing)
 	var prior *priorStackSets
 	if keep {
 		prior = newPriorStackSets(r, j)
 	}
-	if ss != nil {
-		for _, t := range ss.Targets() {
-			hash := ss.InstanceHash(id, t)
-			in := have[t]
-			delete(have, t)
-			// At the hash and serving: untouched. At the hash but out of
-			// service (its rollout's gate never ran: a superseded or
-			// interrupted operation) it is deployed again, so that a gate
-			// checks it before it counts as serving.
-			if in != nil && in.ConfigHash == hash && in.Status == state.InstanceOperationComplete && in.InService() && id != "" {
-				addChange(changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: changeset.InstanceNoChange})
-				untouched++
-				continue
-			}
-			w := &work{target: t, action: changeset.InstanceUpdate, hash: hash, inService: in != nil && in.InService()}
-			if ss.SuspendedAccounts[t.Account] {
-				if in != nil && in.Status == state.InstanceSkippedSuspendedAccount {
-					// Already recorded as skipped: nothing new to say.
-					addChange(changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: changeset.InstanceNoChange})
-					continue
-				}
-				w.action = actionSkip
-				j.works = append(j.works, w)
-				addChange(changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: changeset.InstanceNoChange})
-				continue
-			}
-			if in == nil || in.Revision == "" {
-				// Never deployed (an instance whose create failed or was
-				// interrupted, or a reinstated account's skipped record):
-				// a create.
-				w.action = changeset.InstanceCreate
-				creates++
-			} else {
-				updates++
-			}
+	for _, dc := range dec.instances {
+		t, w, in := dc.target, dc.work, dc.recorded
+		switch {
+		case w == nil || w.action == actionSkip:
+			// Untouched, or a suspended account's instance: no change.
+			addChange(changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: changeset.InstanceNoChange})
+		case w.action == changeset.InstanceDelete:
 			if plan {
-				var recorded []engine.ResourceState
-				if j.recorded != nil {
-					var err error
-					if recorded, err = r.resources(id, t); err != nil {
-						return nil, err
-					}
+				recorded, err := r.resources(id, t)
+				if err != nil {
+					return nil, err
 				}
-				p, pdiags := r.opts.Engine.PlanContext(ctx, &engine.Instance{StackSet: ss, StackSetID: id, Target: t, Untrusted: j.untrusted, Prior: prior.of(ctx, in)}, recorded)
-				if pdiags.HasErrors() {
-					for _, d := range pdiags {
-						d.Detail = fmt.Sprintf("%s (stack set %q, instance %s/%s)", d.Detail, ss.Name, t.Region, t.Account)
-					}
-					// One instance's errors are enough to reject the commit.
-					return append(diags, pdiags...), nil
-				}
-				if files := p.Files(); len(files) > 0 {
-					if j.files == nil {
-						j.files = map[engine.Target][]engine.FileClaim{}
-					}
-					j.files[t] = files
-				}
-				if !j.dropPlans {
-					w.plan = p
-				}
-				ic := changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: w.action, Changes: p.Changes()}
-				if w.action == changeset.InstanceUpdate && !p.HasChanges() {
-					ic.Action = changeset.InstanceNoChange
-				}
-				addChange(ic)
+				w.plan = engine.PlanDestroy(&engine.Instance{Name: j.name, StackSetID: id, Target: t, Prior: prior.of(ctx, in), DeclaredTypes: r.declaredTypes(j), Caller: engine.CallerAccount(j.desired)}, recorded)
+				addChange(changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: changeset.InstanceDelete, Changes: w.plan.Changes()})
 			}
+		case plan:
+			var recorded []engine.ResourceState
+			if j.recorded != nil {
+				var err error
+				if recorded, err = r.resources(id, t); err != nil {
+					return nil, err
+				}
+			}
+			p, pdiags := r.opts.Engine.PlanContext(ctx, &engine.Instance{StackSet: ss, StackSetID: id, Target: t, Untrusted: j.untrusted, Prior: prior.of(ctx, in)}, recorded)
+			if pdiags.HasErrors() {
+				for _, d := range pdiags {
+					d.Detail = fmt.Sprintf("%s (stack set %q, instance %s/%s)", d.Detail, ss.Name, t.Region, t.Account)
+				}
+				// One instance's errors are enough to reject the commit.
+				return append(diags, pdiags...), nil
+			}
+			if files := p.Files(); len(files) > 0 {
+				if j.files == nil {
+					j.files = map[engine.Target][]engine.FileClaim{}
+				}
+				j.files[t] = files
+			}
+			if !j.dropPlans {
+				w.plan = p
+			}
+			ic := changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: w.action, Changes: p.Changes()}
+			if w.action == changeset.InstanceUpdate && !p.HasChanges() {
+				ic.Action = changeset.InstanceNoChange
+			}
+			addChange(ic)
+		}
+		if w != nil {
 			j.works = append(j.works, w)
 		}
 	}
-	// Instances whose targets were removed (or whose stack set was removed).
-	for _, in := range existing {
-		t := engine.Target{Region: in.Region, Account: in.Account}
-		if _, gone := have[t]; !gone {
-			continue
-		}
-		deletes++
-		w := &work{target: t, action: changeset.InstanceDelete}
-		if plan {
-			recorded, err := r.resources(id, t)
-			if err != nil {
-				return nil, err
-			}
-			w.plan = engine.PlanDestroy(&engine.Instance{Name: j.name, StackSetID: id, Target: t, Prior: prior.of(ctx, &in), DeclaredTypes: r.declaredTypes(j), Caller: engine.CallerAccount(j.desired)}, recorded)
-			addChange(changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: changeset.InstanceDelete, Changes: w.plan.Changes()})
-		}
-		j.works = append(j.works, w)
-	}
 	if ss != nil && ss.Rollout != nil {
 		// A min_in_service the operation can never meet rejects the commit.
-		if d := ss.Rollout.CheckMinInService(ss.Name, creates+updates, untouched); d != nil {
+		if d := ss.Rollout.CheckMinInService(ss.Name, dec.creates+dec.updates, dec.untouched); d != nil {
 			return diags.Append(d), nil
 		}
 	}
-	switch {
-	case ss == nil:
-		j.kind = KindDeleteStackSet
-		j.changeSet.Action = changeset.InstanceDelete
-	case j.recorded == nil:
-		j.kind = KindCreateStackInstances
-		j.changeSet.Action = changeset.InstanceCreate
-	case creates+updates+deletes == 0:
-		j.changeSet.Action = changeset.InstanceNoChange
+	j.kind, j.changeSet.Action = dec.kind, dec.action
+	if dec.noChange() {
 		j.works = nil
-	case j.recorded.ConfigHash != ss.ConfigHash || creates > 0 && deletes > 0:
-		j.kind = KindDeployStackSet
-		j.changeSet.Action = changeset.InstanceUpdate
-	case creates > 0:
-		j.kind = KindCreateStackInstances
-		j.changeSet.Action = changeset.InstanceUpdate
-	case updates > 0:
-		j.kind = KindUpdateStackInstances
-		j.changeSet.Action = changeset.InstanceUpdate
-	default:
-		j.kind = KindDeleteStackInstances
-		j.changeSet.Action = changeset.InstanceUpdate
 	}
 	if keep && ss != nil && ss.Rollout != nil {
 		plan, err := r.rolloutPlan(j)
