@@ -136,14 +136,70 @@ func (s *StackSet) SensitiveVar(name string) bool {
 
 // OperationPreferences are the RFS operation_preferences, defaults filled.
 type OperationPreferences struct {
-	RegionConcurrency          string // SEQUENTIAL | PARALLEL
+	RegionConcurrency          RegionConcurrency
 	RegionOrder                []string
 	FailureToleranceCount      int
 	FailureTolerancePercentage int // -1 when unset
 	MaxConcurrentCount         int
-	MaxConcurrentPercentage    int    // -1 when unset
-	FailureToleranceMode       string // STRICT_FAILURE_TOLERANCE | SOFT_FAILURE_TOLERANCE
+	MaxConcurrentPercentage    int // -1 when unset
+	FailureToleranceMode       FailureToleranceMode
 }
+
+// RegionConcurrency is how an operation's regions run (the RFS seed's
+// RegionConcurrencyType).
+type RegionConcurrency string
+
+// Region concurrency types.
+const (
+	Sequential RegionConcurrency = "SEQUENTIAL" // one region after another
+	Parallel   RegionConcurrency = "PARALLEL"   // every region at once
+)
+
+// Valid reports whether c is one of the seed's values.
+func (c RegionConcurrency) Valid() bool {
+	switch c {
+	case Sequential, Parallel:
+		return true
+	}
+	return false
+}
+
+// FailureToleranceMode is how failures bound concurrency (the RFS seed's
+// FailureToleranceMode).
+type FailureToleranceMode string
+
+// Failure tolerance modes.
+const (
+	// StrictFailureTolerance lowers concurrency as failures grow, so that
+	// failures never exceed the tolerance by more than one.
+	StrictFailureTolerance FailureToleranceMode = "STRICT_FAILURE_TOLERANCE"
+	// SoftFailureTolerance keeps concurrency whatever fails.
+	SoftFailureTolerance FailureToleranceMode = "SOFT_FAILURE_TOLERANCE"
+)
+
+// Valid reports whether m is one of the seed's values.
+func (m FailureToleranceMode) Valid() bool {
+	switch m {
+	case StrictFailureTolerance, SoftFailureTolerance:
+		return true
+	}
+	return false
+}
+
+// DefaultPreferences are the operation preferences of a stack set that
+// sets none, and of operations without a stack set (a deleted one): one
+// region at a time, one instance at a time, no failure tolerated, STRICT.
+// The one place they are written.
+func DefaultPreferences() OperationPreferences {
+	return OperationPreferences{
+		RegionConcurrency: Sequential, MaxConcurrentCount: 1,
+		FailureTolerancePercentage: -1, MaxConcurrentPercentage: -1,
+		FailureToleranceMode: StrictFailureTolerance,
+	}
+}
+
+// Strict reports whether failures lower concurrency (STRICT mode).
+func (p OperationPreferences) Strict() bool { return p.FailureToleranceMode != SoftFailureTolerance }
 
 // Limits resolves tolerance and max concurrency for a region with n
 // instances (percentages are floored; a max concurrency of 0 becomes 1).
@@ -294,11 +350,7 @@ const ReservedStackSetName = "stackd"
 func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provider.Registry, templates map[string]*Template, org *Organization) (*StackSet, hcl.Diagnostics) {
 	name := b.Labels[0]
 	ss := &StackSet{Name: name, DeclRange: b.DefRange, PermissionModel: "SELF_MANAGED", Vars: map[string]cty.Value{}}
-	ss.Preferences = OperationPreferences{
-		RegionConcurrency: "SEQUENTIAL", MaxConcurrentCount: 1,
-		FailureTolerancePercentage: -1, MaxConcurrentPercentage: -1,
-		FailureToleranceMode: "STRICT_FAILURE_TOLERANCE",
-	}
+	ss.Preferences = DefaultPreferences()
 	var diags hcl.Diagnostics
 	if !stackSetNameRe.MatchString(name) {
 		diags = diags.Append(errorf(b.LabelRanges[0], "Invalid stack_set name",
@@ -727,9 +779,16 @@ func (ss *StackSet) loadPreferences(b *hcl.Block) hcl.Diagnostics {
 	content, diags := b.Body.Content(preferencesSchema)
 	a := content.Attributes
 	p := &ss.Preferences
-	diags = append(diags, stringAttr(a["region_concurrency_type"], &p.RegionConcurrency)...)
+	var concurrency, mode string
+	diags = append(diags, stringAttr(a["region_concurrency_type"], &concurrency)...)
 	diags = append(diags, stringListAttr(a["region_order"], &p.RegionOrder)...)
-	diags = append(diags, stringAttr(a["failure_tolerance_mode"], &p.FailureToleranceMode)...)
+	diags = append(diags, stringAttr(a["failure_tolerance_mode"], &mode)...)
+	if a["region_concurrency_type"] != nil {
+		p.RegionConcurrency = RegionConcurrency(concurrency)
+	}
+	if a["failure_tolerance_mode"] != nil {
+		p.FailureToleranceMode = FailureToleranceMode(mode)
+	}
 	exactlyOne := func(count, pct string, dstCount, dstPct *int) {
 		if a[count] != nil && a[pct] != nil {
 			diags = diags.Append(errorf(a[pct].NameRange, "Conflicting operation preferences",
@@ -753,20 +812,16 @@ func (ss *StackSet) loadPreferences(b *hcl.Block) hcl.Diagnostics {
 		diags = diags.Append(errorf(a["max_concurrent_percentage"].Expr.Range(), "Invalid max_concurrent_percentage",
 			"Stack set %q: max_concurrent_percentage is %d; the seed requires a positive integer (1 to 100). To run one instance at a time per region, set max_concurrent_count = 1.", ss.Name, p.MaxConcurrentPercentage))
 	}
-	switch p.RegionConcurrency {
-	case "SEQUENTIAL", "PARALLEL":
-	default:
+	if !p.RegionConcurrency.Valid() {
 		diags = diags.Append(errorf(a["region_concurrency_type"].Expr.Range(), "Invalid region_concurrency_type",
 			"Stack set %q: region_concurrency_type is %q; it must be \"SEQUENTIAL\" or \"PARALLEL\".", ss.Name, p.RegionConcurrency))
 	}
-	switch p.FailureToleranceMode {
-	case "STRICT_FAILURE_TOLERANCE", "SOFT_FAILURE_TOLERANCE":
-	default:
+	if !p.FailureToleranceMode.Valid() {
 		diags = diags.Append(errorf(a["failure_tolerance_mode"].Expr.Range(), "Invalid failure_tolerance_mode",
 			"Stack set %q: failure_tolerance_mode is %q; it must be \"STRICT_FAILURE_TOLERANCE\" or \"SOFT_FAILURE_TOLERANCE\".", ss.Name, p.FailureToleranceMode))
 	}
 	if ro := a["region_order"]; ro != nil {
-		if p.RegionConcurrency != "SEQUENTIAL" {
+		if p.RegionConcurrency != Sequential {
 			diags = diags.Append(errorf(ro.NameRange, "region_order needs SEQUENTIAL",
 				"Stack set %q: region_order is only allowed with region_concurrency_type = \"SEQUENTIAL\".", ss.Name))
 		} else if !sameSet(p.RegionOrder, ss.Regions) {
@@ -776,7 +831,7 @@ func (ss *StackSet) loadPreferences(b *hcl.Block) hcl.Diagnostics {
 	}
 	// STRICT mode: concurrency may exceed tolerance by at most one (seed rule),
 	// checked when both are counts; percentages are checked per region at run time.
-	if p.FailureToleranceMode == "STRICT_FAILURE_TOLERANCE" && p.MaxConcurrentPercentage < 0 && p.FailureTolerancePercentage < 0 &&
+	if p.FailureToleranceMode == StrictFailureTolerance && p.MaxConcurrentPercentage < 0 && p.FailureTolerancePercentage < 0 &&
 		p.MaxConcurrentCount > p.FailureToleranceCount+1 {
 		rng := b.DefRange
 		if a["max_concurrent_count"] != nil {
@@ -794,7 +849,7 @@ func (ss *StackSet) loadPreferences(b *hcl.Block) hcl.Diagnostics {
 // known, which percentages need.
 func (ss *StackSet) checkStrictPercentages(b *hcl.Block) hcl.Diagnostics {
 	p := ss.Preferences
-	if p.FailureToleranceMode != "STRICT_FAILURE_TOLERANCE" || p.MaxConcurrentPercentage < 0 && p.FailureTolerancePercentage < 0 {
+	if p.FailureToleranceMode != StrictFailureTolerance || p.MaxConcurrentPercentage < 0 && p.FailureTolerancePercentage < 0 {
 		return nil
 	}
 	// The base is every instance of the region, suspended accounts
