@@ -301,11 +301,15 @@ func (r *Reconciler) stopBounded(ctx context.Context, grace time.Duration) (cont
 	return gctx, cancel
 }
 
-// start does the synchronous part of a pass: fetch, validate and plan the
-// head, and dispatch its operations to the stack sets' runners. The
-// returned pass (nil when nothing was dispatched) completes when they end.
-// A call whose ctx ends while another pass holds the lock returns
-// ctx.Err().
+// start does the synchronous part of a pass, in ordered steps: fetch the
+// deploy branch's head, check the state (lost state, status owed, already
+// reconciled, disk space), resume interrupted rollouts at their own
+// revisions, then plan the head and dispatch its operations to the stack
+// sets' runners (reconcileRevision), which run and finish them (runJob)
+// and write their status commits. When the head is rejected, operations a
+// crash interrupted finish at their own revisions. The returned pass (nil
+// when nothing was dispatched) completes when the operations end. A call
+// whose ctx ends while another pass holds the lock returns ctx.Err().
 func (r *Reconciler) start(ctx context.Context) (*Result, *pass, error) {
 	if err := r.mu.lock(ctx); err != nil {
 		return nil, nil, err
@@ -313,6 +317,27 @@ func (r *Reconciler) start(ctx context.Context) (*Result, *pass, error) {
 	defer r.mu.unlock()
 	defer r.reportGitFaults()
 	began := time.Now()
+	head, err := r.fetchHead(ctx, began)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() { r.opts.Metrics.ReconcileDone(time.Since(began), err) }()
+	unfinished, res, err := r.checkPass(ctx, head)
+	if err != nil || res != nil {
+		return res, nil, err
+	}
+	resumed, resumedIDs := r.resumeRollouts(ctx, head, unfinished)
+	res, p, err := r.reconcileRevision(ctx, head)
+	p = resumed.join(p)
+	if err != nil || !res.Rejected {
+		return res, p, err
+	}
+	p, err = r.resumeUnfinished(ctx, head, unfinished, resumedIDs, p)
+	return res, p, err
+}
+
+// fetchHead fetches the repository and resolves the deploy branch's head.
+func (r *Reconciler) fetchHead(ctx context.Context, began time.Time) (string, error) {
 	fctx, cancelFetch := r.gitContext(ctx)
 	defer cancelFetch()
 	err := r.opts.Source.Fetch(fctx)
@@ -321,15 +346,22 @@ func (r *Reconciler) start(ctx context.Context) (*Result, *pass, error) {
 		if !r.stop.Stopped() {
 			r.opts.Metrics.GitFault("fetch")
 		}
-		return nil, nil, fmt.Errorf("fetch: %w", err)
+		return "", fmt.Errorf("fetch: %w", err)
 	}
 	head, err := r.opts.Source.Head(fctx, r.opts.Branch)
 	if err != nil {
 		r.opts.Metrics.GitFault("resolve")
-		return nil, nil, fmt.Errorf("resolve branch %s: %w", r.opts.Branch, err)
+		return "", fmt.Errorf("resolve branch %s: %w", r.opts.Branch, err)
 	}
-	defer func() { r.opts.Metrics.ReconcileDone(time.Since(began), err) }()
-	if err = r.checkState(ctx); err != nil {
+	return head, nil
+}
+
+// checkPass checks the state before a pass at head: not lost (checkState),
+// status commits owed written, room on disk. It returns the operations
+// left unfinished, or the pass's result when head is already reconciled
+// (or rejected) and nothing is left to finish.
+func (r *Reconciler) checkPass(ctx context.Context, head string) ([]state.Operation, *Result, error) {
+	if err := r.checkState(ctx); err != nil {
 		return nil, nil, err
 	}
 	r.catchUpStatus(ctx)
@@ -339,20 +371,25 @@ func (r *Reconciler) start(ctx context.Context) (*Result, *pass, error) {
 	}
 	if len(unfinished) == 0 {
 		if last, _ := r.opts.Store.Meta(metaLastRevision); string(last) == head {
-			return &Result{Revision: head, UpToDate: true}, nil, nil
+			return nil, &Result{Revision: head, UpToDate: true}, nil
 		}
 		if rej, _ := r.opts.Store.Meta(metaRejectedRevision); string(rej) == head {
-			return &Result{Revision: head, UpToDate: true, Rejected: true}, nil, nil
+			return nil, &Result{Revision: head, UpToDate: true, Rejected: true}, nil
 		}
 	}
-	if err = r.checkSpace(head); err != nil {
+	if err := r.checkSpace(head); err != nil {
 		return nil, nil, err
 	}
-	// An interrupted rollout resumes at its own revision first: its batch
-	// plan, its hold for promotion and its rollback are promises a newer
-	// commit does not break. The head's job for its stack set queues
-	// behind it, as a commit arriving while it ran would have (and with
-	// supersede = true ends a hold).
+	return unfinished, nil, nil
+}
+
+// resumeRollouts resumes each interrupted rollout at its own revision
+// first: its batch plan, its hold for promotion and its rollback are
+// promises a newer commit does not break. The head's job for its stack set
+// queues behind it, as a commit arriving while it ran would have (and with
+// supersede = true ends a hold). It returns the pass of the resumed
+// operations and their ids.
+func (r *Reconciler) resumeRollouts(ctx context.Context, head string, unfinished []state.Operation) (*pass, map[string]bool) {
 	var resumed *pass
 	resumedIDs := map[string]bool{}
 	for _, op := range unfinished {
@@ -368,26 +405,25 @@ func (r *Reconciler) start(ctx context.Context) (*Result, *pass, error) {
 		resumedIDs[op.ID] = true
 		resumed = resumed.join(rp)
 	}
-	res, p, err := r.reconcileRevision(ctx, head)
-	p = resumed.join(p)
-	if err != nil || !res.Rejected {
-		return res, p, err
-	}
-	// The head is rejected: an operation a crash interrupted must still
-	// finish, at the revision it was started for.
+	return resumed, resumedIDs
+}
+
+// resumeUnfinished finishes, when the head is rejected, each operation a
+// crash interrupted (but the rollouts resumeRollouts resumed) at the
+// revision it was started for; their passes join p.
+func (r *Reconciler) resumeUnfinished(ctx context.Context, head string, unfinished []state.Operation, resumedIDs map[string]bool, p *pass) (*pass, error) {
 	for _, op := range unfinished {
 		if op.Revision == head || resumedIDs[op.ID] {
 			continue
 		}
 		r.log.Warn().Str("stack_set", op.StackSet).Str("operation", op.ID).Str("revision", short(op.Revision)).Msg("resuming interrupted operation at its own revision")
-		var rp *pass
-		// err, not a shadow of it: the deferred ReconcileDone records it.
-		if _, rp, err = r.reconcileRevision(ctx, op.Revision, op.StackSet); err != nil {
-			return res, p, err
+		_, rp, err := r.reconcileRevision(ctx, op.Revision, op.StackSet)
+		if err != nil {
+			return p, err
 		}
 		p = p.join(rp)
 	}
-	return res, p, nil
+	return p, nil
 }
 
 // reportGitFaults counts and logs the faults the Source got past by itself
