@@ -289,8 +289,6 @@ func (c *ctl) eventsOf(stackSet string) []ctlEvent {
 
 // ---- the definitions repository -------------------------------------------
 
-var gitEnv = testkit.GitEnv
-
 func runGit(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	return testkit.MustGit(t, dir, args...)

@@ -194,7 +194,7 @@ func (o *opRun) markWaiting() error {
 // max-concurrent instances at a time; more failures than the tolerance
 // cancel what has not started.
 func (o *opRun) schedule(ctx context.Context) {
-	prefs := engine.OperationPreferences{RegionConcurrency: "SEQUENTIAL", MaxConcurrentCount: 1, FailureTolerancePercentage: -1, MaxConcurrentPercentage: -1, FailureToleranceMode: "STRICT_FAILURE_TOLERANCE"}
+	prefs := engine.DefaultPreferences()
 	if o.j.desired != nil {
 		prefs = o.j.desired.Preferences
 		if o.j.desired.Rollout != nil {
@@ -226,7 +226,7 @@ func (o *opRun) schedule(ctx context.Context) {
 // without a rollout.
 func (o *opRun) runRegions(ctx context.Context, prefs engine.OperationPreferences, works []*work) {
 	regions, byRegion := regionsInOrder(prefs, works)
-	if prefs.RegionConcurrency != "PARALLEL" && len(prefs.RegionOrder) == 0 && len(regions) > 1 {
+	if prefs.RegionConcurrency != engine.Parallel && len(prefs.RegionOrder) == 0 && len(regions) > 1 {
 		// The seed: without region_order, SEQUENTIAL regions go in random
 		// order. Seeded by the operation id, so a resumed operation keeps it.
 		h := fnv.New64a()
@@ -235,7 +235,7 @@ func (o *opRun) runRegions(ctx context.Context, prefs engine.OperationPreference
 		rnd.Shuffle(len(regions), func(a, b int) { regions[a], regions[b] = regions[b], regions[a] })
 		o.log.Info().Strs("region_order", regions).Msg("regions in random order (no region_order set)")
 	}
-	if prefs.RegionConcurrency == "PARALLEL" {
+	if prefs.RegionConcurrency == engine.Parallel {
 		var wg sync.WaitGroup
 		for _, region := range regions {
 			wg.Add(1)
@@ -315,7 +315,7 @@ func (o *opRun) runRegion(ctx context.Context, prefs engine.OperationPreferences
 		return true
 	}
 	tolerance, maxConc := prefs.Limits(o.regionBase(works[0].target.Region))
-	_, ok := o.runRegionWith(ctx, works, tolerance, maxConc, prefs.FailureToleranceMode != "SOFT_FAILURE_TOLERANCE", 0)
+	_, ok := o.runRegionWith(ctx, works, tolerance, maxConc, prefs.Strict(), 0)
 	return ok
 }
 
@@ -651,12 +651,12 @@ func (o *opRun) recordStackSet(op *state.Operation, out outcome) (state.StackSet
 			// A rolled-back stack set keeps the variables it had.
 			ss.VarNames, ss.Vars = varsRecord(o.j.desired)
 		}
-		ss.Status = "ACTIVE"
+		ss.Status = state.StackSetActive
 		return ss, st.PutStackSet(ss)
 	case out.failed == 0 && out.cancelled == 0:
 		return ss, st.DeleteStackSet(ss.ID)
 	default:
-		ss.Status = "DELETE_FAILED"
+		ss.Status = state.StackSetDeleteFailed
 		return ss, st.PutStackSet(ss)
 	}
 }

@@ -555,7 +555,7 @@ func (rr *rolloutRun) runBatch(ctx context.Context, n int, batch []*work) error 
 		}
 		byRegion[w.target.Region] = append(byRegion[w.target.Region], w)
 	}
-	strict := rr.prefs.FailureToleranceMode != "SOFT_FAILURE_TOLERANCE"
+	strict := rr.prefs.Strict()
 	run := func(region string) (failed, tolerance int, ok bool) {
 		tolerance, maxConc := rr.prefs.Limits(rr.regionTotal[region])
 		rr.mu.Lock()
@@ -576,7 +576,7 @@ func (rr *rolloutRun) runBatch(ctx context.Context, n int, batch []*work) error 
 	abortedDuring := func() error {
 		return &batchFailure{aborted: true, reason: fmt.Sprintf("%s during batch %d of %d", rr.abortedBy(), n, total)}
 	}
-	if rr.prefs.RegionConcurrency == "PARALLEL" {
+	if rr.prefs.RegionConcurrency == engine.Parallel {
 		var (
 			wg    sync.WaitGroup
 			mu    sync.Mutex
@@ -1361,7 +1361,7 @@ func (rr *rolloutRun) rollbackBatch(ctx context.Context, items []rollbackItem) (
 		}
 		wg.Wait()
 	}
-	if rr.prefs.RegionConcurrency == "PARALLEL" {
+	if rr.prefs.RegionConcurrency == engine.Parallel {
 		var wg sync.WaitGroup
 		for _, r := range regions {
 			wg.Add(1)

@@ -62,7 +62,7 @@ type StackSet struct {
 	ConfigHash string          `json:"config_hash,omitempty"`
 	Vars       json.RawMessage `json:"vars,omitempty"` // variable names and values, sensitive ones redacted
 	VarNames   []string        `json:"var_names,omitempty"`
-	Status     string          `json:"status,omitempty"` // ACTIVE | DELETING
+	Status     string          `json:"status,omitempty"` // StackSetActive | StackSetDeleting | StackSetDeleteFailed
 	// LastOperation is the id of the latest operation.
 	LastOperation string `json:"last_operation,omitempty"`
 }
@@ -241,6 +241,9 @@ type Event struct {
 const (
 	StackSetActive   = "ACTIVE"
 	StackSetDeleting = "DELETING"
+	// StackSetDeleteFailed: removing the stack set from Git failed to
+	// delete some of its instances; the record stays until they are gone.
+	StackSetDeleteFailed = "DELETE_FAILED"
 )
 
 // ResourceType is one entry of the resource type registry (DESIGN §8):
