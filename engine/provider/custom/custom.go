@@ -15,6 +15,8 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/stackd/stackd/engine/provider"
+	"github.com/stackd/stackd/internal/backoff"
+	"github.com/stackd/stackd/internal/clock"
 )
 
 var (
@@ -59,11 +61,7 @@ type RetryPolicy struct {
 }
 
 func (r RetryPolicy) backoff(retry int) time.Duration {
-	d := r.Base
-	for i := 1; i < retry && d < r.Max; i++ {
-		d *= 2
-	}
-	return min(d, r.Max)
+	return backoff.Policy{Min: r.Base, Max: r.Max}.Delay(retry)
 }
 
 // Options configure the custom provider.
@@ -153,16 +151,7 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func sleep(ctx context.Context, d time.Duration) error { return clock.Sleep(ctx, clock.Real, d) }
 
 func defaultClient() *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
