@@ -119,8 +119,8 @@ func NewMetrics() *Metrics {
 		reconciler.KindCreateStackInstances, reconciler.KindUpdateStackInstances, reconciler.KindDeployStackSet,
 		reconciler.KindDeleteStackInstances, reconciler.KindDeleteStackSet,
 	} {
-		for _, st := range []string{state.OperationSucceeded, state.OperationFailed, state.OperationStopped, state.OperationCancelled} {
-			m.operations.WithLabelValues(kind, st)
+		for _, st := range []state.OperationStatus{state.OperationSucceeded, state.OperationFailed, state.OperationStopped, state.OperationCancelled} {
+			m.operations.WithLabelValues(kind, string(st))
 		}
 	}
 	for _, res := range []string{resultSuccess, resultError} {

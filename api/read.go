@@ -140,14 +140,14 @@ func (s *Server) getStackSet(w http.ResponseWriter, r *http.Request) {
 
 // instanceView is one entry of GET /v1/stack_sets/{name}/instances.
 type instanceView struct {
-	Region    string          `json:"region"`
-	Account   string          `json:"account"`
-	Status    string          `json:"status"`
-	Reason    string          `json:"reason,omitempty"`
-	Revision  string          `json:"revision,omitempty"`
-	Overrides json.RawMessage `json:"overrides,omitempty"`
-	Outputs   json.RawMessage `json:"outputs,omitempty"`
-	Updated   *time.Time      `json:"updated,omitempty"`
+	Region    string               `json:"region"`
+	Account   string               `json:"account"`
+	Status    state.InstanceStatus `json:"status"`
+	Reason    string               `json:"reason,omitempty"`
+	Revision  string               `json:"revision,omitempty"`
+	Overrides json.RawMessage      `json:"overrides,omitempty"`
+	Outputs   json.RawMessage      `json:"outputs,omitempty"`
+	Updated   *time.Time           `json:"updated,omitempty"`
 }
 
 func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) {
@@ -177,7 +177,7 @@ type operationView struct {
 	StackSet   string                     `json:"stack_set"`
 	Kind       string                     `json:"kind"`
 	Revision   string                     `json:"revision"`
-	Status     string                     `json:"status"`
+	Status     state.OperationStatus      `json:"status"`
 	Reason     string                     `json:"reason,omitempty"`
 	Created    *time.Time                 `json:"created,omitempty"`
 	Started    *time.Time                 `json:"started,omitempty"`

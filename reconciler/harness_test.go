@@ -532,7 +532,7 @@ func operationAt(st *state.Store, name, rev string) (state.Operation, error) {
 	return st.OperationForRevision(ss.ID, rev)
 }
 
-func opStatusIs(st *state.Store, name, rev, status string) func() (bool, string) {
+func opStatusIs(st *state.Store, name, rev string, status state.OperationStatus) func() (bool, string) {
 	return func() (bool, string) {
 		op, err := operationAt(st, name, rev)
 		if err != nil {

@@ -58,7 +58,7 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) (*state.Operation, erro
 	}
 	log := r.log.With().Str("stack_set", j.name).Str("operation", op.ID).Str("kind", op.Kind).Str("revision", short(rev)).Logger()
 	if !created && op.Status != state.OperationRunning && op.Status != state.OperationQueued {
-		log.Debug().Str("status", op.Status).Msg("operation for this revision already done")
+		log.Debug().Str("status", string(op.Status)).Msg("operation for this revision already done")
 		return nil, nil
 	}
 	resumed := !created && op.Status == state.OperationRunning
@@ -96,7 +96,7 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) (*state.Operation, erro
 	}
 	r.owe(j.name, op.ID)
 	run := &opRun{r: r, j: j, op: &op, log: log, redact: redactor(j.desired), resumed: !created, prior: prior}
-	run.event("", "", "", op.Status, fmt.Sprintf("%s of %d instances at %s", op.Kind, len(j.works), short(rev)))
+	run.event("", "", "", string(op.Status), fmt.Sprintf("%s of %d instances at %s", op.Kind, len(j.works), short(rev)))
 	if err := run.markWaiting(); err != nil {
 		return nil, err
 	}
@@ -430,7 +430,7 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 	if err := st.PutInstance(in); err != nil {
 		return o.fail(w, log, err)
 	}
-	o.event(t.Region, t.Account, "", state.InstanceOperationInProgress, w.action)
+	o.event(t.Region, t.Account, "", string(state.InstanceOperationInProgress), w.action)
 	var recorded []engine.ResourceState
 	if w.plan == nil || o.resumed {
 		var err error
@@ -510,7 +510,7 @@ func (o *opRun) fail(w *work, log zerolog.Logger, err error) bool {
 }
 
 // settle records an instance's final status for this operation.
-func (o *opRun) settle(w *work, status, reason string, outputs json.RawMessage) {
+func (o *opRun) settle(w *work, status state.InstanceStatus, reason string, outputs json.RawMessage) {
 	st := o.r.opts.Store
 	t := w.target
 	if !(w.action == changeset.InstanceDelete && status == state.InstanceOperationComplete) {
@@ -522,7 +522,7 @@ func (o *opRun) settle(w *work, status, reason string, outputs json.RawMessage) 
 			// A record it cannot read is never overwritten with a blank
 			// one (its revision would be lost); the event says the outcome.
 			o.log.Error().Err(err).Str("region", t.Region).Str("account", t.Account).Msg("cannot read instance record to settle it")
-			o.event(t.Region, t.Account, "", status, reason)
+			o.event(t.Region, t.Account, "", string(status), reason)
 			o.mu.Lock()
 			o.results[t] = state.InstanceResult{Region: t.Region, Account: t.Account, Action: strings.ToLower(w.action), Status: status, Reason: reason}
 			o.mu.Unlock()
@@ -545,7 +545,7 @@ func (o *opRun) settle(w *work, status, reason string, outputs json.RawMessage) 
 			o.log.Error().Err(err).Msg("cannot record instance status")
 		}
 	}
-	o.event(t.Region, t.Account, "", status, reason)
+	o.event(t.Region, t.Account, "", string(status), reason)
 	o.mu.Lock()
 	o.results[t] = state.InstanceResult{Region: t.Region, Account: t.Account, Action: strings.ToLower(w.action), Status: status, Reason: reason}
 	o.mu.Unlock()
@@ -580,10 +580,10 @@ func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
 	if err != nil {
 		return op, err
 	}
-	o.r.opts.Metrics.OperationFinished(op.Kind, op.Status)
+	o.r.opts.Metrics.OperationFinished(op.Kind, string(op.Status))
 	o.r.stateGen.Add(1)
-	o.event("", "", "", op.Status, op.Reason)
-	o.log.Info().Str("status", op.Status).Int("instances", len(op.Results)).Int("failed", out.failed).Int("cancelled", out.cancelled).
+	o.event("", "", "", string(op.Status), op.Reason)
+	o.log.Info().Str("status", string(op.Status)).Int("instances", len(op.Results)).Int("failed", out.failed).Int("cancelled", out.cancelled).
 		Dur("duration", op.Ended.Sub(op.Started)).Msg("operation finished")
 	return op, o.r.writeOperationStatus(ctx, o.j, &ss, op)
 }
@@ -749,14 +749,15 @@ func (r *Reconciler) priorResults(op *state.Operation) ([]state.InstanceResult, 
 			continue // the operation's own events, or a resource's
 		}
 		t := engine.Target{Region: ev.Region, Account: ev.Account}
-		switch ev.Status {
+		status := state.InstanceStatus(ev.Status) // an instance's events carry its statuses
+		switch status {
 		case state.InstanceOperationInProgress:
 			action[t] = strings.ToLower(ev.Message)
 			delete(final, t) // running again: an earlier outcome is over
 		case state.InstanceOperationComplete, state.InstanceOperationFailed, state.InstanceCancelComplete, state.InstanceSkippedSuspendedAccount:
 			a := action[t]
 			switch {
-			case ev.Status == state.InstanceSkippedSuspendedAccount:
+			case status == state.InstanceSkippedSuspendedAccount:
 				a = strings.ToLower(actionSkip)
 			case a == "":
 				a = "none"
@@ -764,7 +765,7 @@ func (r *Reconciler) priorResults(op *state.Operation) ([]state.InstanceResult, 
 			if _, ok := final[t]; !ok {
 				order = append(order, t)
 			}
-			final[t] = state.InstanceResult{Region: t.Region, Account: t.Account, Action: a, Status: ev.Status, Reason: ev.Message}
+			final[t] = state.InstanceResult{Region: t.Region, Account: t.Account, Action: a, Status: status, Reason: ev.Message}
 		}
 	}
 	for _, t := range order {

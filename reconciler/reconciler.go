@@ -453,7 +453,7 @@ func faultKind(err error) string {
 // unfinished lists RUNNING or QUEUED operations that no runner of this
 // process is carrying out: left by a crash or a stop.
 func (r *Reconciler) unfinished() ([]state.Operation, error) {
-	ops, err := r.opts.Store.OperationsByStatus(state.OperationRunning, state.OperationQueued)
+	ops, err := r.opts.Store.OperationsByStatus(string(state.OperationRunning), string(state.OperationQueued))
 	if err != nil {
 		return nil, err
 	}

@@ -459,7 +459,7 @@ func TestFailureTolerancePercentageBase(t *testing.T) {
 		t.Errorf("operation %s (%s), want SUCCEEDED with 2 failures within the tolerance of 2 (40%% of 5)", op.Status, op.Reason)
 	}
 	ins := instanceStatuses(t, h.store, "pct")
-	want := map[string]string{
+	want := map[string]state.InstanceStatus{
 		"100000000001": state.InstanceOperationFailed, "100000000002": state.InstanceOperationFailed,
 		"100000000003": state.InstanceOperationComplete,
 		"100000000004": state.InstanceSkippedSuspendedAccount, "100000000005": state.InstanceSkippedSuspendedAccount,

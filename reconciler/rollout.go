@@ -128,7 +128,8 @@ type rolloutRun struct {
 	rollingBack atomic.Bool
 	// outcome and reason, when the rollout did not succeed: the
 	// operation's status and reason.
-	outcome, reason string
+	outcome state.OperationStatus
+	reason  string
 
 	mu      sync.Mutex
 	waiting bool
@@ -800,7 +801,7 @@ func (rr *rolloutRun) gateFailed(t engine.Target, reason string) {
 			o.log.Error().Err(err).Msg("cannot record instance status")
 		}
 	}
-	o.event(t.Region, t.Account, "", state.InstanceOperationFailed, reason)
+	o.event(t.Region, t.Account, "", string(state.InstanceOperationFailed), reason)
 	res, ok := rr.resultOf(t)
 	if !ok {
 		res = state.InstanceResult{Region: t.Region, Account: t.Account, Action: "none"}
@@ -1477,10 +1478,10 @@ func (rr *rolloutRun) rollbackOne(ctx context.Context, it rollbackItem) error {
 }
 
 // rolledBack records an instance's rollback in the operation's results.
-func (rr *rolloutRun) rolledBack(it rollbackItem, status, reason string, ok bool) {
+func (rr *rolloutRun) rolledBack(it rollbackItem, status state.InstanceStatus, reason string, ok bool) {
 	o := rr.o
 	t := it.target
-	o.event(t.Region, t.Account, "", status, reason)
+	o.event(t.Region, t.Account, "", string(status), reason)
 	action := strings.ToLower(changeset.InstanceUpdate)
 	if it.prev == "" {
 		action = strings.ToLower(changeset.InstanceCreate)

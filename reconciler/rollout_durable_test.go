@@ -386,7 +386,7 @@ func TestRolloutResumesTheInterruptedBatch(t *testing.T) {
 	c.release(t, "web", region, accounts[0])
 	eventually(t, accounts[0]+" to complete", func() (bool, string) {
 		in := instanceStatuses(t, h.store, "web")[region+"/"+accounts[0]]
-		return in.Revision == rev2, in.Status
+		return in.Revision == rev2, string(in.Status)
 	})
 	before, err := operationAt(h.store, "web", rev2)
 	if err != nil {
@@ -448,7 +448,7 @@ func TestRolloutSupersede(t *testing.T) {
 						return false, err.Error()
 					}
 					_ = h.rec.Promote("web")
-					return op.Status == state.OperationSucceeded, op.Status
+					return op.Status == state.OperationSucceeded, string(op.Status)
 				})
 			}
 			holding := func(rev string) {
@@ -457,7 +457,7 @@ func TestRolloutSupersede(t *testing.T) {
 					if err != nil {
 						return false, err.Error()
 					}
-					return op.Rollout != nil && op.Rollout.Phase == state.RolloutWaitingForPromotion && op.Rollout.Batch == 1, op.Status
+					return op.Rollout != nil && op.Rollout.Phase == state.RolloutWaitingForPromotion && op.Rollout.Batch == 1, string(op.Status)
 				})
 			}
 			promoteUntil(first)
@@ -541,7 +541,7 @@ func TestRolloutInterruptedHoldResumesBeforeANewerCommit(t *testing.T) {
 				return false, err.Error()
 			}
 			_ = h.rec.Promote("web")
-			return op.Status == state.OperationSucceeded, op.Status
+			return op.Status == state.OperationSucceeded, string(op.Status)
 		})
 	}
 	holding := func(rev string) func() (bool, string) {
@@ -550,7 +550,7 @@ func TestRolloutInterruptedHoldResumesBeforeANewerCommit(t *testing.T) {
 			if err != nil {
 				return false, err.Error()
 			}
-			return op.Status == state.OperationRunning && op.Rollout != nil && op.Rollout.Phase == state.RolloutWaitingForPromotion && op.Rollout.Batch == 1, op.Status
+			return op.Status == state.OperationRunning && op.Rollout != nil && op.Rollout.Phase == state.RolloutWaitingForPromotion && op.Rollout.Batch == 1, string(op.Status)
 		}
 	}
 	promoteUntil(rev1)
@@ -609,7 +609,7 @@ func TestRolloutResumeKeepsFailuresBeforeTheRestart(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return op.Status != state.OperationRunning, op.Status
+		return op.Status != state.OperationRunning, string(op.Status)
 	})
 	op, err := operationAt(h.store, "web", rev2)
 	if err != nil {

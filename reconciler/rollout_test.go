@@ -538,7 +538,7 @@ func TestRolloutFailureTolerance(t *testing.T) {
 		name      string
 		fail      []int // failing accounts (by index)
 		onFailure string
-		status    string
+		status    state.OperationStatus
 		reason    string
 	}{
 		{"within tolerance", []int{1}, "rollback", state.OperationSucceeded, "1 instance failed within the failure tolerance"},

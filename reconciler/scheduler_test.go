@@ -46,7 +46,7 @@ type regionRun struct {
 	inFlight           []string
 	failures           int
 	broken             bool // failures > tolerance: nothing more starts
-	status             map[string]string
+	status             map[string]state.InstanceStatus
 	trace              []int // instances in flight at each step
 	maxSeen            int
 }
@@ -268,7 +268,7 @@ func TestSchedulerOperationPreferences(t *testing.T) {
 		strict           bool
 		fail             map[string][]int
 		wantTrace        map[string][]int
-		wantStatus       string
+		wantStatus       state.OperationStatus
 	}{
 		{
 			name:    "max_concurrent_count is reached and never exceeded, in region_order",
@@ -412,7 +412,7 @@ func TestSchedulerOperationPreferences(t *testing.T) {
 			}
 			for _, region := range order {
 				m.regions = append(m.regions, &regionRun{
-					name: region, accounts: accounts, tol: tc.wantTol, maxc: tc.wantMax, strict: tc.strict, status: map[string]string{},
+					name: region, accounts: accounts, tol: tc.wantTol, maxc: tc.wantMax, strict: tc.strict, status: map[string]state.InstanceStatus{},
 				})
 			}
 			c := newCtl()
@@ -523,7 +523,7 @@ func TestSchedulerOperationPreferences(t *testing.T) {
 			want := map[string]string{}
 			for _, r := range m.regions {
 				for a, s := range r.status {
-					want[r.name+"/"+a] = s
+					want[r.name+"/"+a] = string(s)
 				}
 			}
 			if len(want) != len(tc.regions)*len(accounts) {
@@ -532,7 +532,7 @@ func TestSchedulerOperationPreferences(t *testing.T) {
 			ins = instanceStatuses(t, h.store, name)
 			got := map[string]string{}
 			for k, in := range ins {
-				got[k] = in.Status
+				got[k] = string(in.Status)
 				switch in.Status {
 				case state.InstanceOperationFailed:
 					if !strings.Contains(in.StatusReason, "injected failure for "+k) {
@@ -561,7 +561,7 @@ func TestSchedulerOperationPreferences(t *testing.T) {
 			}
 			for k, s := range want {
 				n := 1
-				if s == state.InstanceCancelComplete {
+				if s == string(state.InstanceCancelComplete) {
 					n = 0
 				}
 				if calls[k] != n {
@@ -586,7 +586,7 @@ func TestSchedulerOperationPreferences(t *testing.T) {
 			}
 			counts := reconciler.OperationCounts{Total: len(want)}
 			for _, s := range want {
-				switch s {
+				switch state.InstanceStatus(s) {
 				case state.InstanceOperationComplete:
 					counts.Succeeded++
 				case state.InstanceOperationFailed:
@@ -613,7 +613,7 @@ func TestSchedulerOperationPreferences(t *testing.T) {
 			}
 			docStatus := map[string]string{}
 			for _, in := range doc.Instances {
-				docStatus[in.Region+"/"+in.Account] = in.Status
+				docStatus[in.Region+"/"+in.Account] = string(in.Status)
 			}
 			if diff := cmp.Diff(want, docStatus); diff != "" {
 				t.Errorf("status/%s.json instance statuses (-want +got):\n%s", name, diff)
@@ -814,12 +814,12 @@ func TestQueueingAndCoalescing(t *testing.T) {
 			}
 			got := map[string]string{}
 			for _, op := range ops {
-				got[op.Revision[:7]] = op.Kind + " " + op.Status
+				got[op.Revision[:7]] = op.Kind + " " + string(op.Status)
 			}
 			want := map[string]string{
-				rev1[:7]: reconciler.KindCreateStackInstances + " " + state.OperationSucceeded,
-				rev2[:7]: reconciler.KindDeployStackSet + " " + state.OperationCancelled,
-				rev3[:7]: reconciler.KindDeployStackSet + " " + state.OperationSucceeded,
+				rev1[:7]: string(reconciler.KindCreateStackInstances + " " + state.OperationSucceeded),
+				rev2[:7]: string(reconciler.KindDeployStackSet + " " + state.OperationCancelled),
+				rev3[:7]: string(reconciler.KindDeployStackSet + " " + state.OperationSucceeded),
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("alpha's operations by revision (-want +got):\n%s", diff)
@@ -870,7 +870,7 @@ func TestQueueingAndCoalescing(t *testing.T) {
 				for _, r := range rs {
 					var names []string
 					for _, op := range r.Operations {
-						names = append(names, op.StackSet+" "+op.Status)
+						names = append(names, op.StackSet+" "+string(op.Status))
 					}
 					byOps[r.Revision[:7]] = strings.Join(names, ", ")
 				}

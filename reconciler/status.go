@@ -37,14 +37,14 @@ type StackSetStatus struct {
 
 // OperationStatus summarises an operation in a status document.
 type OperationStatus struct {
-	ID       string          `json:"id"`
-	Kind     string          `json:"kind"`
-	Status   string          `json:"status"`
-	Reason   string          `json:"reason,omitempty"`
-	Revision string          `json:"revision"`
-	Started  time.Time       `json:"started"`
-	Ended    time.Time       `json:"ended,omitempty"`
-	Counts   OperationCounts `json:"counts"`
+	ID       string                `json:"id"`
+	Kind     string                `json:"kind"`
+	Status   state.OperationStatus `json:"status"`
+	Reason   string                `json:"reason,omitempty"`
+	Revision string                `json:"revision"`
+	Started  time.Time             `json:"started"`
+	Ended    time.Time             `json:"ended,omitempty"`
+	Counts   OperationCounts       `json:"counts"`
 	// Rollout is where a rollout is (batch k of n, phase), or where it
 	// stopped (failed_batch).
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
@@ -115,11 +115,11 @@ func (c OperationCounts) String() string {
 
 // InstanceStatus is one instance in a status document.
 type InstanceStatus struct {
-	Region   string `json:"region"`
-	Account  string `json:"account"`
-	Status   string `json:"status"`
-	Reason   string `json:"reason,omitempty"`
-	Revision string `json:"revision,omitempty"`
+	Region   string               `json:"region"`
+	Account  string               `json:"account"`
+	Status   state.InstanceStatus `json:"status"`
+	Reason   string               `json:"reason,omitempty"`
+	Revision string               `json:"revision,omitempty"`
 	// Overrides is the instance_override the instance was last deployed
 	// with (OverridesView), absent when none applies.
 	Overrides json.RawMessage `json:"overrides,omitempty"`

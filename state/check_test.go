@@ -186,8 +186,8 @@ func TestCheck(t *testing.T) {
 		{
 			name: "instance in progress without operation",
 			mutate: func(t *testing.T, s *Store, f checkFixture) {
-				for _, st := range []string{InstanceOperationInProgress, InstanceWaitInProgress} {
-					if err := s.PutInstance(Instance{StackSetID: f.web.ID, Region: "us", Account: st, Status: st}); err != nil {
+				for _, st := range []InstanceStatus{InstanceOperationInProgress, InstanceWaitInProgress} {
+					if err := s.PutInstance(Instance{StackSetID: f.web.ID, Region: "us", Account: string(st), Status: st}); err != nil {
 						t.Fatal(err)
 					}
 				}

@@ -5,32 +5,38 @@ import (
 	"time"
 )
 
+// InstanceStatus is a stack instance's status (the RFS seed's).
+type InstanceStatus string
+
 // Instance statuses (RFS).
 const (
-	InstanceWaitInProgress      = "WAIT_IN_PROGRESS"
-	InstanceOperationInProgress = "OPERATION_IN_PROGRESS"
-	InstanceOperationComplete   = "OPERATION_COMPLETE"
-	InstanceOperationFailed     = "OPERATION_FAILED"
-	InstanceCancelComplete      = "CANCEL_COMPLETE"
+	InstanceWaitInProgress      InstanceStatus = "WAIT_IN_PROGRESS"
+	InstanceOperationInProgress InstanceStatus = "OPERATION_IN_PROGRESS"
+	InstanceOperationComplete   InstanceStatus = "OPERATION_COMPLETE"
+	InstanceOperationFailed     InstanceStatus = "OPERATION_FAILED"
+	InstanceCancelComplete      InstanceStatus = "CANCEL_COMPLETE"
 	// InstanceSkippedSuspendedAccount: the account is suspended in the
 	// organization; the instance is skipped, never failed.
-	InstanceSkippedSuspendedAccount = "SKIPPED_SUSPENDED_ACCOUNT"
+	InstanceSkippedSuspendedAccount InstanceStatus = "SKIPPED_SUSPENDED_ACCOUNT"
 )
+
+// OperationStatus is an operation's status.
+type OperationStatus string
 
 // Operation statuses.
 const (
-	OperationQueued    = "QUEUED"
-	OperationRunning   = "RUNNING"
-	OperationSucceeded = "SUCCEEDED"
-	OperationFailed    = "FAILED"
-	OperationStopped   = "STOPPED"
-	OperationCancelled = "CANCELLED"
+	OperationQueued    OperationStatus = "QUEUED"
+	OperationRunning   OperationStatus = "RUNNING"
+	OperationSucceeded OperationStatus = "SUCCEEDED"
+	OperationFailed    OperationStatus = "FAILED"
+	OperationStopped   OperationStatus = "STOPPED"
+	OperationCancelled OperationStatus = "CANCELLED"
 	// OperationRolledBack: a rollout batch failed and every instance the
 	// operation changed is back at the previous revision.
-	OperationRolledBack = "ROLLED_BACK"
+	OperationRolledBack OperationStatus = "ROLLED_BACK"
 	// OperationRollbackFailed: a rollout batch failed and rolling back did
 	// not restore every instance the operation changed.
-	OperationRollbackFailed = "ROLLBACK_FAILED"
+	OperationRollbackFailed OperationStatus = "ROLLBACK_FAILED"
 )
 
 // Rollout phases of a running operation with a rollout block.
@@ -72,7 +78,7 @@ type Instance struct {
 	StackSetID   string          `json:"stack_set_id"`
 	Region       string          `json:"region"`
 	Account      string          `json:"account"`
-	Status       string          `json:"status"`
+	Status       InstanceStatus  `json:"status"`
 	StatusReason string          `json:"status_reason,omitempty"`
 	Revision     string          `json:"revision,omitempty"`    // commit last applied successfully
 	ConfigHash   string          `json:"config_hash,omitempty"` // hash of what was last applied successfully
@@ -134,11 +140,11 @@ type DeposedResource struct {
 
 // InstanceResult is the outcome of one instance in an operation.
 type InstanceResult struct {
-	Region  string `json:"region"`
-	Account string `json:"account"`
-	Action  string `json:"action"` // create | update | delete | none
-	Status  string `json:"status"` // instance status
-	Reason  string `json:"reason,omitempty"`
+	Region  string         `json:"region"`
+	Account string         `json:"account"`
+	Action  string         `json:"action"` // create | update | delete | none
+	Status  InstanceStatus `json:"status"`
+	Reason  string         `json:"reason,omitempty"`
 	// Batch is the rollout batch (1-based) the instance was in; 0 without
 	// a rollout, and for the deletions that follow the batches.
 	Batch int `json:"batch,omitempty"`
@@ -211,7 +217,7 @@ type Operation struct {
 	StackSet   string           `json:"stack_set"` // name
 	Kind       string           `json:"kind"`      // CreateStackInstances | UpdateStackInstances | DeployStackSet | DeleteStackInstances | DeleteStackSet
 	Revision   string           `json:"revision"`
-	Status     string           `json:"status"`
+	Status     OperationStatus  `json:"status"`
 	Reason     string           `json:"reason,omitempty"`
 	Created    time.Time        `json:"created"`
 	Started    time.Time        `json:"started,omitempty"`
@@ -251,4 +257,26 @@ const (
 type ResourceType struct {
 	Name    string    `json:"name"`
 	Created time.Time `json:"created"`
+}
+
+// Valid reports whether s is one of the RFS instance statuses.
+func (s InstanceStatus) Valid() bool {
+	switch s {
+	case InstanceWaitInProgress, InstanceOperationInProgress, InstanceOperationComplete,
+		InstanceOperationFailed, InstanceCancelComplete, InstanceSkippedSuspendedAccount:
+		return true
+	}
+	return false
+}
+
+// Done reports whether an operation in status s has ended.
+func (s OperationStatus) Done() bool {
+	switch s {
+	case OperationQueued, OperationRunning:
+		return false
+	case OperationSucceeded, OperationFailed, OperationStopped, OperationCancelled,
+		OperationRolledBack, OperationRollbackFailed:
+		return true
+	}
+	return true // a status this build does not know ended in another one
 }

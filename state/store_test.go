@@ -409,7 +409,7 @@ func TestOperationsAndEvents(t *testing.T) {
 	api := mustCreate(t, s, "api")
 
 	var ops []Operation
-	for i, st := range []string{OperationSucceeded, OperationFailed, OperationRunning, OperationQueued} {
+	for i, st := range []OperationStatus{OperationSucceeded, OperationFailed, OperationRunning, OperationQueued} {
 		ss := web
 		if i == 1 {
 			ss = api
@@ -444,9 +444,9 @@ func TestOperationsAndEvents(t *testing.T) {
 		statuses []string
 		want     []Operation
 	}{
-		{[]string{OperationRunning, OperationQueued}, []Operation{ops[2], ops[3]}},
-		{[]string{OperationFailed}, []Operation{ops[1]}},
-		{[]string{OperationStopped}, nil},
+		{[]string{string(OperationRunning), string(OperationQueued)}, []Operation{ops[2], ops[3]}},
+		{[]string{string(OperationFailed)}, []Operation{ops[1]}},
+		{[]string{string(OperationStopped)}, nil},
 		{nil, ops},
 	}
 	for _, tc := range tests {

@@ -106,7 +106,7 @@ func reportResult(w io.Writer, res *reconciler.Result) error {
 			case r.RolledBack:
 				lines = append(lines, instanceLine{r.Region + "/" + r.Account, "rolled back to the previous revision", ""})
 			case r.Status != state.InstanceOperationComplete:
-				lines = append(lines, instanceLine{r.Region + "/" + r.Account, r.Status, r.Reason})
+				lines = append(lines, instanceLine{r.Region + "/" + r.Account, string(r.Status), r.Reason})
 			}
 		}
 		printInstanceLines(w, lines)

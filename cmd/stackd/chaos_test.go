@@ -708,13 +708,13 @@ func comparableStatus(d reconciler.StackSetStatus) any {
 		Instances                  []inst
 	}{Name: d.Name, ID: d.ID, Revision: d.Revision, Status: d.Status}
 	if d.LastOperation != nil {
-		out.LastOperation = &op{d.LastOperation.ID, d.LastOperation.Kind, d.LastOperation.Status, d.LastOperation.Revision}
+		out.LastOperation = &op{d.LastOperation.ID, d.LastOperation.Kind, string(d.LastOperation.Status), d.LastOperation.Revision}
 		out.Counts = d.LastOperation.Counts
 	}
 	for _, in := range d.Instances {
 		var outputs bytes.Buffer
 		_ = json.Compact(&outputs, in.Outputs)
-		out.Instances = append(out.Instances, inst{in.Region, in.Account, in.Status, in.Revision, outputs.String()})
+		out.Instances = append(out.Instances, inst{in.Region, in.Account, string(in.Status), in.Revision, outputs.String()})
 	}
 	sort.Slice(out.Instances, func(a, b int) bool {
 		return out.Instances[a].Region+out.Instances[a].Account < out.Instances[b].Region+out.Instances[b].Account

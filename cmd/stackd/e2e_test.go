@@ -536,17 +536,17 @@ resource "command" "gate" {
 
 	doc := statusHead(t, f.repo).stackSetStatus(t, "web")
 	want := map[string]string{
-		"eu-west-1/111111111111":  state.InstanceOperationComplete,
-		"eu-west-1/222222222222":  state.InstanceOperationFailed,
-		"us-east-1/111111111111":  state.InstanceCancelComplete,
-		"us-east-1/222222222222":  state.InstanceCancelComplete,
-		"ap-south-1/111111111111": state.InstanceCancelComplete,
-		"ap-south-1/222222222222": state.InstanceCancelComplete,
+		"eu-west-1/111111111111":  string(state.InstanceOperationComplete),
+		"eu-west-1/222222222222":  string(state.InstanceOperationFailed),
+		"us-east-1/111111111111":  string(state.InstanceCancelComplete),
+		"us-east-1/222222222222":  string(state.InstanceCancelComplete),
+		"ap-south-1/111111111111": string(state.InstanceCancelComplete),
+		"ap-south-1/222222222222": string(state.InstanceCancelComplete),
 	}
 	got := map[string]string{}
 	for _, in := range doc.Instances {
 		where := in.Region + "/" + in.Account
-		got[where] = in.Status
+		got[where] = string(in.Status)
 		if in.Status == state.InstanceOperationFailed && !strings.Contains(in.Reason, "exited with code 1") {
 			t.Errorf("%s reason %q, want it to name the exit code", where, in.Reason)
 		}
@@ -573,7 +573,7 @@ resource "command" "gate" {
 		t.Errorf("stackd state check: exit %d\n%s", check.code(), check)
 	}
 	st := mustStackd(t, "status", "--state-dir", f.state, "--json")
-	if strings.Contains(st.stdout, state.InstanceOperationInProgress) || strings.Contains(st.stdout, state.InstanceWaitInProgress) {
+	if strings.Contains(st.stdout, string(state.InstanceOperationInProgress)) || strings.Contains(st.stdout, string(state.InstanceWaitInProgress)) {
 		t.Errorf("an instance is left in progress:\n%s", st.stdout)
 	}
 }

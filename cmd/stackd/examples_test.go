@@ -46,9 +46,9 @@ func TestExamples(t *testing.T) {
 		doc := statusHead(t, f.repo).stackSetStatus(t, "baseline")
 		got := map[string]string{}
 		for _, in := range doc.Instances {
-			got[in.Region+"/"+in.Account] = in.Status
+			got[in.Region+"/"+in.Account] = string(in.Status)
 		}
-		if len(got) != 10 || got["eu-west-1/555555555555"] != state.InstanceSkippedSuspendedAccount || got["us-east-1/111111111111"] != state.InstanceOperationComplete {
+		if len(got) != 10 || got["eu-west-1/555555555555"] != string(state.InstanceSkippedSuspendedAccount) || got["us-east-1/111111111111"] != string(state.InstanceOperationComplete) {
 			t.Errorf("instances: %v", got)
 		}
 		if _, ok := got["eu-west-1/000000000000"]; ok {

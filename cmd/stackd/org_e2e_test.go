@@ -174,7 +174,7 @@ func (m *orgModel) statuses() map[string]string {
 			if m.suspended[a] {
 				s = state.InstanceSkippedSuspendedAccount
 			}
-			out[r+"/"+a] = s
+			out[r+"/"+a] = string(s)
 		}
 	}
 	return out
@@ -254,7 +254,7 @@ func checkStatus(t *testing.T, step string, f *fixture, m *orgModel, rev string)
 	doc := statusHead(t, f.repo).stackSetStatus(t, "baseline")
 	got := map[string]string{}
 	for _, in := range doc.Instances {
-		got[in.Region+"/"+in.Account] = in.Status
+		got[in.Region+"/"+in.Account] = string(in.Status)
 		if in.Status == state.InstanceSkippedSuspendedAccount && !strings.Contains(in.Reason, "suspended") {
 			t.Errorf("%s: %s/%s skipped with reason %q, want it to say the account is suspended", step, in.Region, in.Account, in.Reason)
 		}

@@ -973,7 +973,7 @@ func (h *rcHarness) settleAndCheck(r *rcRun) {
 		docs[s.name] = doc
 	}
 	for _, id := range h.walker.opIDs() {
-		if op := h.ops[id]; op != nil && op.Status != state.OperationRunning && op.Status != state.OperationQueued {
+		if op := h.ops[id]; op != nil && op.Status != string(state.OperationRunning) && op.Status != string(state.OperationQueued) {
 			continue // over: its record no longer changes
 		}
 		op, err := h.fetchOp(r.addr, id)
@@ -1116,7 +1116,7 @@ func (h *rcHarness) checkLastOperation(s *rcSet, doc reconciler.StackSetStatus) 
 	}
 	w := h.walker
 	opV := h.versionAt[op.Revision][s.name]
-	if op.Status == state.OperationSucceeded && op.Counts.Succeeded == op.Counts.Total && h.versionAt[doc.Revision][s.name] != opV {
+	if op.Status == string(state.OperationSucceeded) && op.Counts.Succeeded == op.Counts.Total && h.versionAt[doc.Revision][s.name] != opV {
 		h.violation("status", -1, "%s: the operation at %s SUCCEEDED on every instance (%s) but the stack set is recorded at %s", s.name, short(op.Revision), op.Counts, short(doc.Revision))
 	}
 	members := 0
@@ -1138,9 +1138,9 @@ func (h *rcHarness) checkLastOperation(s *rcSet, doc reconciler.StackSetStatus) 
 				h.note("%s runs %s, deployed by an earlier operation whose daemon was killed before recording it", where, ver)
 			case !dep && ver != opV && ver != prevV:
 				h.violation("outcome", -1, "%s runs %s: neither the operation's version nor its previous one", where, ver)
-			case op.Status == state.OperationRolledBack && changed && (dep || ver != prevV):
+			case op.Status == string(state.OperationRolledBack) && changed && (dep || ver != prevV):
 				h.violation("outcome", -1, "%s runs %q (deploying %v) after the operation ROLLED_BACK", where, ver, dep)
-			case op.Status == state.OperationRolledBack && changed && !healthy:
+			case op.Status == string(state.OperationRolledBack) && changed && !healthy:
 				h.violation("outcome", -1, "%s was rolled back but is not healthy", where)
 			case ran && res.RolledBack && res.Status != state.InstanceOperationComplete:
 				h.violation("status", -1, "%s is counted rolled back, but its result is %s: %s", where, res.Status, res.Reason)

@@ -65,7 +65,7 @@ func printStatus(w io.Writer, st *state.Store, only []string, asJSON bool) error
 	for _, d := range docs {
 		byStatus := map[string]int{}
 		for _, in := range d.Instances {
-			byStatus[in.Status]++
+			byStatus[string(in.Status)]++
 		}
 		fmt.Fprintf(w, "%s  id=%s  revision=%s  instances=%d\n", d.Name, d.ID, short(d.Revision), len(d.Instances))
 		keys := make([]string, 0, len(byStatus))
@@ -97,7 +97,7 @@ func printStatus(w io.Writer, st *state.Store, only []string, asJSON bool) error
 		var lines []instanceLine
 		for _, in := range d.Instances {
 			if in.Status != state.InstanceOperationComplete {
-				lines = append(lines, instanceLine{in.Region + "/" + in.Account, in.Status, in.Reason})
+				lines = append(lines, instanceLine{in.Region + "/" + in.Account, string(in.Status), in.Reason})
 			}
 		}
 		printInstanceLines(w, lines)
