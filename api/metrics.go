@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/stackd/stackd/reconciler"
 	"github.com/stackd/stackd/state"
 )
 
@@ -115,12 +114,9 @@ func NewMetrics() *Metrics {
 	)
 	// Start the known series at zero, so rates and alerts work before the
 	// first event.
-	for _, kind := range []string{
-		reconciler.KindCreateStackInstances, reconciler.KindUpdateStackInstances, reconciler.KindDeployStackSet,
-		reconciler.KindDeleteStackInstances, reconciler.KindDeleteStackSet,
-	} {
+	for _, kind := range state.Kinds {
 		for _, st := range []state.OperationStatus{state.OperationSucceeded, state.OperationFailed, state.OperationStopped, state.OperationCancelled} {
-			m.operations.WithLabelValues(kind, string(st))
+			m.operations.WithLabelValues(string(kind), string(st))
 		}
 	}
 	for _, res := range []string{resultSuccess, resultError} {

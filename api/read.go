@@ -175,7 +175,7 @@ type operationView struct {
 	ID         string                     `json:"id"`
 	StackSetID string                     `json:"stack_set_id"`
 	StackSet   string                     `json:"stack_set"`
-	Kind       string                     `json:"kind"`
+	Kind       state.OperationKind        `json:"kind"`
 	Revision   string                     `json:"revision"`
 	Status     state.OperationStatus      `json:"status"`
 	Reason     string                     `json:"reason,omitempty"`

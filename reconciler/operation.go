@@ -56,7 +56,7 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) (*state.Operation, erro
 	if err != nil {
 		return nil, fmt.Errorf("claim operation: %w", err)
 	}
-	log := r.log.With().Str("stack_set", j.name).Str("operation", op.ID).Str("kind", op.Kind).Str("revision", short(rev)).Logger()
+	log := r.log.With().Str("stack_set", j.name).Str("operation", op.ID).Str("kind", string(op.Kind)).Str("revision", short(rev)).Logger()
 	if !created && op.Status != state.OperationRunning && op.Status != state.OperationQueued {
 		log.Debug().Str("status", string(op.Status)).Msg("operation for this revision already done")
 		return nil, nil
@@ -409,7 +409,7 @@ func (o *opRun) cancel(works []*work, reason string) {
 // execute applies one instance; it reports success.
 func (o *opRun) execute(ctx context.Context, w *work) bool {
 	began := time.Now()
-	defer func() { o.r.opts.Metrics.InstanceDuration(o.op.Kind, time.Since(began)) }()
+	defer func() { o.r.opts.Metrics.InstanceDuration(string(o.op.Kind), time.Since(began)) }()
 	st := o.r.opts.Store
 	ssID := o.j.recorded.ID
 	t := w.target
@@ -580,7 +580,7 @@ func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
 	if err != nil {
 		return op, err
 	}
-	o.r.opts.Metrics.OperationFinished(op.Kind, string(op.Status))
+	o.r.opts.Metrics.OperationFinished(string(op.Kind), string(op.Status))
 	o.r.stateGen.Add(1)
 	o.event("", "", "", string(op.Status), op.Reason)
 	o.log.Info().Str("status", string(op.Status)).Int("instances", len(op.Results)).Int("failed", out.failed).Int("cancelled", out.cancelled).

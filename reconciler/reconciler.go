@@ -22,13 +22,13 @@ import (
 	"github.com/stackd/stackd/state"
 )
 
-// Operation kinds (RFS names).
+// Operation kinds (RFS names): state's.
 const (
-	KindCreateStackInstances = "CreateStackInstances"
-	KindUpdateStackInstances = "UpdateStackInstances"
-	KindDeployStackSet       = "DeployStackSet"
-	KindDeleteStackInstances = "DeleteStackInstances"
-	KindDeleteStackSet       = "DeleteStackSet"
+	KindCreateStackInstances = state.KindCreateStackInstances
+	KindUpdateStackInstances = state.KindUpdateStackInstances
+	KindDeployStackSet       = state.KindDeployStackSet
+	KindDeleteStackInstances = state.KindDeleteStackInstances
+	KindDeleteStackSet       = state.KindDeleteStackSet
 )
 
 // Meta keys kept in the state store.
@@ -485,7 +485,7 @@ type job struct {
 	// newID is the id a new stack set will get (chosen before planning so
 	// plans and instance hashes use it).
 	newID string
-	kind  string
+	kind  state.OperationKind
 	works []*work
 	// changeSet is filled while planning.
 	changeSet *changeset.StackSetChangeSet

@@ -814,12 +814,12 @@ func TestQueueingAndCoalescing(t *testing.T) {
 			}
 			got := map[string]string{}
 			for _, op := range ops {
-				got[op.Revision[:7]] = op.Kind + " " + string(op.Status)
+				got[op.Revision[:7]] = string(op.Kind) + " " + string(op.Status)
 			}
 			want := map[string]string{
-				rev1[:7]: string(reconciler.KindCreateStackInstances + " " + state.OperationSucceeded),
-				rev2[:7]: string(reconciler.KindDeployStackSet + " " + state.OperationCancelled),
-				rev3[:7]: string(reconciler.KindDeployStackSet + " " + state.OperationSucceeded),
+				rev1[:7]: string(reconciler.KindCreateStackInstances) + " " + string(state.OperationSucceeded),
+				rev2[:7]: string(reconciler.KindDeployStackSet) + " " + string(state.OperationCancelled),
+				rev3[:7]: string(reconciler.KindDeployStackSet) + " " + string(state.OperationSucceeded),
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("alpha's operations by revision (-want +got):\n%s", diff)

@@ -38,7 +38,7 @@ type StackSetStatus struct {
 // OperationStatus summarises an operation in a status document.
 type OperationStatus struct {
 	ID       string                `json:"id"`
-	Kind     string                `json:"kind"`
+	Kind     state.OperationKind   `json:"kind"`
 	Status   state.OperationStatus `json:"status"`
 	Reason   string                `json:"reason,omitempty"`
 	Revision string                `json:"revision"`

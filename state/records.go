@@ -20,6 +20,22 @@ const (
 	InstanceSkippedSuspendedAccount InstanceStatus = "SKIPPED_SUSPENDED_ACCOUNT"
 )
 
+// OperationKind is what an operation does, named as the RFS seed's API
+// calls.
+type OperationKind string
+
+// Operation kinds.
+const (
+	KindCreateStackInstances OperationKind = "CreateStackInstances" // new targets
+	KindUpdateStackInstances OperationKind = "UpdateStackInstances" // override changes
+	KindDeployStackSet       OperationKind = "DeployStackSet"       // template or variable changes
+	KindDeleteStackInstances OperationKind = "DeleteStackInstances" // removed targets
+	KindDeleteStackSet       OperationKind = "DeleteStackSet"       // a stack set removed from Git
+)
+
+// Kinds are every operation kind, in the seed's order.
+var Kinds = []OperationKind{KindCreateStackInstances, KindUpdateStackInstances, KindDeployStackSet, KindDeleteStackInstances, KindDeleteStackSet}
+
 // OperationStatus is an operation's status.
 type OperationStatus string
 
@@ -215,7 +231,7 @@ type Operation struct {
 	ID         string           `json:"id"`
 	StackSetID string           `json:"stack_set_id"`
 	StackSet   string           `json:"stack_set"` // name
-	Kind       string           `json:"kind"`      // CreateStackInstances | UpdateStackInstances | DeployStackSet | DeleteStackInstances | DeleteStackSet
+	Kind       OperationKind    `json:"kind"`
 	Revision   string           `json:"revision"`
 	Status     OperationStatus  `json:"status"`
 	Reason     string           `json:"reason,omitempty"`

@@ -708,7 +708,7 @@ func comparableStatus(d reconciler.StackSetStatus) any {
 		Instances                  []inst
 	}{Name: d.Name, ID: d.ID, Revision: d.Revision, Status: d.Status}
 	if d.LastOperation != nil {
-		out.LastOperation = &op{d.LastOperation.ID, d.LastOperation.Kind, string(d.LastOperation.Status), d.LastOperation.Revision}
+		out.LastOperation = &op{d.LastOperation.ID, string(d.LastOperation.Kind), string(d.LastOperation.Status), d.LastOperation.Revision}
 		out.Counts = d.LastOperation.Counts
 	}
 	for _, in := range d.Instances {
