@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -524,7 +523,7 @@ func (o *opRun) settle(w *work, status state.InstanceStatus, reason string, outp
 			o.log.Error().Err(err).Str("region", t.Region).Str("account", t.Account).Msg("cannot read instance record to settle it")
 			o.event(t.Region, t.Account, "", string(status), reason)
 			o.mu.Lock()
-			o.results[t] = state.InstanceResult{Region: t.Region, Account: t.Account, Action: strings.ToLower(w.action), Status: status, Reason: reason}
+			o.results[t] = state.InstanceResult{Region: t.Region, Account: t.Account, Action: state.ParseInstanceAction(w.action), Status: status, Reason: reason}
 			o.mu.Unlock()
 			return
 		}
@@ -547,7 +546,7 @@ func (o *opRun) settle(w *work, status state.InstanceStatus, reason string, outp
 	}
 	o.event(t.Region, t.Account, "", string(status), reason)
 	o.mu.Lock()
-	o.results[t] = state.InstanceResult{Region: t.Region, Account: t.Account, Action: strings.ToLower(w.action), Status: status, Reason: reason}
+	o.results[t] = state.InstanceResult{Region: t.Region, Account: t.Account, Action: state.ParseInstanceAction(w.action), Status: status, Reason: reason}
 	o.mu.Unlock()
 }
 
@@ -741,7 +740,7 @@ func (r *Reconciler) priorResults(op *state.Operation) ([]state.InstanceResult, 
 	if err != nil {
 		return nil, fmt.Errorf("read the events of operation %s: %w", op.ID, err)
 	}
-	action := map[engine.Target]string{}
+	action := map[engine.Target]state.InstanceAction{}
 	final := map[engine.Target]state.InstanceResult{}
 	var order []engine.Target
 	for _, ev := range evs {
@@ -752,15 +751,15 @@ func (r *Reconciler) priorResults(op *state.Operation) ([]state.InstanceResult, 
 		status := state.InstanceStatus(ev.Status) // an instance's events carry its statuses
 		switch status {
 		case state.InstanceOperationInProgress:
-			action[t] = strings.ToLower(ev.Message)
+			action[t] = state.ParseInstanceAction(ev.Message)
 			delete(final, t) // running again: an earlier outcome is over
 		case state.InstanceOperationComplete, state.InstanceOperationFailed, state.InstanceCancelComplete, state.InstanceSkippedSuspendedAccount:
 			a := action[t]
 			switch {
 			case status == state.InstanceSkippedSuspendedAccount:
-				a = strings.ToLower(actionSkip)
+				a = state.ActionSkip
 			case a == "":
-				a = "none"
+				a = state.ActionNone
 			}
 			if _, ok := final[t]; !ok {
 				order = append(order, t)

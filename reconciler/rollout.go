@@ -804,7 +804,7 @@ func (rr *rolloutRun) gateFailed(t engine.Target, reason string) {
 	o.event(t.Region, t.Account, "", string(state.InstanceOperationFailed), reason)
 	res, ok := rr.resultOf(t)
 	if !ok {
-		res = state.InstanceResult{Region: t.Region, Account: t.Account, Action: "none"}
+		res = state.InstanceResult{Region: t.Region, Account: t.Account, Action: state.ActionNone}
 	}
 	// A rolled-back instance failing the rollback's gate is not rolled
 	// back: it failed.
@@ -1482,9 +1482,9 @@ func (rr *rolloutRun) rolledBack(it rollbackItem, status state.InstanceStatus, r
 	o := rr.o
 	t := it.target
 	o.event(t.Region, t.Account, "", string(status), reason)
-	action := strings.ToLower(changeset.InstanceUpdate)
+	action := state.ActionUpdate
 	if it.prev == "" {
-		action = strings.ToLower(changeset.InstanceCreate)
+		action = state.ActionCreate
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -2,6 +2,7 @@ package state
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -19,6 +20,32 @@ const (
 	// organization; the instance is skipped, never failed.
 	InstanceSkippedSuspendedAccount InstanceStatus = "SKIPPED_SUSPENDED_ACCOUNT"
 )
+
+// InstanceAction is what an operation did to an instance, as its result
+// records it.
+type InstanceAction string
+
+// Instance actions.
+const (
+	ActionCreate InstanceAction = "create"
+	ActionUpdate InstanceAction = "update"
+	ActionDelete InstanceAction = "delete"
+	// ActionSkip: the account is suspended (SKIPPED_SUSPENDED_ACCOUNT).
+	ActionSkip InstanceAction = "skip"
+	// ActionNone: the instance was not applied (cancelled before it
+	// started, or only gated).
+	ActionNone InstanceAction = "none"
+)
+
+// ParseInstanceAction reads the action of a work or an event ("Create",
+// "update", "Skip"...), case-insensitively; anything else is ActionNone.
+func ParseInstanceAction(s string) InstanceAction {
+	switch a := InstanceAction(strings.ToLower(s)); a {
+	case ActionCreate, ActionUpdate, ActionDelete, ActionSkip, ActionNone:
+		return a
+	}
+	return ActionNone
+}
 
 // OperationKind is what an operation does, named as the RFS seed's API
 // calls.
@@ -158,7 +185,7 @@ type DeposedResource struct {
 type InstanceResult struct {
 	Region  string         `json:"region"`
 	Account string         `json:"account"`
-	Action  string         `json:"action"` // create | update | delete | none
+	Action  InstanceAction `json:"action"`
 	Status  InstanceStatus `json:"status"`
 	Reason  string         `json:"reason,omitempty"`
 	// Batch is the rollout batch (1-based) the instance was in; 0 without

@@ -299,7 +299,7 @@ func checkResults(t *testing.T, step string, op state.Operation, m *orgModel, ac
 		switch {
 		case r.Status == state.InstanceOperationComplete:
 			applied = append(applied, where)
-			if r.Action != action {
+			if string(r.Action) != action {
 				t.Errorf("%s: %s was applied with action %q, want %q", step, where, r.Action, action)
 			}
 		case r.Status == state.InstanceSkippedSuspendedAccount && m.suspended[r.Account]:
