@@ -15,10 +15,10 @@ import (
 
 func (w *walker) addChange(r *Resource, rp *ResourcePlan, schema provider.Schema) changeset.Change {
 	rc := changeset.ResourceChange{
-		Action: "Add", LogicalResourceId: strings.TrimPrefix(rp.Address, w.prefix), ResourceType: rp.Type, ModuleInfo: rp.Module,
+		Action: changeset.Add, LogicalResourceId: strings.TrimPrefix(rp.Address, w.prefix), ResourceType: rp.Type, ModuleInfo: rp.Module,
 	}
 	if rp.Action == Replace {
-		rc.Action = "Modify"
+		rc.Action = changeset.Modify
 		rc.PhysicalResourceId = rp.PhysicalID
 		rc.Replacement = changeset.ReplacementTrue
 		rc.Scope = []string{"Properties"}
@@ -39,7 +39,7 @@ func (w *walker) addChange(r *Resource, rp *ResourcePlan, schema provider.Schema
 
 func (w *walker) modifyChange(r *Resource, rp *ResourcePlan, schema provider.Schema, changed []string) changeset.Change {
 	rc := changeset.ResourceChange{
-		Action: "Modify", LogicalResourceId: strings.TrimPrefix(rp.Address, w.prefix), PhysicalResourceId: rp.PhysicalID,
+		Action: changeset.Modify, LogicalResourceId: strings.TrimPrefix(rp.Address, w.prefix), PhysicalResourceId: rp.PhysicalID,
 		ResourceType: rp.Type, Replacement: rp.Replacement, ModuleInfo: rp.Module,
 	}
 	if len(changed) > 0 {
@@ -73,7 +73,7 @@ func removeChange(rp *ResourcePlan, deletionPolicy string, tmpls ...*Template) c
 	if mi != nil {
 		mi.TypeHierarchy = moduleTypes(strings.Split(mi.LogicalIdHierarchy, "/"), tmpls...)
 	}
-	rc := changeset.ResourceChange{Action: "Remove", LogicalResourceId: id, PhysicalResourceId: rp.PhysicalID, ResourceType: rp.Type, ModuleInfo: mi}
+	rc := changeset.ResourceChange{Action: changeset.Remove, LogicalResourceId: id, PhysicalResourceId: rp.PhysicalID, ResourceType: rp.Type, ModuleInfo: mi}
 	if deletionPolicy == "Retain" {
 		rc.DeletionPolicy = "Retain"
 	}

@@ -76,7 +76,7 @@ resource "rec" "config" {
 	j := newJournal()
 
 	var sets []*changeset.StackSetChangeSet
-	plan := func(action string) *InstancePlan {
+	plan := func(action changeset.InstanceAction) *InstancePlan {
 		p, diags := e.Plan(inst, j.list())
 		if diags.HasErrors() {
 			t.Fatal(diags.Error())

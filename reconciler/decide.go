@@ -12,7 +12,7 @@ type operationDecision struct {
 	// kind is the operation kind; "" when there is nothing to do.
 	kind state.OperationKind
 	// action is the stack set's change-set action.
-	action string
+	action changeset.InstanceAction
 	// instances are every target of the stack set, the desired ones in
 	// their order, then those whose targets (or stack set) were removed.
 	instances []instanceDecision
@@ -102,7 +102,7 @@ func decideOperation(ss *engine.StackSet, recorded *state.StackSet, id string, e
 
 // operationKind is the RFS operation kind for the instances to create,
 // update and delete, and the stack set's change-set action.
-func operationKind(ss *engine.StackSet, recorded *state.StackSet, creates, updates, deletes int) (kind state.OperationKind, action string) {
+func operationKind(ss *engine.StackSet, recorded *state.StackSet, creates, updates, deletes int) (kind state.OperationKind, action changeset.InstanceAction) {
 	switch {
 	case ss == nil:
 		return KindDeleteStackSet, changeset.InstanceDelete

@@ -429,7 +429,7 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 	if err := st.PutInstance(in); err != nil {
 		return o.fail(w, log, err)
 	}
-	o.event(t.Region, t.Account, "", string(state.InstanceOperationInProgress), w.action)
+	o.event(t.Region, t.Account, "", string(state.InstanceOperationInProgress), string(w.action))
 	var recorded []engine.ResourceState
 	if w.plan == nil || o.resumed {
 		var err error
@@ -523,7 +523,7 @@ func (o *opRun) settle(w *work, status state.InstanceStatus, reason string, outp
 			o.log.Error().Err(err).Str("region", t.Region).Str("account", t.Account).Msg("cannot read instance record to settle it")
 			o.event(t.Region, t.Account, "", string(status), reason)
 			o.mu.Lock()
-			o.results[t] = state.InstanceResult{Region: t.Region, Account: t.Account, Action: state.ParseInstanceAction(w.action), Status: status, Reason: reason}
+			o.results[t] = state.InstanceResult{Region: t.Region, Account: t.Account, Action: state.ParseInstanceAction(string(w.action)), Status: status, Reason: reason}
 			o.mu.Unlock()
 			return
 		}
@@ -546,7 +546,7 @@ func (o *opRun) settle(w *work, status state.InstanceStatus, reason string, outp
 	}
 	o.event(t.Region, t.Account, "", string(status), reason)
 	o.mu.Lock()
-	o.results[t] = state.InstanceResult{Region: t.Region, Account: t.Account, Action: state.ParseInstanceAction(w.action), Status: status, Reason: reason}
+	o.results[t] = state.InstanceResult{Region: t.Region, Account: t.Account, Action: state.ParseInstanceAction(string(w.action)), Status: status, Reason: reason}
 	o.mu.Unlock()
 }
 

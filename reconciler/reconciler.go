@@ -508,7 +508,7 @@ func (j *job) id() string {
 // work is one instance of an operation.
 type work struct {
 	target engine.Target
-	action string // changeset.InstanceCreate | InstanceUpdate | InstanceDelete | actionSkip
+	action changeset.InstanceAction // changeset.InstanceCreate | InstanceUpdate | InstanceDelete | actionSkip
 	hash   string
 	plan   *engine.InstancePlan
 	// inService: the instance served (state.Instance.InService) when the
@@ -518,7 +518,7 @@ type work struct {
 
 // actionSkip marks an instance of a suspended account: it is recorded as
 // SKIPPED_SUSPENDED_ACCOUNT and never fails or blocks the operation.
-const actionSkip = "Skip"
+const actionSkip changeset.InstanceAction = "Skip"
 
 // reconcileRevision validates and plans the revision, then dispatches its
 // operations. With only set, just those stack sets are reconciled.

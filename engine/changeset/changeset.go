@@ -13,9 +13,20 @@ type Change struct {
 	ResourceChange ResourceChange `json:"ResourceChange"`
 }
 
+// ResourceAction is what a change does to a resource (the ROS seed's
+// Action).
+type ResourceAction string
+
+// Resource actions.
+const (
+	Add    ResourceAction = "Add"
+	Modify ResourceAction = "Modify"
+	Remove ResourceAction = "Remove"
+)
+
 // ResourceChange describes what happens to one resource.
 type ResourceChange struct {
-	Action             string                   `json:"Action"` // Add | Modify | Remove
+	Action             ResourceAction           `json:"Action"`
 	LogicalResourceId  string                   `json:"LogicalResourceId"`
 	PhysicalResourceId string                   `json:"PhysicalResourceId,omitempty"`
 	ResourceType       string                   `json:"ResourceType"`
@@ -32,7 +43,7 @@ type ResourceChange struct {
 
 // Retained reports whether a Remove keeps the resource in the world.
 func (rc ResourceChange) Retained() bool {
-	return rc.Action == "Remove" && rc.DeletionPolicy == "Retain"
+	return rc.Action == Remove && rc.DeletionPolicy == "Retain"
 }
 
 // ResourceChangeDetail says why a property changes.

@@ -276,7 +276,7 @@ func WriteDiagnosticsMarkdown(w io.Writer, revision string, diags []Diagnostic) 
 // instanceGroup is a set of instances whose changes are equal, values
 // included (physical ids aside).
 type instanceGroup struct {
-	action  string
+	action  InstanceAction
 	members []int // indexes into StackSetChangeSet.Instances, in order
 }
 
@@ -296,7 +296,7 @@ func valuesKey(ic InstanceChangeSet) string {
 	return strings.Join(keys, "\n")
 }
 
-func actionRank(a string) int {
+func actionRank(a InstanceAction) int {
 	switch a {
 	case InstanceCreate:
 		return 0
@@ -322,7 +322,7 @@ func groupInstances(cs *StackSetChangeSet) []*instanceGroup {
 		if action != InstanceCreate && action != InstanceUpdate && action != InstanceDelete {
 			action = InstanceNoChange
 		}
-		k := action
+		k := string(action)
 		if action != InstanceNoChange {
 			k += "\x1e" + valuesKey(ic)
 		}
@@ -424,7 +424,7 @@ func mdResourceLine(rc ResourceChange) string {
 	if rc.Retained() {
 		return s + " — **retained**: removed from the stack, not destroyed (`deletion_policy = \"Retain\"`)"
 	}
-	if rc.Action != "Modify" {
+	if rc.Action != Modify {
 		return s
 	}
 	if what := mdChangedNames(rc); len(what) > 0 {
@@ -545,7 +545,7 @@ func mdChangeDetails(rc ResourceChange) string {
 		b.WriteString("\n")
 	}
 	for _, pc := range rc.PropertyChanges {
-		b.WriteString(mdProperty(pc, rc.Action == "Add"))
+		b.WriteString(mdProperty(pc, rc.Action == Add))
 	}
 	if len(rc.PropertyChanges) > 0 {
 		b.WriteString("\n")

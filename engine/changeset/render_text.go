@@ -19,12 +19,12 @@ const (
 // symbol returns the terraform-plan symbol and colour of a resource change.
 func symbol(rc ResourceChange) (string, string) {
 	switch {
-	case rc.Action == "Add":
+	case rc.Action == Add:
 		return "+", ansiGreen
 	case rc.Retained():
 		// Terraform's "forget": no longer managed, not destroyed.
 		return ".", ansiYellow
-	case rc.Action == "Remove":
+	case rc.Action == Remove:
 		return "-", ansiRed
 	case rc.Replacement == ReplacementTrue:
 		return "-/+", ansiMagenta
@@ -120,7 +120,7 @@ func RenderText(w io.Writer, cs *StackSetChangeSet, color bool) error {
 				fmt.Fprintf(&b, "          # %s changes (%s)\n", printableLine(what), printableLine(why))
 			}
 			for _, pc := range rc.PropertyChanges {
-				if rc.Action == "Add" {
+				if rc.Action == Add {
 					fmt.Fprintf(&b, "          %-*s = %s\n", width, pc.Name, textValue(pc.AfterValue, "          "))
 					continue
 				}
@@ -187,7 +187,7 @@ func hasPropertyChange(rc ResourceChange, name string) bool {
 	return false
 }
 
-func instanceVerb(a string) string {
+func instanceVerb(a InstanceAction) string {
 	switch a {
 	case InstanceCreate:
 		return "created"

@@ -6,7 +6,7 @@ type StackSetChangeSet struct {
 	StackSetName string              `json:"StackSetName"`
 	StackSetId   string              `json:"StackSetId,omitempty"`
 	Revision     string              `json:"Revision"`
-	Action       string              `json:"Action"` // Create | Update | Delete | NoChange
+	Action       InstanceAction      `json:"Action"`
 	Summary      ChangeSummary       `json:"Summary"`
 	Instances    []InstanceChangeSet `json:"Instances"`
 	// Rollout, for a stack set with a rollout block and instances to
@@ -30,20 +30,24 @@ type ChangeSummary struct {
 	ResourcesToRetain int `json:"ResourcesToRetain"`
 }
 
+// InstanceAction is what a change set does to a stack instance (or to the
+// stack set as a whole).
+type InstanceAction string
+
 // Instance-level actions.
 const (
-	InstanceCreate   = "Create"
-	InstanceUpdate   = "Update"
-	InstanceDelete   = "Delete"
-	InstanceNoChange = "NoChange"
+	InstanceCreate   InstanceAction = "Create"
+	InstanceUpdate   InstanceAction = "Update"
+	InstanceDelete   InstanceAction = "Delete"
+	InstanceNoChange InstanceAction = "NoChange"
 )
 
 // InstanceChangeSet is one instance's part of a stack-set change set.
 type InstanceChangeSet struct {
-	Region  string   `json:"Region"`
-	Account string   `json:"Account"`
-	Action  string   `json:"Action"`
-	Changes []Change `json:"Changes"`
+	Region  string         `json:"Region"`
+	Account string         `json:"Account"`
+	Action  InstanceAction `json:"Action"`
+	Changes []Change       `json:"Changes"`
 }
 
 // Add appends an instance and updates the summary.
@@ -65,7 +69,7 @@ func (cs *StackSetChangeSet) Add(ic InstanceChangeSet) {
 		switch {
 		case c.ResourceChange.Retained():
 			cs.Summary.ResourcesToRetain++
-		case c.ResourceChange.Action == "Add":
+		case c.ResourceChange.Action == Add:
 			cs.Summary.ResourcesToAdd++
 		case c.ResourceChange.Action == "Remove":
 			cs.Summary.ResourcesToRemove++
