@@ -90,12 +90,12 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 
 // stackSetSummary is one entry of GET /v1/stack_sets.
 type stackSetSummary struct {
-	Name          string    `json:"name"`
-	ID            string    `json:"id"`
-	Created       time.Time `json:"created"`
-	Revision      string    `json:"revision,omitempty"`
-	Status        string    `json:"status,omitempty"`
-	LastOperation string    `json:"last_operation,omitempty"`
+	Name          string               `json:"name"`
+	ID            string               `json:"id"`
+	Created       time.Time            `json:"created"`
+	Revision      string               `json:"revision,omitempty"`
+	Status        state.StackSetStatus `json:"status,omitempty"`
+	LastOperation string               `json:"last_operation,omitempty"`
 }
 
 func (s *Server) listStackSets(w http.ResponseWriter, _ *http.Request) {

@@ -27,12 +27,12 @@ func StatusPath(name string) string { return statusDir + name + ".json" }
 
 // StackSetStatus is the document written to status/<stack_set>.json.
 type StackSetStatus struct {
-	Name          string           `json:"name"`
-	ID            string           `json:"id"`
-	Revision      string           `json:"revision,omitempty"` // last revision deployed to every instance
-	Status        string           `json:"status,omitempty"`
-	LastOperation *OperationStatus `json:"last_operation,omitempty"`
-	Instances     []InstanceStatus `json:"instances"`
+	Name          string               `json:"name"`
+	ID            string               `json:"id"`
+	Revision      string               `json:"revision,omitempty"` // last revision deployed to every instance
+	Status        state.StackSetStatus `json:"status,omitempty"`
+	LastOperation *OperationStatus     `json:"last_operation,omitempty"`
+	Instances     []InstanceStatus     `json:"instances"`
 }
 
 // OperationStatus summarises an operation in a status document.

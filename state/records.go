@@ -111,7 +111,7 @@ type StackSet struct {
 	ConfigHash string          `json:"config_hash,omitempty"`
 	Vars       json.RawMessage `json:"vars,omitempty"` // variable names and values, sensitive ones redacted
 	VarNames   []string        `json:"var_names,omitempty"`
-	Status     string          `json:"status,omitempty"` // StackSetActive | StackSetDeleting | StackSetDeleteFailed
+	Status     StackSetStatus  `json:"status,omitempty"`
 	// LastOperation is the id of the latest operation.
 	LastOperation string `json:"last_operation,omitempty"`
 }
@@ -286,13 +286,16 @@ type Event struct {
 	Message     string    `json:"message,omitempty"`
 }
 
+// StackSetStatus is a stack set's status.
+type StackSetStatus string
+
 // Stack set statuses.
 const (
-	StackSetActive   = "ACTIVE"
-	StackSetDeleting = "DELETING"
+	StackSetActive   StackSetStatus = "ACTIVE"
+	StackSetDeleting StackSetStatus = "DELETING"
 	// StackSetDeleteFailed: removing the stack set from Git failed to
 	// delete some of its instances; the record stays until they are gone.
-	StackSetDeleteFailed = "DELETE_FAILED"
+	StackSetDeleteFailed StackSetStatus = "DELETE_FAILED"
 )
 
 // ResourceType is one entry of the resource type registry (DESIGN §8):

@@ -706,7 +706,7 @@ func comparableStatus(d reconciler.StackSetStatus) any {
 		LastOperation              *op
 		Counts                     reconciler.OperationCounts
 		Instances                  []inst
-	}{Name: d.Name, ID: d.ID, Revision: d.Revision, Status: d.Status}
+	}{Name: d.Name, ID: d.ID, Revision: d.Revision, Status: string(d.Status)}
 	if d.LastOperation != nil {
 		out.LastOperation = &op{d.LastOperation.ID, string(d.LastOperation.Kind), string(d.LastOperation.Status), d.LastOperation.Revision}
 		out.Counts = d.LastOperation.Counts
