@@ -120,14 +120,20 @@ func (r *Reconciler) stopOthers(j *job, cur *state.Operation) error {
 			// rollout) runs next: it is not taken over.
 			continue
 		}
-		op.Status = state.OperationStopped
-		op.Reason = "superseded by revision " + short(cur.Revision)
-		op.Ended = r.opts.Now()
-		if err := r.opts.Store.PutOperation(op); err != nil {
+		if err := r.endOperation(op, state.OperationStopped, "superseded by revision "+short(cur.Revision)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// endOperation ends an operation this run does not carry out — superseded
+// by a newer one, coalesced into it, or left for a stack set that no
+// longer exists — with status and reason: the one place those records are
+// written (finish writes the outcome of those it runs).
+func (r *Reconciler) endOperation(op state.Operation, status state.OperationStatus, reason string) error {
+	op.Status, op.Reason, op.Ended = status, reason, r.opts.Now()
+	return r.opts.Store.PutOperation(op)
 }
 
 // opRun is one running operation.

@@ -567,8 +567,7 @@ func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...
 					j.kind = op.Kind
 					continue
 				}
-				op.Status, op.Reason, op.Ended = state.OperationStopped, "its stack set no longer exists", r.opts.Now()
-				if err := r.opts.Store.PutOperation(op); err != nil {
+				if err := r.endOperation(op, state.OperationStopped, "its stack set no longer exists"); err != nil {
 					return nil, nil, err
 				}
 			}

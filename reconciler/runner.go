@@ -191,10 +191,7 @@ func (r *Reconciler) coalesce(old, newer *job) {
 	if err != nil || op.Status != state.OperationQueued {
 		return
 	}
-	op.Status = state.OperationCancelled
-	op.Reason = "coalesced into revision " + short(newer.rev)
-	op.Ended = r.opts.Now()
-	if err := r.opts.Store.PutOperation(op); err != nil {
+	if err := r.endOperation(op, state.OperationCancelled, "coalesced into revision "+short(newer.rev)); err != nil {
 		r.log.Warn().Err(err).Str("stack_set", old.name).Msg("cannot record coalesced operation")
 	}
 	r.log.Info().Str("stack_set", old.name).Str("revision", short(old.rev)).Str("by", short(newer.rev)).Msg("queued operation coalesced")
