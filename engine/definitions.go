@@ -155,6 +155,8 @@ const (
 	Parallel   RegionConcurrency = "PARALLEL"   // every region at once
 )
 
+func (c RegionConcurrency) String() string { return string(c) }
+
 // Valid reports whether c is one of the seed's values.
 func (c RegionConcurrency) Valid() bool {
 	switch c {
@@ -176,6 +178,8 @@ const (
 	// SoftFailureTolerance keeps concurrency whatever fails.
 	SoftFailureTolerance FailureToleranceMode = "SOFT_FAILURE_TOLERANCE"
 )
+
+func (m FailureToleranceMode) String() string { return string(m) }
 
 // Valid reports whether m is one of the seed's values.
 func (m FailureToleranceMode) Valid() bool {

@@ -2,6 +2,7 @@ package state
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 )
@@ -326,3 +327,12 @@ func (s OperationStatus) Done() bool {
 	}
 	return true // a status this build does not know ended in another one
 }
+
+func (s InstanceStatus) String() string  { return string(s) }
+func (s OperationStatus) String() string { return string(s) }
+func (k OperationKind) String() string   { return string(k) }
+func (a InstanceAction) String() string  { return string(a) }
+func (s StackSetStatus) String() string  { return string(s) }
+
+// Valid reports whether k is one of the RFS operation kinds.
+func (k OperationKind) Valid() bool { return slices.Contains(Kinds, k) }

@@ -122,3 +122,5 @@ const (
 	SensitivePlaceholder       = "<sensitive>"
 	KnownAfterApplyPlaceholder = "<known_after_apply>"
 )
+
+func (a ResourceAction) String() string { return string(a) }

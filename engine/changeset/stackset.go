@@ -87,3 +87,5 @@ func (cs *StackSetChangeSet) HasChanges() bool {
 	s := cs.Summary
 	return s.InstancesToCreate+s.InstancesToUpdate+s.InstancesToDelete > 0
 }
+
+func (a InstanceAction) String() string { return string(a) }
