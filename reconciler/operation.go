@@ -240,29 +240,36 @@ func (o *opRun) runRegions(ctx context.Context, prefs engine.OperationPreference
 		rnd.Shuffle(len(regions), func(a, b int) { regions[a], regions[b] = regions[b], regions[a] })
 		o.log.Info().Strs("region_order", regions).Msg("regions in random order (no region_order set)")
 	}
-	if prefs.RegionConcurrency == engine.Parallel {
+	stopped := forEachRegion(regions, prefs.RegionConcurrency == engine.Parallel, func(region string) bool {
+		return o.runRegion(ctx, prefs, byRegion[region])
+	})
+	if stopped < 0 || ctx.Err() != nil || o.r.stop.Stopped() {
+		return // done, or interrupted: the operation resumes on restart
+	}
+	for _, rest := range regions[stopped+1:] {
+		o.cancel(byRegion[rest], "failure tolerance exceeded in region "+regions[stopped])
+	}
+}
+
+// forEachRegion is the one loop over an operation's regions: all at once
+// (parallel: fn's answer only ends its own region), or one after another
+// in the order given, stopping at the first for which fn reports false.
+// It returns the index of the region a sequential loop stopped at, or -1.
+func forEachRegion(regions []string, parallel bool, fn func(region string) bool) int {
+	if parallel {
 		var wg sync.WaitGroup
 		for _, region := range regions {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				o.runRegion(ctx, prefs, byRegion[region])
-			}()
+			wg.Go(func() { fn(region) })
 		}
 		wg.Wait()
-		return
+		return -1
 	}
 	for i, region := range regions {
-		if !o.runRegion(ctx, prefs, byRegion[region]) {
-			if ctx.Err() != nil || o.r.stop.Stopped() {
-				return // the operation resumes on restart
-			}
-			for _, rest := range regions[i+1:] {
-				o.cancel(byRegion[rest], "failure tolerance exceeded in region "+region)
-			}
-			return
+		if !fn(region) {
+			return i
 		}
 	}
+	return -1
 }
 
 // regionsInOrder groups works by region, the regions in region_order when

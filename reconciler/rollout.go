@@ -577,45 +577,32 @@ func (rr *rolloutRun) runBatch(ctx context.Context, n int, batch []*work) error 
 	abortedDuring := func() error {
 		return &batchFailure{aborted: true, reason: fmt.Sprintf("%s during batch %d of %d", rr.abortedBy(), n, total)}
 	}
-	if rr.prefs.RegionConcurrency == engine.Parallel {
-		var (
-			wg    sync.WaitGroup
-			mu    sync.Mutex
-			first error
-		)
-		for _, region := range regions {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if failed, tol, ok := run(region); !ok && !interrupted() {
-					mu.Lock()
-					if first == nil {
-						first = exceeded(region, failed, tol)
-					}
-					mu.Unlock()
-				}
-			}()
-		}
-		wg.Wait()
-		if interrupted() {
-			return errInterrupted
-		}
-		if first == nil && rr.isAborted() {
-			return abortedDuring()
-		}
-		return first
-	}
-	for _, region := range regions {
+	var (
+		mu    sync.Mutex
+		first error
+	)
+	forEachRegion(regions, rr.prefs.RegionConcurrency == engine.Parallel, func(region string) bool {
 		failed, tol, ok := run(region)
-		if interrupted() {
-			return errInterrupted
+		switch {
+		case interrupted():
+			return false
+		case !ok:
+			mu.Lock()
+			if first == nil {
+				first = exceeded(region, failed, tol)
+			}
+			mu.Unlock()
+			return false
 		}
-		if !ok {
-			return exceeded(region, failed, tol)
-		}
-		if rr.isAborted() {
-			return abortedDuring()
-		}
+		return !rr.isAborted() // an abort starts no other region
+	})
+	switch {
+	case interrupted():
+		return errInterrupted
+	case first != nil:
+		return first
+	case rr.isAborted():
+		return abortedDuring()
 	}
 	return nil
 }
@@ -1362,21 +1349,10 @@ func (rr *rolloutRun) rollbackBatch(ctx context.Context, items []rollbackItem) (
 		}
 		wg.Wait()
 	}
-	if rr.prefs.RegionConcurrency == engine.Parallel {
-		var wg sync.WaitGroup
-		for _, r := range regions {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				region(r)
-			}()
-		}
-		wg.Wait()
-	} else {
-		for _, r := range regions {
-			region(r)
-		}
-	}
+	forEachRegion(regions, rr.prefs.RegionConcurrency == engine.Parallel, func(r string) bool {
+		region(r)
+		return true
+	})
 	if len(failures) == 0 {
 		return restored, ""
 	}
