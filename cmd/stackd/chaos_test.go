@@ -278,23 +278,26 @@ func (f *chaosFleet) statusWritten(addr, repo string) (bool, string) {
 	return true, ""
 }
 
-// chaosKills is the number of kills: STACKD_CHAOS_KILLS or 30.
-func chaosKills(t *testing.T) int {
-	if v := os.Getenv("STACKD_CHAOS_KILLS"); v != "" {
+// chaosKills is the number of kills of a chaos test: the environment
+// variable env (STACKD_CHAOS_KILLS, STACKD_ROLLOUT_CHAOS_KILLS) or def.
+func chaosKills(t *testing.T, env string, def int) int {
+	if v := os.Getenv(env); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			t.Fatalf("STACKD_CHAOS_KILLS=%q: want a positive number", v)
+			t.Fatalf("%s=%q: want a positive number", env, v)
 		}
 		return n
 	}
-	return 30
+	return def
 }
 
-func chaosSeed(t *testing.T) uint64 {
-	if v := os.Getenv("STACKD_CHAOS_SEED"); v != "" {
+// chaosSeed is a chaos test's seed: the environment variable env, or the
+// clock.
+func chaosSeed(t *testing.T, env string) uint64 {
+	if v := os.Getenv(env); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			t.Fatalf("STACKD_CHAOS_SEED=%q: %v", v, err)
+			t.Fatalf("%s=%q: %v", env, v, err)
 		}
 		return n
 	}
@@ -307,8 +310,8 @@ var opStarted = message("operation started", "operation started (was queued)", "
 func TestChaosKillAndRestart(t *testing.T) {
 	t.Parallel()
 	binary := stackdBinary(t)
-	wantKills := chaosKills(t)
-	seed := chaosSeed(t)
+	wantKills := chaosKills(t, "STACKD_CHAOS_KILLS", 30)
+	seed := chaosSeed(t, "STACKD_CHAOS_SEED")
 	t.Logf("seed %d (rerun with STACKD_CHAOS_SEED=%d), %d kills", seed, seed, wantKills)
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 

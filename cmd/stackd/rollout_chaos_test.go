@@ -1643,34 +1643,11 @@ func tailLines(s string, n int) string {
 
 // ---- the test --------------------------------------------------------------------
 
-// rolloutChaosKills is STACKD_ROLLOUT_CHAOS_KILLS, or 10.
-func rolloutChaosKills(t *testing.T) int {
-	if v := os.Getenv("STACKD_ROLLOUT_CHAOS_KILLS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("STACKD_ROLLOUT_CHAOS_KILLS=%q: want a positive number", v)
-		}
-		return n
-	}
-	return 10
-}
-
-func rolloutChaosSeed(t *testing.T) uint64 {
-	if v := os.Getenv("STACKD_ROLLOUT_CHAOS_SEED"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("STACKD_ROLLOUT_CHAOS_SEED=%q: %v", v, err)
-		}
-		return n
-	}
-	return uint64(time.Now().UnixNano())
-}
-
 func TestRolloutChaos(t *testing.T) {
 	t.Parallel()
 	binary := stackdBinary(t)
-	want := rolloutChaosKills(t)
-	seed := rolloutChaosSeed(t)
+	want := chaosKills(t, "STACKD_ROLLOUT_CHAOS_KILLS", 10)
+	seed := chaosSeed(t, "STACKD_ROLLOUT_CHAOS_SEED")
 	t.Logf("seed %d (rerun with STACKD_ROLLOUT_CHAOS_SEED=%d), %d kills", seed, seed, want)
 	began := time.Now()
 	h := newRCHarness(t, binary, seed)
