@@ -272,17 +272,9 @@ func (rr *rolloutRun) planBatches(prog *state.RolloutProgress, deploy []*work, r
 	if resumed != nil && len(resumed.Plan) > 0 {
 		return nil
 	}
-	ins, err := o.r.opts.Store.Instances(o.j.recorded.ID)
+	have, serving, err := rr.instancesNow()
 	if err != nil {
 		return err
-	}
-	have := map[engine.Target]state.Instance{}
-	serving := 0
-	for _, in := range ins {
-		have[engine.Target{Region: in.Region, Account: in.Account}] = in
-		if in.InService() {
-			serving++
-		}
 	}
 	placed := map[engine.Target]bool{}
 	if resumed != nil {
@@ -304,33 +296,61 @@ func (rr *rolloutRun) planBatches(prog *state.RolloutProgress, deploy []*work, r
 			left = append(left, w)
 		}
 	}
-	cands := make([]engine.Candidate, len(left))
+	members := make([]state.RolloutMember, len(left))
 	for i, w := range left {
 		in, ok := have[w.target]
-		cands[i] = engine.Candidate{Region: w.target.Region, InService: ok && in.InService()}
+		members[i] = state.RolloutMember{Region: w.target.Region, Account: w.target.Account, PreviousRevision: in.Revision, InService: ok && in.InService()}
 	}
-	batches, ok := rr.spec.PlanBatches(cands, serving)
+	batches, ok := cutBatches(rr.spec, max(rr.spec.BatchSize, 1), members, serving)
 	if !ok {
 		// CheckMinInService rejects what can never be met; this is a fleet
 		// with too few instances serving now.
 		return fmt.Errorf("min_in_service is %d but only %d of the stack set's instances are in service, and every instance the operation deploys serves: none can be taken out of service", rr.spec.MinInService, serving)
 	}
-	size := max(rr.spec.BatchSize, 1)
-	for _, b := range batches {
-		batch := state.RolloutBatch{Size: size}
-		for _, i := range b {
-			w := left[i]
-			in, ok := have[w.target]
-			batch.Members = append(batch.Members, state.RolloutMember{
-				Region: w.target.Region, Account: w.target.Account,
-				PreviousRevision: in.Revision, InService: ok && in.InService(),
-			})
-		}
-		prog.Plan = append(prog.Plan, batch)
-		size = rr.spec.NextSize(size, true)
-	}
+	prog.Plan = append(prog.Plan, batches...)
 	prog.Batches = len(prog.Plan)
 	return nil
+}
+
+// instancesNow reads the stack set's instance records: by target, and how
+// many serve.
+func (rr *rolloutRun) instancesNow() (map[engine.Target]state.Instance, int, error) {
+	ins, err := rr.o.r.opts.Store.Instances(rr.o.j.recorded.ID)
+	if err != nil {
+		return nil, 0, err
+	}
+	have := make(map[engine.Target]state.Instance, len(ins))
+	serving := 0
+	for _, in := range ins {
+		have[engine.Target{Region: in.Region, Account: in.Account}] = in
+		if in.InService() {
+			serving++
+		}
+	}
+	return have, serving, nil
+}
+
+// cutBatches cuts members (InService as they are now) into batches as
+// the rollout will run them if each passes (engine.Rollout.PlanBatches),
+// the first of nominal size size; it reports whether every member found
+// a batch.
+func cutBatches(spec *engine.Rollout, size int, members []state.RolloutMember, serving int) ([]state.RolloutBatch, bool) {
+	cut := *spec
+	cut.BatchSize = size
+	cands := make([]engine.Candidate, len(members))
+	for i, m := range members {
+		cands[i] = engine.Candidate{Region: m.Region, InService: m.InService}
+	}
+	idx, ok := cut.PlanBatches(cands, serving)
+	out := make([]state.RolloutBatch, len(idx))
+	for k, b := range idx {
+		out[k].Size = size
+		for _, i := range b {
+			out[k].Members = append(out[k].Members, members[i])
+		}
+		size = cut.NextSize(size, true)
+	}
+	return out, ok
 }
 
 // loadPrevious loads the stack set at every previous revision a rollback
@@ -447,44 +467,22 @@ func (rr *rolloutRun) recut(k int) (bool, error) {
 	for _, b := range prog.Plan[k-1:] {
 		left = append(left, b.Members...)
 	}
-	ins, err := o.r.opts.Store.Instances(o.j.recorded.ID)
+	now, serving, err := rr.instancesNow()
 	if err != nil {
 		return false, err
 	}
-	now := map[engine.Target]state.Instance{}
-	serving := 0
-	for _, in := range ins {
-		now[engine.Target{Region: in.Region, Account: in.Account}] = in
-		if in.InService() {
-			serving++
-		}
-	}
-	cands := make([]engine.Candidate, len(left))
 	for i, m := range left {
 		in, ok := now[engine.Target{Region: m.Region, Account: m.Account}]
 		left[i].InService = ok && in.InService()
-		cands[i] = engine.Candidate{Region: m.Region, InService: left[i].InService}
 	}
 	// The batch size stays where it was: a canary grows only after a
 	// fully successful batch.
-	cut := *rr.spec
-	cut.BatchSize = prog.Plan[k-2].Size
-	batches, _ := cut.PlanBatches(cands, serving)
-	if len(batches) == 0 {
+	tail, _ := cutBatches(rr.spec, prog.Plan[k-2].Size, left, serving)
+	if len(tail) == 0 {
 		return false, nil
 	}
-	var tail []state.RolloutBatch
-	size := cut.BatchSize
-	for _, b := range batches {
-		batch := state.RolloutBatch{Size: size}
-		for _, i := range b {
-			batch.Members = append(batch.Members, left[i])
-		}
-		tail = append(tail, batch)
-		size = cut.NextSize(size, true)
-	}
 	msg := fmt.Sprintf("batch %d of %d ended with an instance out of service; batches from %d on are cut again from the %d instances in service (min_in_service %d): sizes %v, were %v",
-		k-1, prog.Batches, k, serving, rr.spec.MinInService, sizesOf(tail), sizesOf(prog.Plan[k-1:]))
+		k-1, prog.Batches, k, serving, rr.spec.MinInService, state.BatchSizes(tail), state.BatchSizes(prog.Plan[k-1:]))
 	prog.Plan = append(prog.Plan[:k-1:k-1], tail...)
 	prog.Batches = len(prog.Plan)
 	o.mu.Lock()
@@ -497,14 +495,6 @@ func (rr *rolloutRun) recut(k int) (bool, error) {
 	o.log.Warn().Msg("rollout replanned: " + msg)
 	o.event("", "", "", "ROLLOUT_REPLANNED", msg)
 	return true, nil
-}
-
-func sizesOf(batches []state.RolloutBatch) []int {
-	out := make([]int, len(batches))
-	for i, b := range batches {
-		out[i] = len(b.Members)
-	}
-	return out
 }
 
 // fullySucceeded reports whether every member of batch k that ran

@@ -246,9 +246,12 @@ type RolloutMember struct {
 }
 
 // BatchSizes are the sizes of the plan's batches, in order.
-func (p *RolloutProgress) BatchSizes() []int {
-	out := make([]int, len(p.Plan))
-	for i, b := range p.Plan {
+func (p *RolloutProgress) BatchSizes() []int { return BatchSizes(p.Plan) }
+
+// BatchSizes are the member counts of batches, in order.
+func BatchSizes(batches []RolloutBatch) []int {
+	out := make([]int, len(batches))
+	for i, b := range batches {
 		out[i] = len(b.Members)
 	}
 	return out
