@@ -10,6 +10,7 @@ import (
 
 	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/engine/provider/waitcondition"
+	"github.com/stackd/stackd/internal/testkit"
 	"github.com/stackd/stackd/state"
 )
 
@@ -54,45 +55,6 @@ func (a *announcing) Create(ctx context.Context, req provider.Request) (provider
 		a.issued <- handleOf{instance: req.Target.Region + "/" + req.Target.Account, token: tok}
 	}
 	return res, err
-}
-
-// wcClock is the wait conditions' clock: After fires when Advance passes it.
-type wcClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []wcTimer
-}
-
-type wcTimer struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func (c *wcClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *wcClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	c.timers = append(c.timers, wcTimer{at: c.now.Add(d), ch: ch})
-	return ch
-}
-
-func (c *wcClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	c.timers = slices.DeleteFunc(c.timers, func(t wcTimer) bool {
-		if t.at.After(c.now) {
-			return false
-		}
-		t.ch <- c.now
-		return true
-	})
 }
 
 type memKV struct {
@@ -140,7 +102,7 @@ func next(t *testing.T, issued chan handleOf) handleOf {
 
 func TestRolloutWaitsForWaitConditions(t *testing.T) {
 	c := newCtl()
-	wclk := &wcClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	wclk := testkit.NewClock(false)
 	wp, err := waitcondition.New(waitcondition.Options{Key: []byte("0123456789abcdef0123456789abcdef"), ExternalURL: "http://127.0.0.1:7070", Store: &memKV{m: map[string][]byte{}}, Clock: wclk})
 	if err != nil {
 		t.Fatal(err)
