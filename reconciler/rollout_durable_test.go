@@ -25,6 +25,15 @@ func shortRev(rev string) string {
 	return rev
 }
 
+// deployFirst runs the first pass of the harness's repository: the stack
+// set "web" must deploy.
+func deployFirst(t *testing.T, h *harness) {
+	t.Helper()
+	if op := reconcileOp(t, h, "web"); op.Status != state.OperationSucceeded {
+		t.Fatalf("first deploy %s (%s)", op.Status, op.Reason)
+	}
+}
+
 // outOfService walks the provider calls of a stack set at tag and reports
 // the most instances that were out of service at once: in flight (taken
 // out) or failed (never back). It also returns the largest number in
@@ -140,9 +149,7 @@ func TestRolloutToleratedFailureShrinksLaterBatches(t *testing.T) {
 	prefs := "    max_concurrent_count = 6\n    failure_tolerance_count = 1\n    failure_tolerance_mode = \"SOFT_FAILURE_TOLERANCE\""
 	body := "batch_size = 2\nmin_in_service = 4"
 	h, _ := newRolloutHarness(t, c, newFakeClock(true), map[string]string{"web.hcl": rolloutHCL("web", "v1", []string{region}, accounts, prefs, body)})
-	if op := reconcileOp(t, h, "web"); op.Status != state.OperationSucceeded {
-		t.Fatalf("first deploy %s (%s)", op.Status, op.Reason)
-	}
+	deployFirst(t, h)
 
 	commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v2", []string{region}, accounts, prefs, body)}, "v2")
 	op := reconcileOp(t, h, "web")
@@ -203,9 +210,7 @@ func TestRolloutBatchWithNoHealthyInstanceFails(t *testing.T) {
 	prefs := "    failure_tolerance_count = 1"
 	body := "batch_size = 1"
 	h, _ := newRolloutHarness(t, c, newFakeClock(true), map[string]string{"web.hcl": rolloutHCL("web", "v1", []string{region}, accounts, prefs, body)})
-	if op := reconcileOp(t, h, "web"); op.Status != state.OperationSucceeded {
-		t.Fatalf("first deploy %s (%s)", op.Status, op.Reason)
-	}
+	deployFirst(t, h)
 	c.setFail(region, accounts[0], true)
 	commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v2", []string{region}, accounts, prefs, body)}, "v2")
 	op := reconcileOp(t, h, "web")
@@ -230,9 +235,7 @@ func TestRolloutRollsBackEachInstanceToItsOwnRevision(t *testing.T) {
 	prefs := "    max_concurrent_count = 4\n    failure_tolerance_count = 1\n    failure_tolerance_mode = \"SOFT_FAILURE_TOLERANCE\""
 	body := "batch_size = 2\non_failure = \"rollback\"\n" + hs.healthBlock("")
 	h, rev1 := newRolloutHarness(t, c, newFakeClock(true), map[string]string{"web.hcl": rolloutHCL("web", "v1", []string{region}, accounts, prefs, body)})
-	if op := reconcileOp(t, h, "web"); op.Status != state.OperationSucceeded {
-		t.Fatalf("first deploy %s (%s)", op.Status, op.Reason)
-	}
+	deployFirst(t, h)
 	c.setFail(region, accounts[1], true)
 	rev2 := commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v2", []string{region}, accounts, prefs, body)}, "v2")
 	if op := reconcileOp(t, h, "web"); op.Status != state.OperationSucceeded || !strings.Contains(op.Reason, "within the failure tolerance") {
@@ -279,9 +282,7 @@ func TestRolloutRollbackIsPacedAndGated(t *testing.T) {
 	prefs := "    max_concurrent_count = 2\n    failure_tolerance_mode = \"SOFT_FAILURE_TOLERANCE\""
 	body := "batch_size = 2\npause = \"30s\"\non_failure = \"rollback\"\n" + hs.healthBlock("")
 	h, rev1 := newRolloutHarness(t, c, clock, map[string]string{"web.hcl": rolloutHCL("web", "v1", regions, accounts, prefs, body)})
-	if op := reconcileOp(t, h, "web"); op.Status != state.OperationSucceeded {
-		t.Fatalf("first deploy %s (%s)", op.Status, op.Reason)
-	}
+	deployFirst(t, h)
 	pausesBefore := clock.Afters(30 * time.Second)
 
 	// v2 is bad in the third region; the first region's first instance
@@ -338,9 +339,7 @@ func TestRolloutReprobesEarlierBatches(t *testing.T) {
 	region, accounts := fourRegions[0], accountIDs(3)
 	body := "batch_size = 1\n" + hs.healthBlock("")
 	h, _ := newRolloutHarness(t, c, newFakeClock(true), map[string]string{"web.hcl": rolloutHCL("web", "v1", []string{region}, accounts, "", body)})
-	if op := reconcileOp(t, h, "web"); op.Status != state.OperationSucceeded {
-		t.Fatalf("first deploy %s (%s)", op.Status, op.Reason)
-	}
+	deployFirst(t, h)
 	t.Cleanup(c.openAll)
 	c.gate("web")
 	rev2 := commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v2", []string{region}, accounts, "", body)}, "v2")
@@ -375,9 +374,7 @@ func TestRolloutResumesTheInterruptedBatch(t *testing.T) {
 	prefs := "    max_concurrent_count = 2\n    failure_tolerance_mode = \"SOFT_FAILURE_TOLERANCE\""
 	body := "batch_size = 2\n" + hs.healthBlock("")
 	h, _, restart := newRestartableHarness(t, c, newFakeClock(true), map[string]string{"web.hcl": rolloutHCL("web", "v1", []string{region}, accounts, prefs, body)})
-	if op := reconcileOp(t, h, "web"); op.Status != state.OperationSucceeded {
-		t.Fatalf("first deploy %s (%s)", op.Status, op.Reason)
-	}
+	deployFirst(t, h)
 	t.Cleanup(c.openAll)
 	c.gate("web")
 	rev2 := commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v2", []string{region}, accounts, prefs, body)}, "v2")
@@ -505,9 +502,7 @@ func TestRolloutDeletesFollowRegionOrder(t *testing.T) {
 	prefs := `    region_order         = ["us-east-1", "ap-south-1", "eu-west-1"]
     max_concurrent_count = 1`
 	h, _ := newRolloutHarness(t, c, newFakeClock(true), map[string]string{"web.hcl": rolloutHCL("web", "v1", regions, accountIDs(2), prefs, "batch_size = 2")})
-	if op := reconcileOp(t, h, "web"); op.Status != state.OperationSucceeded {
-		t.Fatalf("first deploy %s (%s)", op.Status, op.Reason)
-	}
+	deployFirst(t, h)
 	before := len(c.eventsOf("web"))
 	commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v1", regions, accountIDs(1), prefs, "batch_size = 2")}, "remove an account")
 	if op := reconcileOp(t, h, "web"); op.Status != state.OperationSucceeded {
@@ -635,9 +630,7 @@ func TestRolloutRollbackReappliesAFailedUpdate(t *testing.T) {
 	prefs := "    max_concurrent_count = 2\n    failure_tolerance_mode = \"SOFT_FAILURE_TOLERANCE\""
 	body := "batch_size = 2\non_failure = \"rollback\""
 	h, _ := newRolloutHarness(t, c, newFakeClock(true), map[string]string{"web.hcl": rolloutHCL("web", "v1", []string{region}, accounts, prefs, body)})
-	if op := reconcileOp(t, h, "web"); op.Status != state.OperationSucceeded {
-		t.Fatalf("first deploy %s (%s)", op.Status, op.Reason)
-	}
+	deployFirst(t, h)
 	c.mu.Lock()
 	c.failTag[region+"/"+accounts[1]] = "v2"
 	c.mu.Unlock()
