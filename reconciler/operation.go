@@ -585,9 +585,6 @@ func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
 		return op, err
 	}
 	out := o.summarise(op)
-	if err := st.PutOperation(*op); err != nil {
-		return op, err
-	}
 	ss, err := o.recordStackSet(op, out)
 	if err != nil {
 		return op, err
@@ -647,8 +644,11 @@ func (o *opRun) summarise(op *state.Operation) outcome {
 	return out
 }
 
-// recordStackSet updates the stack set record after its operation ended
-// (or deletes it, when a DeleteStackSet succeeded); it returns the record.
+// recordStackSet records the ended operation together with its stack
+// set's record, in one transaction (or, when a DeleteStackSet succeeded,
+// records the operation and then deletes the stack set: a crash between
+// the two leaves a stack set no longer desired, deleted again at the
+// next start); it returns the stack set record.
 func (o *opRun) recordStackSet(op *state.Operation, out outcome) (state.StackSet, error) {
 	st := o.r.opts.Store
 	ss := *o.j.recorded
@@ -664,13 +664,15 @@ func (o *opRun) recordStackSet(op *state.Operation, out outcome) (state.StackSet
 			ss.VarNames, ss.Vars = varsRecord(o.j.desired)
 		}
 		ss.Status = state.StackSetActive
-		return ss, st.PutStackSet(ss)
 	case out.failed == 0 && out.cancelled == 0:
+		if err := st.PutOperation(*op); err != nil {
+			return ss, err
+		}
 		return ss, st.DeleteStackSet(ss.ID)
 	default:
 		ss.Status = state.StackSetDeleteFailed
-		return ss, st.PutStackSet(ss)
 	}
+	return ss, st.EndOperation(*op, ss)
 }
 
 // saveProgress persists the running operation with its results so far

@@ -62,6 +62,32 @@ func (s *Store) PutOperation(op Operation) error {
 	return nil
 }
 
+// EndOperation records a finished operation and its stack set's record
+// (ss, which names op in LastOperation) in one transaction, so a crash
+// never leaves an operation ended while its stack set still shows the
+// one before it.
+//
+// Errors: as PutOperation and PutStackSet; ErrInvalid (wrapped) if ss is
+// not op's stack set.
+func (s *Store) EndOperation(op Operation, ss StackSet) error {
+	if err := checkOperation(op); err != nil {
+		return err
+	}
+	if ss.ID != op.StackSetID {
+		return fmt.Errorf("%w: operation %s belongs to stack set %s, not %s", ErrInvalid, op.ID, op.StackSetID, ss.ID)
+	}
+	err := s.update(func(txn *badger.Txn) error {
+		if err := putOperation(txn, op); err != nil {
+			return err
+		}
+		return putStackSet(txn, ss)
+	})
+	if err != nil {
+		return fmt.Errorf("end operation %s: %w", op.ID, err)
+	}
+	return nil
+}
+
 // Operation returns the operation with id.
 //
 // Errors: ErrNotFound, ErrInvalidKey, ErrCorrupt, ErrClosed.

@@ -112,20 +112,23 @@ func (s *Store) PutStackSet(ss StackSet) error {
 	if err := checkComponent("stack set id", ss.ID); err != nil {
 		return err
 	}
-	err := s.update(func(txn *badger.Txn) error {
-		old, err := getRecord[StackSet](txn, stackSetKey(ss.ID))
-		if err != nil {
-			return err
-		}
-		if old.Name != ss.Name {
-			return fmt.Errorf("%w: cannot rename %q to %q", ErrInvalid, old.Name, ss.Name)
-		}
-		return putRecord(txn, stackSetKey(ss.ID), ss)
-	})
+	err := s.update(func(txn *badger.Txn) error { return putStackSet(txn, ss) })
 	if err != nil {
 		return fmt.Errorf("put stack set %s: %w", ss.ID, err)
 	}
 	return nil
+}
+
+// putStackSet replaces the existing stack set ss.ID, refusing a rename.
+func putStackSet(txn *badger.Txn, ss StackSet) error {
+	old, err := getRecord[StackSet](txn, stackSetKey(ss.ID))
+	if err != nil {
+		return err
+	}
+	if old.Name != ss.Name {
+		return fmt.Errorf("%w: cannot rename %q to %q", ErrInvalid, old.Name, ss.Name)
+	}
+	return putRecord(txn, stackSetKey(ss.ID), ss)
 }
 
 // ListStackSets returns all stack sets sorted by name.

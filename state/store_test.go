@@ -774,3 +774,46 @@ func TestKeyPrefixesDistinct(t *testing.T) {
 		}
 	}
 }
+
+// TestEndOperation: the ended operation and its stack set's record are
+// written together or not at all.
+func TestEndOperation(t *testing.T) {
+	s := newStore(t)
+	web := mustCreate(t, s, "web")
+	api := mustCreate(t, s, "api")
+	running := Operation{ID: NewOperationID(), StackSetID: web.ID, StackSet: web.Name, Kind: KindDeployStackSet, Revision: "r2", Status: OperationRunning, Created: t0}
+	if err := s.PutOperation(running); err != nil {
+		t.Fatal(err)
+	}
+
+	ended := running
+	ended.Status = OperationSucceeded
+	renamed := web
+	renamed.Name, renamed.LastOperation = "other", ended.ID
+	if err := s.EndOperation(ended, renamed); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("EndOperation with a renamed stack set: err = %v, want ErrInvalid", err)
+	}
+	if err := s.EndOperation(ended, api); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("EndOperation with another stack set: err = %v, want ErrInvalid", err)
+	}
+	if got, err := s.Operation(ended.ID); err != nil || got.Status != OperationRunning {
+		t.Fatalf("after refused EndOperations the operation is %v (err %v), want still RUNNING", got.Status, err)
+	}
+
+	ss := web
+	ss.Revision, ss.LastOperation = "r2", ended.ID
+	if err := s.EndOperation(ended, ss); err != nil {
+		t.Fatal(err)
+	}
+	gotOp, err := s.Operation(ended.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotSS, err := s.StackSet(web.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotOp.Status != OperationSucceeded || gotSS.LastOperation != ended.ID || gotSS.Revision != "r2" {
+		t.Errorf("after EndOperation: operation %s, stack set last operation %q at %q; want SUCCEEDED, %q at r2", gotOp.Status, gotSS.LastOperation, gotSS.Revision, ended.ID)
+	}
+}
