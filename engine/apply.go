@@ -33,6 +33,10 @@ type Event struct {
 	Err     error
 	// Detail describes a batch of an update pattern (Phase batch).
 	Detail string
+	// Duration is how long the provider call took (Phase done or failed
+	// of a call), or the provider's Sync (Phase sync, no Address): where
+	// an apply's time goes.
+	Duration time.Duration
 }
 
 // Observer receives apply events; it must not block for long.
@@ -85,18 +89,28 @@ func (e *Engine) Apply(ctx context.Context, p *InstancePlan, j Journal, obs Obse
 	return res, red.Error(err)
 }
 
-func (e *Engine) apply(ctx context.Context, p *InstancePlan, j Journal, obs Observer, red *Redactor) (*ApplyResult, error) {
+func (e *Engine) apply(ctx context.Context, p *InstancePlan, j Journal, obs Observer, red *Redactor) (res *ApplyResult, err error) {
+	// What providers that sync later did is recorded once it is durable:
+	// one Sync per provider when the instance's apply ends, failed or not
+	// (an interrupted apply too: what was done is worth recording).
+	sj := newSyncJournal(j, p.Instance.providerTarget(), e.syncer)
+	sj.synced = func(d time.Duration) { obs(Event{Phase: "sync", Duration: d}) }
+	defer func() {
+		if ferr := sj.flush(context.WithoutCancel(ctx)); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+	}()
 	// Batches of an update pattern call the journal and the observer
 	// from several goroutines.
 	var mu sync.Mutex
-	j = &lockedJournal{j: j, mu: &mu}
+	j = &lockedJournal{j: sj, mu: &mu}
 	inner := obs
 	obs = func(ev Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		inner(ev)
 	}
-	res := &ApplyResult{}
+	res = &ApplyResult{}
 	target := p.Instance.providerTarget()
 	for _, rp := range p.Resources {
 		if rp.Action != Delete {
@@ -240,6 +254,13 @@ func (e *Engine) waitFor(ctx context.Context, target provider.Target, m *member,
 	return nil
 }
 
+// syncer is the provider of typ when its calls are durable only after a
+// Sync (provider.Syncer), else nil.
+func (e *Engine) syncer(typ string) provider.Syncer {
+	sy, _ := e.providers[typ].(provider.Syncer)
+	return sy
+}
+
 func (e *Engine) provider(typ string) (provider.Provider, error) {
 	p, ok := e.providers[typ]
 	if !ok {
@@ -262,7 +283,9 @@ func (e *Engine) remove(ctx context.Context, target provider.Target, rr *recorde
 		rr = &recordedResource{ResourceState: rec}
 	}
 	if rr.DeletionPolicy != "Retain" {
-		if err := e.deleteInWorld(ctx, target, rr, requestID, j); err != nil {
+		d, err := e.deleteInWorld(ctx, target, rr, requestID, j)
+		ev.Duration = d
+		if err != nil {
 			err = settleFailed(ctx, j, rr, Delete, err)
 			ev.Phase, ev.Err = "failed", err
 			obs(ev)
@@ -277,10 +300,12 @@ func (e *Engine) remove(ctx context.Context, target provider.Target, rr *recorde
 	return nil
 }
 
-func (e *Engine) deleteInWorld(ctx context.Context, target provider.Target, rr *recordedResource, requestID string, j Journal) error {
+// deleteInWorld journals the delete as pending and has the provider
+// delete rr; it returns how long the provider call took.
+func (e *Engine) deleteInWorld(ctx context.Context, target provider.Target, rr *recordedResource, requestID string, j Journal) (time.Duration, error) {
 	p, err := e.provider(rr.Type)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if requestID == "" {
 		requestID = uuid.NewString()
@@ -288,8 +313,9 @@ func (e *Engine) deleteInWorld(ctx context.Context, target provider.Target, rr *
 	pending := rr.ResourceState
 	pending.Status, pending.RequestID = StatusPendingDelete, requestID
 	if err := j.Save(ctx, pending); err != nil {
-		return fmt.Errorf("journal: %w", err)
+		return 0, fmt.Errorf("journal: %w", err)
 	}
+	began := time.Now()
 	err = p.Delete(ctx, provider.Request{
 		Target: target, LogicalID: rr.Address, RequestID: requestID,
 		PhysicalID: rr.PhysicalID, Properties: rr.inputs(),
@@ -297,7 +323,7 @@ func (e *Engine) deleteInWorld(ctx context.Context, target provider.Target, rr *
 	if errors.Is(err, provider.ErrNotFound) {
 		err = nil
 	}
-	return err
+	return time.Since(began), err
 }
 
 func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target provider.Target, rp *ResourcePlan, props cty.Value, j Journal, obs Observer) (cty.Value, *ResourceState, error) {
@@ -375,7 +401,9 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 			if rr.Status == StatusPendingDelete {
 				delID = rr.RequestID // resume the interrupted delete
 			}
-			if err := e.deleteInWorld(ctx, target, rr, delID, j); err != nil {
+			d, err := e.deleteInWorld(ctx, target, rr, delID, j)
+			ev.Duration += d
+			if err != nil {
 				return fail(fmt.Errorf("delete for replacement: %w", settleFailed(ctx, j, rr, Delete, err)))
 			}
 		}
@@ -390,7 +418,9 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 		if err := j.Save(ctx, pending); err != nil {
 			return fail(fmt.Errorf("journal: %w", err))
 		}
+		began := time.Now()
 		result, err = p.Create(ctx, provider.Request{Target: target, LogicalID: rp.Address, RequestID: reqID, Properties: clean})
+		ev.Duration += time.Since(began)
 		rec.RequestID = reqID
 	case Update:
 		reqID := rp.RequestID
@@ -402,7 +432,9 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 		if err := j.Save(ctx, pending); err != nil {
 			return fail(fmt.Errorf("journal: %w", err))
 		}
+		began := time.Now()
 		result, err = p.Update(ctx, provider.Request{Target: target, LogicalID: rp.Address, RequestID: reqID, PhysicalID: rr.PhysicalID, Properties: clean, OldProperties: rr.inputs()})
+		ev.Duration += time.Since(began)
 		rec.RequestID = reqID
 	}
 	if err != nil {
@@ -468,10 +500,12 @@ func (e *Engine) deleteDeposed(ctx context.Context, target provider.Target, rec 
 		}
 		ev := Event{Address: rec.Address, Type: rec.Type, Action: Delete, Phase: "start", Detail: "deposed " + d.PhysicalID}
 		obs(ev)
+		began := time.Now()
 		err = p.Delete(ctx, provider.Request{
 			Target: target, LogicalID: rec.Address, RequestID: d.RequestID,
 			PhysicalID: d.PhysicalID, Properties: decodeObject(d.Inputs),
 		})
+		ev.Duration = time.Since(began)
 		if err != nil && !errors.Is(err, provider.ErrNotFound) {
 			ev.Phase, ev.Err = "failed", err
 			obs(ev)

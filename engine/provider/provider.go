@@ -123,6 +123,18 @@ type Validator interface {
 	ValidateProperties(target Target, properties cty.Value) error
 }
 
+// Syncer is implemented by providers whose calls may return before their
+// effects are durable (the file provider writes and renames files without
+// fsync). The engine records such a call as done in the journal only after
+// Sync(target) returned nil: once per instance applied, after its last
+// call, so a provider serving many instances makes one flush serve all
+// that wait (group commit). Until then the journal keeps the call's
+// pending record, and a crash makes the resumed operation repeat it with
+// the same RequestID.
+type Syncer interface {
+	Sync(ctx context.Context, target Target) error
+}
+
 // Registry maps resource type names ("file", "command", "custom", ...) to providers.
 type Registry map[string]Provider
 

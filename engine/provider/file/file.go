@@ -22,6 +22,7 @@ var (
 	_ provider.Provider         = (*Provider)(nil)
 	_ provider.AttributePlanner = (*Provider)(nil)
 	_ provider.Validator        = (*Provider)(nil)
+	_ provider.Syncer           = (*Provider)(nil)
 )
 
 // DefaultMode is the permission of a file whose mode is not set.
@@ -39,11 +40,24 @@ type Provider struct {
 	opts  Options
 	roots *Roots
 	temps *temps
+	group *groupSync
 }
 
 // New returns a file provider writing under opts.Root.
 func New(opts Options) *Provider {
-	return &Provider{opts: opts, roots: NewRoots(opts.Root), temps: newTemps()}
+	p := &Provider{opts: opts, roots: NewRoots(opts.Root), temps: newTemps()}
+	p.group = newGroupSync(p.flush)
+	return p
+}
+
+// Sync makes every write, rename and delete the provider made before the
+// call durable (provider.Syncer): Create, Update and Delete return once
+// the change is in the page cache, and the engine calls Sync before it
+// records them as done. Calls waiting at the same time share one flush of
+// the targets root's filesystem (group commit), so a fleet of instances
+// costs a few flushes instead of two fsyncs per file.
+func (p *Provider) Sync(ctx context.Context, _ provider.Target) error {
+	return p.group.Sync(ctx)
 }
 
 // Schema declares path (a change replaces the file), content and mode.
@@ -233,9 +247,28 @@ func pruneEmptyDirs(root *os.Root, dir string) {
 
 // writeAtomic writes data to name inside root (the instance root at instDir)
 // through a temporary file in the same directory and a rename, so readers
-// never see a partial file.
+// never see a partial file. It does not fsync: the write is durable once
+// Sync returns (see Provider.Sync). Every access after opening the file's
+// directory names one element relative to it, so a file costs a handful
+// of system calls.
 func (t *temps) writeAtomic(root *os.Root, instDir, name string, data []byte, mode fs.FileMode) error {
-	fi, err := root.Lstat(name)
+	dir, base := path.Split(path.Clean(name))
+	d := root
+	if dir != "" {
+		var err error
+		d, err = root.OpenRoot(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			if err := root.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("write file %q: create directory: %w", name, err)
+			}
+			d, err = root.OpenRoot(dir)
+		}
+		if err != nil {
+			return fmt.Errorf("write file %q: open directory: %w", name, err)
+		}
+		defer d.Close()
+	}
+	fi, err := d.Lstat(base)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
@@ -245,40 +278,27 @@ func (t *temps) writeAtomic(root *os.Root, instDir, name string, data []byte, mo
 	case !fi.Mode().IsRegular():
 		return fmt.Errorf("write file %q: exists and is not a regular file", name)
 	}
-	dir, _ := path.Split(path.Clean(name))
-	if dir != "" {
-		if err := root.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("write file %q: create directory: %w", name, err)
-		}
-	}
 	// A temporary name of its own per write: concurrent writes never share
 	// one, and what a crash leaves behind is swept (see temps).
-	tmp := dir + newTmpName()
-	defer t.begin(instDir, tmp)()
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	tmp := newTmpName()
+	defer t.begin(instDir, dir+tmp)()
+	f, err := d.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		return fmt.Errorf("write file %q: %w", name, err)
 	}
 	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(mode) // not subject to the umask, unlike OpenFile's perm
-	}
-	if err == nil {
-		err = f.Sync()
+	if err == nil && !createsWith(mode) {
+		err = f.Chmod(mode) // the umask took bits away
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = root.Rename(tmp, name)
+		err = d.Rename(tmp, base)
 	}
 	if err != nil {
-		_ = root.Remove(tmp)
+		_ = d.Remove(tmp)
 		return fmt.Errorf("write file %q: %w", name, err)
-	}
-	if d, err := root.Open(dir + "."); err == nil {
-		_ = d.Sync() // best effort: make the rename durable
-		_ = d.Close()
 	}
 	return nil
 }

@@ -102,6 +102,7 @@ func (r *Roots) targets() (*os.Root, error) {
 	if err := os.MkdirAll(r.path, 0o755); err != nil {
 		return nil, fmt.Errorf("create targets root: %w", err)
 	}
+	markTopDir(r.path)
 	root, err := os.OpenRoot(r.path)
 	if err != nil {
 		return nil, fmt.Errorf("open targets root: %w", err)
