@@ -2,6 +2,7 @@ package state
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -97,6 +98,71 @@ func TestAppendEventConcurrent(t *testing.T) {
 		if !slices.Equal(seqs, want) {
 			t.Errorf("Events(%s) seqs = %v, want 1..%d", op.ID, seqs, len(want))
 		}
+	}
+}
+
+// TestAppendEventVisibleInOrder: while appends run concurrently, every
+// read of the log sees 1..n, never a later event before an earlier one;
+// after a reopen the numbering goes on from the log.
+func TestAppendEventVisibleInOrder(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	ss := mustCreate(t, s, "web")
+	op := Operation{ID: NewOperationID(), StackSetID: ss.ID, Revision: "a", Status: OperationRunning}
+	if err := s.PutOperation(op); err != nil {
+		t.Fatal(err)
+	}
+	const writers, each = 8, 100
+	done := make(chan struct{})
+	readerErr := make(chan error, 1)
+	go func() {
+		defer close(readerErr)
+		reads := 0
+		for {
+			select {
+			case <-done:
+				if reads == 0 {
+					readerErr <- errors.New("the reader never read")
+				}
+				return
+			default:
+			}
+			evs, err := s.Events(op.ID)
+			if err != nil {
+				readerErr <- err
+				return
+			}
+			reads++
+			for i, ev := range evs {
+				if ev.Seq != uint64(i+1) {
+					readerErr <- fmt.Errorf("a read saw seq %d at position %d: a later event before an earlier one", ev.Seq, i+1)
+					return
+				}
+			}
+		}
+	}()
+	parallel(writers, func(int) {
+		for range each {
+			if _, err := s.AppendEvent(Event{OperationID: op.ID, Status: "INFO", Time: t0}); err != nil {
+				t.Errorf("AppendEvent: %v", err)
+				return
+			}
+		}
+	})
+	close(done)
+	if err := <-readerErr; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, dir)
+	ev, err := s.AppendEvent(Event{OperationID: op.ID, Status: "INFO", Time: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Seq != writers*each+1 {
+		t.Errorf("first append after a reopen got seq %d, want %d", ev.Seq, writers*each+1)
 	}
 }
 

@@ -29,8 +29,10 @@
 //   - An operation is keyed by (stack set id, revision): ClaimOperation is
 //     create-or-verify, and so are PutIdem and PutResourceType (the
 //     idempotency rule of DESIGN §8). Exactly one of concurrent claimers wins.
-//   - Event sequence numbers of one operation are 1, 2, 3, ... with no gaps
-//     or duplicates, also under concurrent AppendEvent.
+//   - Event sequence numbers of one operation are 1, 2, 3, ... with no
+//     duplicates, also under concurrent AppendEvent, and events become
+//     visible in that order (a reader that saw event n has seen every event
+//     before it); only a failed append can leave a gap.
 //   - Check reports every violation of these invariants (and of the journal
 //     rules: no Pending* resource and no in-progress instance without a
 //     running operation of its stack set).

@@ -253,45 +253,90 @@ func (s *Store) ClaimOperation(op Operation) (Operation, bool, error) {
 // AppendEvent appends ev to the event log of operation ev.OperationID,
 // assigning the next sequence number (1 for the first event); a zero ev.Time
 // is set to the current time. The operation must exist. Safe for concurrent
-// use: concurrent appends get distinct, gap-free sequence numbers.
+// use: concurrent appends get distinct sequence numbers, and become
+// visible in their order, with no gaps unless an append fails.
+//
+// Appends of one operation are pipelined: the sequence number is taken
+// and the commit queued under the operation's lock, and the wait for the
+// commit happens outside it, so hundreds of instances reporting at once
+// share Badger's write batches instead of queueing one commit at a time.
 //
 // Errors: ErrNotFound if the operation does not exist, ErrInvalidKey,
-// ErrConflict, ErrClosed.
+// ErrNoSpace, ErrClosed.
 func (s *Store) AppendEvent(ev Event) (Event, error) {
 	if err := checkComponent("operation id", ev.OperationID); err != nil {
+		return Event{}, err
+	}
+	if err := s.checkSpace(); err != nil {
 		return Event{}, err
 	}
 	if ev.Time.IsZero() {
 		ev.Time = time.Now().UTC()
 	}
-	mu := &s.eventMu[stripe(ev.OperationID)]
-	mu.Lock()
-	defer mu.Unlock()
-	err := s.update(func(txn *badger.Txn) error {
-		ok, err := exists(txn, operationIDKey(ev.OperationID))
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return fmt.Errorf("operation: %w", ErrNotFound)
-		}
-		ev.Seq = lastEventSeq(txn, ev.OperationID) + 1
-		key := eventKey(ev.OperationID, ev.Seq)
-		// Read the new key too: a concurrent writer of the same sequence
-		// number (another process would need the directory lock first, but
-		// keep the guarantee local) then makes one commit conflict.
-		if taken, err := exists(txn, key); err != nil || taken {
-			if err == nil {
-				err = fmt.Errorf("event %d: %w", ev.Seq, ErrExists)
-			}
-			return err
-		}
-		return putRecord(txn, key, ev)
-	})
-	if err != nil {
+	fail := func(err error) (Event, error) {
 		return Event{}, fmt.Errorf("append event to operation %s: %w", ev.OperationID, err)
 	}
+	stripe := &s.events[stripe(ev.OperationID)]
+	stripe.mu.Lock()
+	seq, err := s.nextEventSeq(stripe, ev.OperationID)
+	if err != nil {
+		stripe.mu.Unlock()
+		return fail(err)
+	}
+	ev.Seq = seq
+	b, err := encode(ev)
+	if err != nil {
+		stripe.mu.Unlock()
+		return fail(err)
+	}
+	// A write-only transaction: it cannot conflict, so the number taken is
+	// the one committed.
+	txn := s.db.NewTransaction(true)
+	if err := txn.Set(eventKey(ev.OperationID, ev.Seq), b); err != nil {
+		txn.Discard()
+		delete(stripe.next, ev.OperationID)
+		stripe.mu.Unlock()
+		return fail(convertErr(err))
+	}
+	done := make(chan error, 1)
+	txn.CommitWith(func(err error) { done <- err })
+	stripe.mu.Unlock()
+	if err := <-done; err != nil {
+		stripe.mu.Lock()
+		delete(stripe.next, ev.OperationID) // read the log again next time
+		stripe.mu.Unlock()
+		return fail(convertErr(err))
+	}
 	return ev, nil
+}
+
+// nextEventSeq takes the next sequence number of operation opID: from the
+// stripe's counter, or (the first time, or after a failed append) from
+// the log after checking that the operation exists. The caller holds
+// stripe.mu.
+func (s *Store) nextEventSeq(stripe *eventStripe, opID string) (uint64, error) {
+	last, ok := stripe.next[opID]
+	if !ok {
+		err := s.view(func(txn *badger.Txn) error {
+			found, err := exists(txn, operationIDKey(opID))
+			if err != nil {
+				return err
+			}
+			if !found {
+				return fmt.Errorf("operation: %w", ErrNotFound)
+			}
+			last = lastEventSeq(txn, opID)
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		if stripe.next == nil {
+			stripe.next = map[string]uint64{}
+		}
+	}
+	stripe.next[opID] = last + 1
+	return last + 1, nil
 }
 
 // lastEventSeq returns the highest sequence number recorded for opID, or 0.

@@ -98,9 +98,16 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	// eventMu serialises AppendEvent per operation (striped by id hash) so
-	// concurrent appends do not spin on transaction conflicts.
-	eventMu [eventLocks]sync.Mutex
+	// events number the events of each operation (striped by operation
+	// id hash; see AppendEvent).
+	events [eventLocks]eventStripe
+}
+
+// eventStripe holds the last sequence number taken per operation of one
+// stripe; a missing entry is read from the log.
+type eventStripe struct {
+	mu   sync.Mutex
+	next map[string]uint64
 }
 
 // config holds the knobs tests and benchmarks change; Open uses defaults.
