@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/stackd/stackd/reconciler"
 	"github.com/stackd/stackd/state"
 )
 
@@ -31,6 +32,7 @@ type Metrics struct {
 	queue             prometheus.Gauge
 	drift             *prometheus.GaugeVec
 	gitFaults         *prometheus.CounterVec
+	phaseTime         *prometheus.CounterVec
 	httpRequests      *prometheus.CounterVec
 	httpDuration      *prometheus.HistogramVec
 }
@@ -95,6 +97,10 @@ func NewMetrics() *Metrics {
 			Name: "stackd_git_faults_total",
 			Help: "Git problems the daemon worked around, by kind (for example fetch, push_conflict, force_push).",
 		}, []string{"kind"}),
+		phaseTime: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stackd_phase_seconds_total",
+			Help: "Time spent in each phase of operations (plan, provider, flush, journal, state_sync, status_commit), summed over the instances applied at the same time.",
+		}, []string{"phase"}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stackd_http_requests_total",
 			Help: "HTTP API requests, by route pattern, method and status code.",
@@ -109,7 +115,7 @@ func NewMetrics() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.operations, m.instanceDuration, m.reconcileDuration, m.reconciles, m.reconcileSuccess,
-		m.fetchDuration, m.fetches, m.fetchSuccess, m.queue, m.drift, m.gitFaults,
+		m.fetchDuration, m.fetches, m.fetchSuccess, m.queue, m.drift, m.gitFaults, m.phaseTime,
 		m.httpRequests, m.httpDuration,
 	)
 	// Start the known series at zero, so rates and alerts work before the
@@ -123,7 +129,18 @@ func NewMetrics() *Metrics {
 		m.reconciles.WithLabelValues(res)
 		m.fetches.WithLabelValues(res)
 	}
+	for _, ph := range reconciler.Phases {
+		m.phaseTime.WithLabelValues(ph)
+	}
 	return m
+}
+
+// PhaseTime adds d to the time spent in phase.
+func (m *Metrics) PhaseTime(phase string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.phaseTime.WithLabelValues(phase).Add(d.Seconds())
 }
 
 // Registry is the metrics' registry, for collectors of other components.

@@ -20,7 +20,13 @@ type journal struct {
 	store                 *state.Store
 	ssID, region, account string
 	now                   func() time.Time
+	metrics               Metrics
 	buf                   []state.ResourceWrite
+}
+
+// journal returns the journal of the instance of stack set ssID at t.
+func (r *Reconciler) journal(ssID string, t engine.Target) *journal {
+	return &journal{store: r.opts.Store, ssID: ssID, region: t.Region, account: t.Account, now: r.opts.Now, metrics: r.opts.Metrics}
 }
 
 var _ engine.Journal = (*journal)(nil)
@@ -83,7 +89,9 @@ func (j *journal) Flush() error {
 	if len(j.buf) == 0 {
 		return nil
 	}
+	began := time.Now()
 	err := j.store.WriteResources(j.ssID, j.region, j.account, j.buf)
+	j.metrics.PhaseTime(PhaseJournal, time.Since(began))
 	j.buf = j.buf[:0]
 	return err
 }

@@ -162,6 +162,7 @@ type opRun struct {
 }
 
 func (o *opRun) event(region, account, resource, status, msg string) {
+	defer o.r.spent(PhaseJournal, time.Now())
 	if _, err := o.r.opts.Store.AppendEvent(state.Event{
 		OperationID: o.op.ID, Time: o.r.opts.Now(), Region: region, Account: account,
 		Resource: resource, Status: status, Message: o.redact(msg),
@@ -439,9 +440,11 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 	}
 	in.Status, in.StatusReason, in.Updated = state.InstanceOperationInProgress, "", o.r.opts.Now()
 	in.OutOfService = "being deployed at revision " + short(o.op.Revision)
+	wrote := time.Now()
 	if err := st.PutInstance(in); err != nil {
 		return o.fail(w, log, err)
 	}
+	o.r.spent(PhaseJournal, wrote)
 	o.event(t.Region, t.Account, "", string(state.InstanceOperationInProgress), string(w.action))
 	var recorded []engine.ResourceState
 	if w.plan == nil || o.resumed {
@@ -462,8 +465,9 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 			return o.fail(w, log, err)
 		}
 	}
-	j := &journal{store: st, ssID: ssID, region: t.Region, account: t.Account, now: o.r.opts.Now}
+	j := o.r.journal(ssID, t)
 	res, err := o.r.opts.Engine.Apply(ctx, plan, j, func(ev engine.Event) {
+		o.r.observeTime(ev)
 		msg := ev.Action.String()
 		if ev.Err != nil {
 			msg += ": " + ev.Err.Error()
@@ -506,6 +510,7 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 // plan re-plans an instance right before applying it (its stack set id is
 // known now), so the plan matches the recorded state it will change.
 func (o *opRun) plan(ctx context.Context, t engine.Target, recorded []engine.ResourceState, out **engine.InstancePlan) error {
+	defer o.r.spent(PhasePlan, time.Now())
 	p, diags := o.r.opts.Engine.PlanContext(ctx, &engine.Instance{StackSet: o.j.desired, StackSetID: o.j.recorded.ID, Target: t}, recorded)
 	if diags.HasErrors() {
 		return engine.DiagsError(diags)
@@ -553,9 +558,11 @@ func (o *opRun) settle(w *work, status state.InstanceStatus, reason string, outp
 		case state.InstanceOperationFailed:
 			in.OutOfService = "its operation at revision " + short(o.op.Revision) + " failed"
 		}
+		began := time.Now()
 		if err := st.PutInstance(in); err != nil {
 			o.log.Error().Err(err).Msg("cannot record instance status")
 		}
+		o.r.spent(PhaseJournal, began)
 	}
 	o.event(t.Region, t.Account, "", string(status), reason)
 	o.mu.Lock()
@@ -581,9 +588,11 @@ func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
 	}
 	// Make everything the operation journaled survive a machine crash
 	// before its outcome is recorded.
+	began := time.Now()
 	if err := st.Sync(); err != nil {
 		return op, err
 	}
+	o.r.spent(PhaseStateSync, began)
 	out := o.summarise(op)
 	ss, err := o.recordStackSet(op, out)
 	if err != nil {

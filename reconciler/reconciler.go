@@ -103,6 +103,38 @@ type Metrics interface {
 	// (FaultReporter; gitsource: "force_push", "cache_damaged",
 	// "status_ref_damaged").
 	GitFault(kind string)
+	// PhaseTime adds d to the time spent in phase (one of Phases), summed
+	// over instances applied at the same time: where the time goes.
+	PhaseTime(phase string, d time.Duration)
+}
+
+// The phases of an operation whose time is accounted (Metrics.PhaseTime).
+const (
+	PhasePlan         = "plan"          // planning instances (engine)
+	PhaseProvider     = "provider"      // provider calls: create, update, delete
+	PhaseFlush        = "flush"         // making what providers wrote durable (provider.Syncer)
+	PhaseJournal      = "journal"       // state writes of resources, instances and events
+	PhaseStateSync    = "state_sync"    // fsync of the state at the end of an operation
+	PhaseStatusCommit = "status_commit" // the status commit of an operation
+)
+
+// Phases are the phases of PhaseTime, in the order an operation meets them.
+var Phases = []string{PhasePlan, PhaseProvider, PhaseFlush, PhaseJournal, PhaseStateSync, PhaseStatusCommit}
+
+// spent accounts the time since began to phase.
+func (r *Reconciler) spent(phase string, began time.Time) {
+	r.opts.Metrics.PhaseTime(phase, time.Since(began))
+}
+
+// observeTime accounts the durations apply events carry: provider calls
+// and the flushes that make them durable.
+func (r *Reconciler) observeTime(ev engine.Event) {
+	switch {
+	case ev.Phase == "sync":
+		r.opts.Metrics.PhaseTime(PhaseFlush, ev.Duration)
+	case ev.Duration > 0:
+		r.opts.Metrics.PhaseTime(PhaseProvider, ev.Duration)
+	}
 }
 
 type noMetrics struct{}
@@ -113,6 +145,7 @@ func (noMetrics) ReconcileDone(time.Duration, error)     {}
 func (noMetrics) FetchDone(time.Duration, error)         {}
 func (noMetrics) QueueLength(int)                        {}
 func (noMetrics) GitFault(string)                        {}
+func (noMetrics) PhaseTime(string, time.Duration)        {}
 
 // Validate checks the options and fills defaults.
 func (o *Options) Validate() error {
@@ -780,7 +813,9 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 					return nil, err
 				}
 			}
+			began := time.Now()
 			p, pdiags := r.opts.Engine.PlanContext(ctx, &engine.Instance{StackSet: ss, StackSetID: id, Target: t, Untrusted: j.untrusted, Prior: prior.of(ctx, in)}, recorded)
+			r.spent(PhasePlan, began)
 			if pdiags.HasErrors() {
 				for _, d := range pdiags {
 					d.Detail = fmt.Sprintf("%s (stack set %q, instance %s/%s)", d.Detail, ss.Name, t.Region, t.Account)

@@ -1394,7 +1394,9 @@ func (rr *rolloutRun) rollbackOne(ctx context.Context, it rollbackItem) error {
 	case !slices.Contains(prev.Targets(), t):
 		return failWith(fmt.Errorf("%s/%s is not a target of revision %s", t.Region, t.Account, short(it.prev)))
 	default:
+		began := time.Now()
 		p, diags := o.r.opts.Engine.PlanContext(ctx, &engine.Instance{StackSet: prev, StackSetID: ssID, Target: t, Reapply: it.reapply}, recorded)
+		o.r.spent(PhasePlan, began)
 		if diags.HasErrors() {
 			return failWith(engine.DiagsError(diags))
 		}
@@ -1412,8 +1414,8 @@ func (rr *rolloutRun) rollbackOne(ctx context.Context, it rollbackItem) error {
 	if err := st.PutInstance(in); err != nil {
 		return failWith(err)
 	}
-	j := &journal{store: st, ssID: ssID, region: t.Region, account: t.Account, now: o.r.opts.Now}
-	res, err := o.r.opts.Engine.Apply(ctx, plan, j, nil)
+	j := o.r.journal(ssID, t)
+	res, err := o.r.opts.Engine.Apply(ctx, plan, j, o.r.observeTime)
 	if ferr := j.Flush(); err == nil && ferr != nil {
 		err = ferr
 	}

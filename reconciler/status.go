@@ -190,6 +190,7 @@ func marshal(v any) []byte {
 
 // writeOperationStatus writes the one status commit of an operation.
 func (r *Reconciler) writeOperationStatus(ctx context.Context, j *job, ss *state.StackSet, op *state.Operation) error {
+	defer r.spent(PhaseStatusCommit, time.Now())
 	msg := fmt.Sprintf("stackd: %s %s %s %s (%s)", j.name, op.Kind, short(op.Revision), op.Status, Counts(op))
 	if ro := op.Rollout; ro != nil {
 		switch {

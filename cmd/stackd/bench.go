@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -17,6 +19,9 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/spf13/cobra"
+
+	"github.com/stackd/stackd/api"
+	"github.com/stackd/stackd/reconciler"
 )
 
 // benchScenarios are the end-to-end scenarios of `stackd bench`, in order.
@@ -27,6 +32,7 @@ type benchConfig struct {
 	regions, accounts, resources int
 	dir                          string
 	cpuProfile                   string
+	memProfile                   string
 	targetsDir                   string
 }
 
@@ -46,6 +52,36 @@ type benchResult struct {
 	MinSeconds         float64 `json:"min_seconds,omitempty"`
 	MaxSeconds         float64 `json:"max_seconds,omitempty"`
 	PeakRSSMB          float64 `json:"peak_rss_mb"`
+	// TargetsFS is the filesystem the file resources were written to
+	// (ext4, xfs, tmpfs, ...): figures on tmpfs leave the disk out.
+	TargetsFS string `json:"targets_fs"`
+	// PhaseSeconds is where the measured time went (see
+	// reconciler.Phases), summed over the instances applied at once, so
+	// the phases of a parallel operation add up to more than its wall time.
+	PhaseSeconds map[string]float64 `json:"phase_seconds,omitempty"`
+}
+
+// summary is the human line of a result: the wall time and where it went.
+func (r *benchResult) summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d instances × %d resources on %s", r.Scenario, r.Instances, r.ResourcesPerInst, r.TargetsFS)
+	switch {
+	case r.WallSeconds > 0:
+		fmt.Fprintf(&b, ": %.3f s wall", r.WallSeconds)
+	case r.MedianSeconds > 0:
+		fmt.Fprintf(&b, ": median %.3f s (%.3f–%.3f s)", r.MedianSeconds, r.MinSeconds, r.MaxSeconds)
+	}
+	fmt.Fprintf(&b, ", peak RSS %.0f MB", r.PeakRSSMB)
+	if len(r.PhaseSeconds) > 0 {
+		b.WriteString("\n  time in phases (summed over concurrent instances):")
+		for _, ph := range reconciler.Phases {
+			fmt.Fprintf(&b, " %s %.3f s,", ph, r.PhaseSeconds[ph])
+		}
+		s := strings.TrimSuffix(b.String(), ",")
+		b.Reset()
+		b.WriteString(s)
+	}
+	return b.String()
 }
 
 func newBenchCommand() *cobra.Command {
@@ -75,10 +111,15 @@ process, so that peak RSS is the scenario's own.`,
 				}
 				defer pprof.StopCPUProfile()
 			}
+			if c.memProfile != "" {
+				stop := peakHeapProfile(c.memProfile)
+				defer stop()
+			}
 			res, err := runBench(cmd.Context(), c)
 			if err != nil {
 				return err
 			}
+			fmt.Fprintln(cmd.ErrOrStderr(), res.summary())
 			return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
 		},
 	}
@@ -87,9 +128,10 @@ process, so that peak RSS is the scenario's own.`,
 	f.IntVar(&c.regions, "regions", 10, "regions of the fleet (scale: default 100)")
 	f.IntVar(&c.accounts, "accounts", 100, "accounts of the fleet (scale: default 100)")
 	f.IntVar(&c.resources, "resources", 10, "file resources per instance (big-template: default 1000, in one instance)")
-	f.StringVar(&c.targetsDir, "targets-dir", "", "parent directory of the targets root (default: the working directory); e.g. /dev/shm to take the disk's file-creation cost out of the figures")
+	f.StringVar(&c.targetsDir, "targets-dir", "", "parent directory of the targets root (default: the working directory, on a disk); e.g. /dev/shm to take the disk out of the figures")
 	f.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the scenario to this file")
-	f.StringVar(&c.dir, "dir", "", "working directory (default: a new temporary directory, removed afterwards)")
+	f.StringVar(&c.memProfile, "memprofile", "", "write a heap profile to this file, taken when the live heap was largest")
+	f.StringVar(&c.dir, "dir", "", "working directory (default: a new temporary directory, removed afterwards; under the user cache directory when the temporary directory is in memory)")
 	return cmd
 }
 
@@ -120,6 +162,81 @@ func benchAll(ctx context.Context, w io.Writer, c benchConfig) error {
 		}
 	}
 	return nil
+}
+
+// benchParent is where the bench's working directory goes: the temporary
+// directory, unless that is in memory (tmpfs), when the figures would
+// leave the disk out; then the user cache directory.
+func benchParent() string {
+	tmp := os.TempDir()
+	if fs := fsType(tmp); fs != "tmpfs" && fs != "ramfs" {
+		return tmp
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return tmp
+	}
+	dir := filepath.Join(cache, "stackd")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return tmp
+	}
+	return dir
+}
+
+// phaseSeconds reads the time spent per phase so far
+// (stackd_phase_seconds_total).
+func phaseSeconds(m *api.Metrics) map[string]float64 {
+	out := map[string]float64{}
+	families, err := m.Registry().Gather()
+	if err != nil {
+		return out
+	}
+	for _, mf := range families {
+		if mf.GetName() != "stackd_phase_seconds_total" {
+			continue
+		}
+		for _, metric := range mf.GetMetric() {
+			for _, l := range metric.GetLabel() {
+				if l.GetName() == "phase" {
+					out[l.GetValue()] = metric.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
+
+func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
+
+// peakHeapProfile writes a heap profile to path each time the live heap
+// (after a GC) is larger than any seen before, checking every 100 ms, so
+// the file ends up with the profile of the peak; stop ends the sampling.
+func peakHeapProfile(path string) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		var peak uint64
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			metrics.Read(sample)
+			if live := sample[0].Value.Uint64(); live > peak {
+				peak = live
+				if f, err := os.Create(path); err == nil {
+					_ = pprof.WriteHeapProfile(f)
+					_ = f.Close()
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 // peakRSSMB is the process's peak resident set size.
@@ -238,7 +355,7 @@ func (f *benchFleet) reconcile(ctx context.Context) error {
 func runBench(ctx context.Context, c benchConfig) (*benchResult, error) {
 	dir := c.dir
 	if dir == "" {
-		d, err := os.MkdirTemp("", "stackd-bench-")
+		d, err := os.MkdirTemp(benchParent(), "stackd-bench-")
 		if err != nil {
 			return nil, err
 		}
@@ -272,15 +389,22 @@ func runBench(ctx context.Context, c benchConfig) (*benchResult, error) {
 		defer os.RemoveAll(td)
 		targetsDir = td
 	}
+	res.TargetsFS = fsType(targetsDir)
 	fl, err := newBenchFleet(ctx, dir, targetsDir, fleetDefs(res.Regions, res.Accounts, res.ResourcesPerInst, counted, "v1"))
 	if err != nil {
 		return nil, err
 	}
 	defer fl.app.Close()
 	timed := func(fn func() error) (float64, error) {
+		before := phaseSeconds(fl.app.metrics)
 		start := time.Now()
 		err := fn()
-		return time.Since(start).Seconds(), err
+		wall := time.Since(start).Seconds()
+		res.PhaseSeconds = map[string]float64{}
+		for ph, v := range phaseSeconds(fl.app.metrics) {
+			res.PhaseSeconds[ph] = round3(v - before[ph])
+		}
+		return wall, err
 	}
 	switch c.scenario {
 	case "fleet-create":
