@@ -986,14 +986,20 @@ func (rr *rolloutRun) persist() {
 	}
 }
 
-// checkpoint records the operation and writes its status commit: one per
-// batch boundary.
+// checkpoint records the operation, makes the state durable (a batch
+// that passed stays passed across a power loss) and writes its status
+// commit: one per batch boundary.
 func (rr *rolloutRun) checkpoint(ctx context.Context) {
 	o := rr.o
 	op, err := o.saveProgress()
 	if err != nil {
 		o.log.Warn().Err(err).Msg("cannot record rollout progress")
 	}
+	began := time.Now()
+	if err := o.r.opts.Store.Sync(); err != nil {
+		o.log.Warn().Err(err).Msg("cannot make the rollout's progress durable")
+	}
+	o.r.spent(PhaseStateSync, began)
 	ss := *o.j.recorded
 	if err := o.r.writeOperationStatus(ctx, o.j, &ss, &op); err != nil {
 		o.log.Warn().Err(err).Msg("cannot write the batch's status commit")

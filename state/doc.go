@@ -40,11 +40,36 @@
 // # Durability
 //
 // Writes are committed with Badger's SyncWrites off (see SyncWrites): when a
-// write method returns, the write is in Badger's log in the OS page cache,
-// so the resource journal holds across a crash or SIGKILL of the daemon;
-// Sync makes everything written so far survive a crash of the machine too
-// (the reconciler calls it at operation and batch boundaries). One process holds the
-// directory lock; a second Open fails with ErrLocked.
+// write method returns, the write is in Badger's log in the OS page cache.
+// Sync makes everything written so far reach the disk; the reconciler calls
+// it before it records an operation's outcome and at every rollout batch
+// boundary. One process holds the directory lock; a second Open fails with
+// ErrLocked.
+//
+// What that guarantees, together with the engine's journal and the file
+// provider (engine/provider.Syncer), is:
+//
+//   - A crash of the daemon (kill -9, OOM kill, panic): nothing written is
+//     lost, since the page cache survives. Every provider call was journaled
+//     Pending* before it started, so the resumed operation repeats exactly
+//     the calls that may not have finished, with their RequestIDs
+//     (create-or-verify); a file whose write was interrupted is rewritten,
+//     and the temporary file the write left is swept.
+//   - A crash of the machine (power loss, kernel panic): the state keeps
+//     everything up to its last Sync and, of what came after, a prefix in
+//     commit order (Badger replays its log up to the first damaged entry).
+//     A resource the state records as done is on disk as recorded: the
+//     file provider does not fsync each file, but the engine journals a
+//     file's create, update or delete as done only after one flush of the
+//     targets root's filesystem (syncfs) that began after it, so a record
+//     that survived implies the file did. A file written after the last
+//     flush may come back missing, empty or old; its record is Pending* (or
+//     lost with the rest of the unsynced suffix, and then so is the record
+//     of the operation having done it), and the resumed or next operation
+//     writes it again.
+//   - The status commit of an operation can be ahead of a state that lost
+//     its last seconds; the resumed operation ends the same way and writes
+//     the same status again.
 //
 // # Damage, backups and a full disk
 //
