@@ -84,6 +84,14 @@ func (j *journal) Remove(_ context.Context, address string) error {
 	return nil
 }
 
+// take hands over what is held, for the caller to write together with the
+// instance's record (state.WriteInstance).
+func (j *journal) take() []state.ResourceWrite {
+	out := j.buf
+	j.buf = nil
+	return out
+}
+
 // Flush writes what is held.
 func (j *journal) Flush() error {
 	if len(j.buf) == 0 {

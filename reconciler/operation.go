@@ -484,8 +484,10 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 			log.Debug().Str("resource", ev.Address).Str("action", ev.Action.String()).Str("phase", ev.Phase).Msg("resource")
 		}
 	})
-	if ferr := j.Flush(); err == nil && ferr != nil {
-		err = ferr
+	if err != nil || w.action == changeset.InstanceDelete {
+		if ferr := j.Flush(); err == nil && ferr != nil {
+			err = ferr
+		}
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -502,7 +504,10 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 		log.Debug().Msg("instance deleted")
 		return true
 	}
-	o.settle(w, state.InstanceOperationComplete, "", outputsJSON(res.Outputs))
+	// The journal's last records and the instance's status in one write.
+	if err := o.record(w, &in, j.take(), state.InstanceOperationComplete, "", outputsJSON(res.Outputs)); err != nil {
+		return o.fail(w, log, err)
+	}
 	log.Debug().Msg("instance complete")
 	return true
 }
@@ -528,10 +533,25 @@ func (o *opRun) fail(w *work, log zerolog.Logger, err error) bool {
 
 // settle records an instance's final status for this operation.
 func (o *opRun) settle(w *work, status state.InstanceStatus, reason string, outputs json.RawMessage) {
+	_ = o.record(w, nil, nil, status, reason, outputs) // logged; the result is kept either way
+}
+
+// record records an instance's final status for this operation, starting
+// from its record as read at the start (known) or, when nil, as read now,
+// and writes the journal's last records (writes) in the same transaction.
+// It returns the error only when writes could not be written (the caller
+// fails the instance); other errors are logged and the result is kept.
+func (o *opRun) record(w *work, known *state.Instance, writes []state.ResourceWrite, status state.InstanceStatus, reason string, outputs json.RawMessage) error {
 	st := o.r.opts.Store
 	t := w.target
 	if !(w.action == changeset.InstanceDelete && status == state.InstanceOperationComplete) {
-		in, err := st.Instance(o.j.recorded.ID, t.Region, t.Account)
+		var in state.Instance
+		var err error
+		if known != nil {
+			in = *known
+		} else {
+			in, err = st.Instance(o.j.recorded.ID, t.Region, t.Account)
+		}
 		if errors.Is(err, state.ErrNotFound) {
 			in, err = state.Instance{StackSetID: o.j.recorded.ID, Region: t.Region, Account: t.Account}, nil
 		}
@@ -543,7 +563,7 @@ func (o *opRun) settle(w *work, status state.InstanceStatus, reason string, outp
 			o.mu.Lock()
 			o.results[t] = state.InstanceResult{Region: t.Region, Account: t.Account, Action: state.ParseInstanceAction(string(w.action)), Status: status, Reason: reason}
 			o.mu.Unlock()
-			return
+			return nil
 		}
 		in.Status, in.StatusReason, in.Updated = status, reason, o.r.opts.Now()
 		switch status {
@@ -559,15 +579,20 @@ func (o *opRun) settle(w *work, status state.InstanceStatus, reason string, outp
 			in.OutOfService = "its operation at revision " + short(o.op.Revision) + " failed"
 		}
 		began := time.Now()
-		if err := st.PutInstance(in); err != nil {
+		err = st.WriteInstance(in, writes)
+		o.r.spent(PhaseJournal, began)
+		if err != nil && len(writes) > 0 {
+			return err
+		}
+		if err != nil {
 			o.log.Error().Err(err).Msg("cannot record instance status")
 		}
-		o.r.spent(PhaseJournal, began)
 	}
 	o.event(t.Region, t.Account, "", string(status), reason)
 	o.mu.Lock()
 	o.results[t] = state.InstanceResult{Region: t.Region, Account: t.Account, Action: state.ParseInstanceAction(string(w.action)), Status: status, Reason: reason}
 	o.mu.Unlock()
+	return nil
 }
 
 // finish is the one place that summarises and persists the operation's

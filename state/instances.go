@@ -109,6 +109,56 @@ func (s *Store) PutInstances(ins []Instance) error {
 	return nil
 }
 
+// WriteInstance writes the instance record in and applies writes to its
+// resources, in order, in one transaction: the end of an instance's apply
+// records its status together with the journal's last records. Its stack
+// set must exist.
+//
+// Errors: ErrNotFound if the stack set does not exist, ErrInvalidKey,
+// ErrTxnTooBig-wrapped errors when the writes do not fit, ErrConflict,
+// ErrClosed.
+func (s *Store) WriteInstance(in Instance, writes []ResourceWrite) error {
+	if err := checkInstanceKey(in.StackSetID, in.Region, in.Account); err != nil {
+		return err
+	}
+	for _, w := range writes {
+		addr := w.Delete
+		if w.Resource != nil {
+			addr = w.Resource.Address
+		}
+		if err := checkResourceKey(in.StackSetID, in.Region, in.Account, addr); err != nil {
+			return err
+		}
+	}
+	err := s.update(func(txn *badger.Txn) error {
+		ok, err := exists(txn, stackSetKey(in.StackSetID))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("stack set %s: %w", in.StackSetID, ErrNotFound)
+		}
+		for _, w := range writes {
+			key := resourceKey(in.StackSetID, in.Region, in.Account, w.Delete)
+			if w.Resource != nil {
+				key = resourceKey(in.StackSetID, in.Region, in.Account, w.Resource.Address)
+				if err := putRecord(txn, key, *w.Resource); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := txn.Delete(key); err != nil {
+				return err
+			}
+		}
+		return putRecord(txn, instanceKey(in.StackSetID, in.Region, in.Account), in)
+	})
+	if err != nil {
+		return fmt.Errorf("write instance %s/%s of stack set %s with %d resources: %w", in.Region, in.Account, in.StackSetID, len(writes), err)
+	}
+	return nil
+}
+
 // DeleteInstance removes the instance (ssID, region, account) and all its
 // resources in one transaction (over several, resources first, only if they
 // do not fit into one).

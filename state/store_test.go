@@ -817,3 +817,45 @@ func TestEndOperation(t *testing.T) {
 		t.Errorf("after EndOperation: operation %s, stack set last operation %q at %q; want SUCCEEDED, %q at r2", gotOp.Status, gotSS.LastOperation, gotSS.Revision, ended.ID)
 	}
 }
+
+// TestWriteInstance: the instance record and its resources' writes go in
+// one transaction; a stack set that does not exist writes nothing.
+func TestWriteInstance(t *testing.T) {
+	s := newStore(t)
+	ss := mustCreate(t, s, "web")
+	in := testInstances(ss.ID, 1)[0]
+	if err := s.PutInstance(in); err != nil {
+		t.Fatal(err)
+	}
+	gone := testResource(0)
+	gone.Address = "file.gone"
+	if err := s.PutResource(ss.ID, in.Region, in.Account, gone); err != nil {
+		t.Fatal(err)
+	}
+	kept := testResource(1)
+	kept.Address = "file.kept"
+	in.Status = InstanceOperationComplete
+	if err := s.WriteInstance(in, []ResourceWrite{{Resource: &kept}, {Delete: "file.gone"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Instance(ss.ID, in.Region, in.Account)
+	if err != nil || got.Status != InstanceOperationComplete {
+		t.Fatalf("instance after WriteInstance: %v, %v", got.Status, err)
+	}
+	res, err := s.Resources(ss.ID, in.Region, in.Account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].Address != "file.kept" {
+		t.Errorf("resources after WriteInstance: %+v, want only file.kept", res)
+	}
+
+	orphan := in
+	orphan.StackSetID = NewOperationID() // no such stack set
+	if err := s.WriteInstance(orphan, []ResourceWrite{{Resource: &kept}}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("WriteInstance without its stack set: %v, want ErrNotFound", err)
+	}
+	if res, _ := s.Resources(orphan.StackSetID, orphan.Region, orphan.Account); len(res) != 0 {
+		t.Errorf("a refused WriteInstance wrote resources: %+v", res)
+	}
+}
