@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"path"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -790,7 +791,14 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 	if keep {
 		prior = newPriorStackSets(r, j)
 	}
-	for _, dc := range dec.instances {
+	// Instance plans are made in parallel (they are independent), then
+	// taken in order: the change set, the works and the first diagnostics
+	// reported are the same as one after another.
+	var plans []instancePlan
+	if plan {
+		plans = r.planInstances(ctx, j, dec.instances, prior)
+	}
+	for i, dc := range dec.instances {
 		t, w, in := dc.target, dc.work, dc.recorded
 		switch {
 		case w == nil || w.action == actionSkip:
@@ -806,16 +814,10 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 				addChange(changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: changeset.InstanceDelete, Changes: w.plan.Changes()})
 			}
 		case plan:
-			var recorded []engine.ResourceState
-			if j.recorded != nil {
-				var err error
-				if recorded, err = r.resources(id, t); err != nil {
-					return nil, err
-				}
+			if plans[i].err != nil {
+				return nil, plans[i].err
 			}
-			began := time.Now()
-			p, pdiags := r.opts.Engine.PlanContext(ctx, &engine.Instance{StackSet: ss, StackSetID: id, Target: t, Untrusted: j.untrusted, Prior: prior.of(ctx, in)}, recorded)
-			r.spent(PhasePlan, began)
+			p, pdiags := plans[i].plan, plans[i].diags
 			if pdiags.HasErrors() {
 				for _, d := range pdiags {
 					d.Detail = fmt.Sprintf("%s (stack set %q, instance %s/%s)", d.Detail, ss.Name, t.Region, t.Account)
@@ -860,6 +862,78 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 		j.changeSet.Rollout = plan
 	}
 	return diags, nil
+}
+
+// instancePlan is the plan of one instance of a pass (or why there is none).
+type instancePlan struct {
+	plan  *engine.InstancePlan
+	diags hcl.Diagnostics
+	err   error
+}
+
+// planInstances plans the instances of decided that are created or
+// updated, on as many goroutines as the process has CPUs; the result is
+// indexed like decided. Once an instance fails to plan, those after it in
+// decided are not planned (the pass stops at the first failure, as it
+// would one at a time), while those before it still are.
+func (r *Reconciler) planInstances(ctx context.Context, j *job, decided []instanceDecision, prior *priorStackSets) []instancePlan {
+	out := make([]instancePlan, len(decided))
+	priors := make([]*engine.StackSet, len(decided))
+	var todo []int
+	for i, dc := range decided {
+		if w := dc.work; w != nil && w.action != actionSkip && w.action != changeset.InstanceDelete {
+			priors[i] = prior.of(ctx, dc.recorded) // not safe for concurrent use
+			todo = append(todo, i)
+		}
+	}
+	id := j.id()
+	var next atomic.Int64
+	var firstFailed atomic.Int64
+	firstFailed.Store(int64(len(decided)))
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(todo)) {
+		wg.Go(func() {
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= len(todo) {
+					return
+				}
+				i := todo[k]
+				if int64(i) > firstFailed.Load() {
+					continue
+				}
+				t := decided[i].target
+				var recorded []engine.ResourceState
+				if j.recorded != nil {
+					var err error
+					if recorded, err = r.resources(id, t); err != nil {
+						out[i].err = err
+						lowerTo(&firstFailed, int64(i))
+						continue
+					}
+				}
+				began := time.Now()
+				p, diags := r.opts.Engine.PlanContext(ctx, &engine.Instance{StackSet: j.desired, StackSetID: id, Target: t, Untrusted: j.untrusted, Prior: priors[i]}, recorded)
+				r.spent(PhasePlan, began)
+				out[i] = instancePlan{plan: p, diags: diags}
+				if diags.HasErrors() {
+					lowerTo(&firstFailed, int64(i))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// lowerTo sets a to v if v is lower.
+func lowerTo(a *atomic.Int64, v int64) {
+	for {
+		cur := a.Load()
+		if v >= cur || a.CompareAndSwap(cur, v) {
+			return
+		}
+	}
 }
 
 // rolloutPlan is how the job's instances to create or update will roll out
