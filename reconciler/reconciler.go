@@ -796,7 +796,7 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 	// reported are the same as one after another.
 	var plans []instancePlan
 	if plan {
-		plans = r.planInstances(ctx, j, dec.instances, prior)
+		plans = r.planInstances(ctx, j, dec.instances, prior, keep)
 	}
 	for i, dc := range dec.instances {
 		t, w, in := dc.target, dc.work, dc.recorded
@@ -817,7 +817,8 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 			if plans[i].err != nil {
 				return nil, plans[i].err
 			}
-			p, pdiags := plans[i].plan, plans[i].diags
+			ip := plans[i]
+			pdiags := ip.diags
 			if pdiags.HasErrors() {
 				for _, d := range pdiags {
 					d.Detail = fmt.Sprintf("%s (stack set %q, instance %s/%s)", d.Detail, ss.Name, t.Region, t.Account)
@@ -825,17 +826,15 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 				// One instance's errors are enough to reject the commit.
 				return append(diags, pdiags...), nil
 			}
-			if files := p.Files(); len(files) > 0 {
+			if len(ip.files) > 0 {
 				if j.files == nil {
 					j.files = map[engine.Target][]engine.FileClaim{}
 				}
-				j.files[t] = files
+				j.files[t] = ip.files
 			}
-			if !j.dropPlans {
-				w.plan = p
-			}
-			ic := changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: w.action, Changes: p.Changes()}
-			if w.action == changeset.InstanceUpdate && !p.HasChanges() {
+			w.plan = ip.plan // nil when the pass drops its plans
+			ic := changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: w.action, Changes: ip.changes}
+			if w.action == changeset.InstanceUpdate && !ip.hasChanges {
 				ic.Action = changeset.InstanceNoChange
 			}
 			addChange(ic)
@@ -864,11 +863,18 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 	return diags, nil
 }
 
-// instancePlan is the plan of one instance of a pass (or why there is none).
+// instancePlan is what a pass keeps of one instance's plan (or why there
+// is none): the plan itself unless the pass drops its plans (past
+// dropPlansOver instances each is made again right before it is applied),
+// the files it claims, whether it changes anything, and its change
+// records when the pass keeps a change set.
 type instancePlan struct {
-	plan  *engine.InstancePlan
-	diags hcl.Diagnostics
-	err   error
+	plan       *engine.InstancePlan
+	files      []engine.FileClaim
+	changes    []changeset.Change
+	hasChanges bool
+	diags      hcl.Diagnostics
+	err        error
 }
 
 // planInstances plans the instances of decided that are created or
@@ -876,7 +882,7 @@ type instancePlan struct {
 // indexed like decided. Once an instance fails to plan, those after it in
 // decided are not planned (the pass stops at the first failure, as it
 // would one at a time), while those before it still are.
-func (r *Reconciler) planInstances(ctx context.Context, j *job, decided []instanceDecision, prior *priorStackSets) []instancePlan {
+func (r *Reconciler) planInstances(ctx context.Context, j *job, decided []instanceDecision, prior *priorStackSets, keepChanges bool) []instancePlan {
 	out := make([]instancePlan, len(decided))
 	priors := make([]*engine.StackSet, len(decided))
 	var todo []int
@@ -915,10 +921,19 @@ func (r *Reconciler) planInstances(ctx context.Context, j *job, decided []instan
 				began := time.Now()
 				p, diags := r.opts.Engine.PlanContext(ctx, &engine.Instance{StackSet: j.desired, StackSetID: id, Target: t, Untrusted: j.untrusted, Prior: priors[i]}, recorded)
 				r.spent(PhasePlan, began)
-				out[i] = instancePlan{plan: p, diags: diags}
 				if diags.HasErrors() {
+					out[i].diags = diags
 					lowerTo(&firstFailed, int64(i))
+					continue
 				}
+				ip := instancePlan{files: p.Files(), hasChanges: p.HasChanges(), diags: diags}
+				if keepChanges {
+					ip.changes = p.Changes()
+				}
+				if !j.dropPlans {
+					ip.plan = p
+				}
+				out[i] = ip
 			}
 		})
 	}
