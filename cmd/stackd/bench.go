@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
 	"strings"
@@ -59,6 +60,10 @@ type benchResult struct {
 	// reconciler.Phases), summed over the instances applied at once, so
 	// the phases of a parallel operation add up to more than its wall time.
 	PhaseSeconds map[string]float64 `json:"phase_seconds,omitempty"`
+	// CPUSeconds is the process's user and system CPU time in the measured
+	// part; against WallSeconds × CPUs it tells CPU-bound from waiting.
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
+	CPUs       int     `json:"cpus"`
 }
 
 // summary is the human line of a result: the wall time and where it went.
@@ -72,14 +77,17 @@ func (r *benchResult) summary() string {
 		fmt.Fprintf(&b, ": median %.3f s (%.3f–%.3f s)", r.MedianSeconds, r.MinSeconds, r.MaxSeconds)
 	}
 	fmt.Fprintf(&b, ", peak RSS %.0f MB", r.PeakRSSMB)
-	if len(r.PhaseSeconds) > 0 {
-		b.WriteString("\n  time in phases (summed over concurrent instances):")
+	if r.CPUSeconds > 0 && r.WallSeconds > 0 {
+		fmt.Fprintf(&b, ", CPU %.3f s (%.0f%% of %d CPUs)", r.CPUSeconds, 100*r.CPUSeconds/(r.WallSeconds*float64(r.CPUs)), r.CPUs)
+	}
+	if len(r.PhaseSeconds) > 0 && r.WallSeconds > 0 {
+		// Summed over the instances applied at once, a phase's time over
+		// the wall time is how many instances were in it on average
+		// (Little's law): where they queue.
+		b.WriteString("\n  where the time went (seconds summed over instances; instances in the phase on average):")
 		for _, ph := range reconciler.Phases {
-			fmt.Fprintf(&b, " %s %.3f s,", ph, r.PhaseSeconds[ph])
+			fmt.Fprintf(&b, "\n    %-13s %9.3f s  %6.1f", ph, r.PhaseSeconds[ph], r.PhaseSeconds[ph]/r.WallSeconds)
 		}
-		s := strings.TrimSuffix(b.String(), ",")
-		b.Reset()
-		b.WriteString(s)
 	}
 	return b.String()
 }
@@ -239,6 +247,15 @@ func peakHeapProfile(path string) (stop func()) {
 	return func() { close(done); <-finished }
 }
 
+// cpuSeconds is the process's user and system CPU time so far.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
 // peakRSSMB is the process's peak resident set size.
 func peakRSSMB() float64 {
 	var ru syscall.Rusage
@@ -362,7 +379,7 @@ func runBench(ctx context.Context, c benchConfig) (*benchResult, error) {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	res := &benchResult{Scenario: c.scenario, Regions: c.regions, Accounts: c.accounts, ResourcesPerInst: c.resources}
+	res := &benchResult{Scenario: c.scenario, Regions: c.regions, Accounts: c.accounts, ResourcesPerInst: c.resources, CPUs: runtime.GOMAXPROCS(0)}
 	counted := false
 	switch c.scenario {
 	case "big-template":
@@ -397,9 +414,11 @@ func runBench(ctx context.Context, c benchConfig) (*benchResult, error) {
 	defer fl.app.Close()
 	timed := func(fn func() error) (float64, error) {
 		before := phaseSeconds(fl.app.metrics)
+		cpu := cpuSeconds()
 		start := time.Now()
 		err := fn()
 		wall := time.Since(start).Seconds()
+		res.CPUSeconds = round3(cpuSeconds() - cpu)
 		res.PhaseSeconds = map[string]float64{}
 		for ph, v := range phaseSeconds(fl.app.metrics) {
 			res.PhaseSeconds[ph] = round3(v - before[ph])

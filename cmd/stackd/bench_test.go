@@ -2,7 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
+
+	"github.com/stackd/stackd/reconciler"
 )
 
 // The bench command's output for tiny sizes: one JSON line with the
@@ -18,7 +21,24 @@ func TestBenchSmoke(t *testing.T) {
 			if got.Scenario != sc || got.WallSeconds <= 0 || got.PeakRSSMB <= 0 {
 				t.Errorf("figures: %+v", got)
 			}
+			if got.TargetsFS == "" || got.CPUs < 1 {
+				t.Errorf("targets_fs %q, cpus %d: want both", got.TargetsFS, got.CPUs)
+			}
 			switch sc {
+			case "fleet-create":
+				// Where the time went: every phase reported, and the 12
+				// files' provider calls and flushes took some time.
+				for _, ph := range reconciler.Phases {
+					if _, ok := got.PhaseSeconds[ph]; !ok {
+						t.Errorf("phase_seconds %v: no %s", got.PhaseSeconds, ph)
+					}
+				}
+				if got.PhaseSeconds[reconciler.PhaseProvider] <= 0 || got.PhaseSeconds[reconciler.PhaseJournal] <= 0 {
+					t.Errorf("phase_seconds %v: want provider and journal time", got.PhaseSeconds)
+				}
+				if !strings.Contains(res.stderr, "where the time went") || !strings.Contains(res.stderr, "provider") {
+					t.Errorf("stderr %q: want the summary of where the time went", res.stderr)
+				}
 			case "big-template":
 				if got.Instances != 1 || got.ResourcesPerInst != 2 || got.PlanSeconds <= 0 {
 					t.Errorf("big-template: %+v", got)
