@@ -164,7 +164,31 @@ func (s *Store) BackupFile(path string) (BackupInfo, error) {
 
 // backupFile is BackupFile; wrap, if set, wraps the temporary file's writer
 // (tests inject write failures with it).
-func (s *Store) backupFile(path string, wrap func(io.Writer) io.Writer) (info BackupInfo, err error) {
+func (s *Store) backupFile(path string, wrap func(io.Writer) io.Writer) (BackupInfo, error) {
+	return saveBackup(path, func(w io.Writer) (*BackupInfo, error) {
+		if wrap != nil {
+			w = wrap(w)
+		}
+		info, err := s.writeBackup(w)
+		return &info, err
+	})
+}
+
+// SaveBackup writes the backup write produces (one a daemon streams over
+// its API) to path the way BackupFile does: 0600, through a temporary file
+// that is synced, read back and verified before it is renamed over path.
+// A stream cut short or altered never replaces the previous backup.
+//
+// Errors: ErrBadBackup (wrapped) when what was written does not verify,
+// the error of write, or a wrapped I/O error.
+func SaveBackup(path string, write func(io.Writer) error) (BackupInfo, error) {
+	return saveBackup(path, func(w io.Writer) (*BackupInfo, error) { return nil, write(w) })
+}
+
+// saveBackup writes a backup to path through a temporary file (see
+// BackupFile). write produces it and may return what it wrote, which the
+// bytes read back must then match.
+func saveBackup(path string, write func(io.Writer) (*BackupInfo, error)) (info BackupInfo, err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -180,11 +204,8 @@ func (s *Store) backupFile(path string, wrap func(io.Writer) io.Writer) (info Ba
 			os.Remove(tmp)
 		}
 	}()
-	var w io.Writer = f
-	if wrap != nil {
-		w = wrap(f)
-	}
-	if info, err = s.writeBackup(w); err != nil {
+	wrote, err := write(f)
+	if err != nil {
 		return info, fmt.Errorf("backup state to %s: %w", path, err)
 	}
 	if err = f.Sync(); err != nil {
@@ -195,11 +216,11 @@ func (s *Store) backupFile(path string, wrap func(io.Writer) io.Writer) (info Ba
 	if _, err = f.Seek(0, io.SeekStart); err != nil {
 		return info, fmt.Errorf("backup state to %s: %w", path, err)
 	}
-	got, err := Verify(f)
+	info, err = Verify(f)
 	if err != nil {
 		return info, fmt.Errorf("backup state to %s: reading back the new backup: %w", path, err)
 	}
-	if got.SHA256 != info.SHA256 || got.Records != info.Records {
+	if wrote != nil && (info.SHA256 != wrote.SHA256 || info.Records != wrote.Records) {
 		err = fmt.Errorf("backup state to %s: %w: the file read back differs from what was written", path, ErrBadBackup)
 		return info, err
 	}

@@ -389,3 +389,52 @@ func assertNoLeftovers(t *testing.T, dir string) {
 		}
 	}
 }
+
+// TestSaveBackup: a backup streamed from elsewhere (a daemon) replaces
+// FILE only when it verifies; a stream cut short leaves FILE as it was.
+func TestSaveBackup(t *testing.T) {
+	s := newStore(t)
+	mustCreate(t, s, "web")
+	var stream bytes.Buffer
+	if _, err := s.Backup(&stream); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "state.backup")
+	info, err := SaveBackup(path, func(w io.Writer) error { _, err := w.Write(stream.Bytes()); return err })
+	if err != nil || info.Records == 0 {
+		t.Fatalf("SaveBackup: %+v, %v", info, err)
+	}
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := stream.Bytes()[:stream.Len()/2]
+	if _, err := SaveBackup(path, func(w io.Writer) error { _, err := w.Write(cut); return err }); !errors.Is(err, ErrBadBackup) {
+		t.Fatalf("SaveBackup of a stream cut short: %v, want ErrBadBackup", err)
+	}
+	after, err := os.ReadFile(path)
+	if err != nil || !bytes.Equal(before, after) {
+		t.Fatalf("a refused backup changed FILE (%v)", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".state.backup.tmp-*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+// TestLocked: a state directory is locked exactly while a Store has it open.
+func TestLocked(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	if Locked(dir) {
+		t.Fatal("a missing directory is locked")
+	}
+	s := openAt(t, dir)
+	if !Locked(dir) {
+		t.Fatal("an open state is not locked")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if Locked(dir) {
+		t.Fatal("a closed state is still locked")
+	}
+}
