@@ -214,6 +214,9 @@ type Reconciler struct {
 	stop     stopSignal
 	healthMu sync.Mutex
 	health   Health
+	// passes counts Run's passes: started and ended, the outcome of the
+	// last, and a channel closed (and replaced) when one ends (WaitPass).
+	passes passLog
 
 	// runMu guards runners: one per stack set name, running at most one
 	// operation at a time, with at most one job queued behind it.

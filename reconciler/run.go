@@ -80,7 +80,9 @@ func (r *Reconciler) Run(ctx context.Context, trigger <-chan struct{}, grace tim
 	retryPolicy := backoff.Policy{Min: time.Second, Max: 5 * time.Minute, Jitter: true}
 	failures := 0
 	for {
+		r.passes.begin()
 		res, _, err := r.start(work)
+		r.passes.end(res, err)
 		if err == nil {
 			select {
 			case branches <- struct{}{}:
@@ -195,4 +197,63 @@ func (r *Reconciler) planRevision(ctx context.Context, rev string, untrusted boo
 		res.ChangeSets = append(res.ChangeSets, j.changeSet)
 	}
 	return res, nil
+}
+
+// passLog records Run's passes for WaitPass.
+type passLog struct {
+	mu             sync.Mutex
+	started, ended uint64
+	last           *Result
+	lastErr        error
+	done           chan struct{}
+}
+
+func (p *passLog) begin() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.started++
+}
+
+func (p *passLog) end(res *Result, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ended++
+	p.last, p.lastErr = res, err
+	if p.done != nil {
+		close(p.done)
+		p.done = nil
+	}
+}
+
+// PassesStarted is how many passes Run has started. A pass numbered
+// higher than it starts after the call: what WaitPass waits for.
+func (r *Reconciler) PassesStarted() uint64 {
+	r.passes.mu.Lock()
+	defer r.passes.mu.Unlock()
+	return r.passes.started
+}
+
+// WaitPass waits until Run's pass number n+1 (the first to start after
+// PassesStarted returned n) has ended and returns its outcome: its result
+// (operations it started may still run) and error. Passes run one at a
+// time, so that is when n+1 passes have ended.
+func (r *Reconciler) WaitPass(ctx context.Context, n uint64) (*Result, error) {
+	for {
+		r.passes.mu.Lock()
+		if r.passes.ended > n {
+			res, err := r.passes.last, r.passes.lastErr
+			r.passes.mu.Unlock()
+			return res, err
+		}
+		if r.passes.done == nil {
+			r.passes.done = make(chan struct{})
+		}
+		done := r.passes.done
+		r.passes.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-done:
+		}
+	}
 }
