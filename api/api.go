@@ -28,6 +28,16 @@ var _ Planner = (*reconciler.Reconciler)(nil)
 // webhooks collapse into one fetch.
 type Trigger func()
 
+// Passes tells the daemon's reconcile passes apart: PassesStarted numbers
+// them, WaitPass waits for the first one started after n and returns its
+// outcome.
+type Passes interface {
+	PassesStarted() uint64
+	WaitPass(ctx context.Context, n uint64) (*reconciler.Result, error)
+}
+
+var _ Passes = (*reconciler.Reconciler)(nil)
+
 // Readiness reports whether the daemon is ready to serve: the state is open
 // and the first fetch is done. detail is a short human-readable reason.
 type Readiness func() (ready bool, detail string)
@@ -93,6 +103,9 @@ type Options struct {
 	// Controller backs POST /v1/stack_sets/{name}/promote and /abort. Nil:
 	// 404.
 	Controller Controller
+	// Passes backs POST /v1/reconcile?wait=true (with Trigger). Nil: the
+	// reconcile endpoint answers 404.
+	Passes Passes
 	// Responses receives custom-resource responses. Nil: 404.
 	Responses ResponseSink
 	// Signals receives wait-condition signals. Nil: 404.

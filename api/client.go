@@ -5,12 +5,15 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/stackd/stackd/reconciler"
 )
 
 // DefaultClientTimeout bounds each call of a Client whose options leave
@@ -127,4 +130,148 @@ func responseError(status int, body []byte) *ResponseError {
 		e.Code, e.Detail = doc.Errors[0].Code, doc.Errors[0].Detail
 	}
 	return e
+}
+
+// do sends a request (with the token and microversion 1.2) and returns the
+// response when its status is want; otherwise the *ResponseError. With
+// long set, the call is bounded by ctx only (a backup, a wait for a pass),
+// not by the client's timeout.
+func (c *Client) do(ctx context.Context, method, path string, want int, long bool) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	req.Header.Set(VersionHeader, "1.2")
+	hc := c.http
+	if long {
+		copy := *c.http
+		copy.Timeout = 0
+		hc = &copy
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != want {
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+		return nil, responseError(resp.StatusCode, body)
+	}
+	return resp, nil
+}
+
+// getJSON decodes the 200 answer of GET path into v.
+func (c *Client) getJSON(ctx context.Context, path string, v any) error {
+	resp, err := c.do(ctx, http.MethodGet, path, http.StatusOK, false)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(io.LimitReader(resp.Body, 256<<20)).Decode(v)
+}
+
+// StackSets returns the status documents of every stack set (GET
+// /v1/stack_sets, then GET /v1/stack_sets/{name} for each), sorted by name:
+// what `stackd status` prints.
+func (c *Client) StackSets(ctx context.Context) ([]*reconciler.StackSetStatus, error) {
+	var list struct {
+		StackSets []stackSetSummary `json:"stack_sets"`
+	}
+	if err := c.getJSON(ctx, "/v1/stack_sets", &list); err != nil {
+		return nil, err
+	}
+	out := make([]*reconciler.StackSetStatus, 0, len(list.StackSets))
+	for _, ss := range list.StackSets {
+		doc, err := c.StackSet(ctx, ss.Name)
+		var re *ResponseError
+		if errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, doc)
+	}
+	return out, nil
+}
+
+// StackSet returns the status document of one stack set (GET
+// /v1/stack_sets/{name}).
+func (c *Client) StackSet(ctx context.Context, name string) (*reconciler.StackSetStatus, error) {
+	var doc reconciler.StackSetStatus
+	if err := c.getJSON(ctx, "/v1/stack_sets/"+url.PathEscape(name), &doc); err != nil {
+		return nil, err
+	}
+	return &doc, nil
+}
+
+// Plan returns what reconciling ref would do (GET /v1/changesets); an
+// empty ref plans the deploy branch.
+func (c *Client) Plan(ctx context.Context, ref string) (*reconciler.PlanResult, error) {
+	path := "/v1/changesets"
+	if ref != "" {
+		path += "?ref=" + url.QueryEscape(ref)
+	}
+	var doc changeSetsDoc
+	if err := c.getJSON(ctx, path, &doc); err != nil {
+		return nil, err
+	}
+	return &reconciler.PlanResult{Revision: doc.Revision, ChangeSets: doc.ChangeSets, Diagnostics: doc.Diagnostics}, nil
+}
+
+// Operation returns an operation (GET /v1/operations/{id}).
+func (c *Client) Operation(ctx context.Context, id string) (*OperationView, error) {
+	var v OperationView
+	if err := c.getJSON(ctx, "/v1/operations/"+url.PathEscape(id), &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// OperationView is an operation as GET /v1/operations/{id} shows it.
+type OperationView = operationView
+
+// ReconcileResult is the outcome of a reconcile pass asked for with
+// Reconcile(wait).
+type ReconcileResult = reconcileDoc
+
+// Reconcile asks the daemon to fetch and reconcile now (POST
+// /v1/reconcile). With wait it returns once the pass that started after
+// the call is over, with its outcome (operations it started may still
+// run); without, nil at once.
+func (c *Client) Reconcile(ctx context.Context, wait bool) (*ReconcileResult, error) {
+	if !wait {
+		resp, err := c.do(ctx, http.MethodPost, "/v1/reconcile", http.StatusAccepted, false)
+		if err != nil {
+			return nil, err
+		}
+		resp.Body.Close()
+		return nil, nil
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/v1/reconcile?wait=true", http.StatusOK, true)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var doc reconcileDoc
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&doc); err != nil {
+		return nil, err
+	}
+	return &doc, nil
+}
+
+// Backup streams an online backup of the daemon's state to w (GET
+// /v1/state/backup); the caller verifies it (state.Verify): a stream cut
+// short fails there.
+func (c *Client) Backup(ctx context.Context, w io.Writer) error {
+	resp, err := c.do(ctx, http.MethodGet, "/v1/state/backup", http.StatusOK, true)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(w, resp.Body)
+	return err
 }

@@ -63,6 +63,10 @@
 //	1.1  GET /v1/operations/{id}/events accepts ?since=N (only events with
 //	     seq > N) and answers "last_seq", the highest seq of the log, so a
 //	     client can poll without re-reading the log; at 1.0 since is a 400.
+//	1.2  POST /v1/reconcile (fetch and reconcile now; ?wait=true answers
+//	     once the pass is over) and GET /v1/state/backup (an online,
+//	     consistent backup); GET /v1/changesets without ref plans the
+//	     deploy branch (a 400 before).
 //
 // # Serving
 //

@@ -282,11 +282,11 @@ const maxRefLen = 1024
 
 func (s *Server) changeSets(w http.ResponseWriter, r *http.Request) {
 	ref := r.URL.Query().Get("ref")
-	if ref == "" {
-		writeError(w, http.StatusBadRequest, CodeBadRequest, "The ref query parameter (a branch name or a full commit hash) is required.")
+	if ref == "" && !requestVersion(r).AtLeast(1, 2) {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "The ref query parameter (a branch name or a full commit hash) is required (from 1.2 on, no ref plans the deploy branch).")
 		return
 	}
-	if len(ref) > maxRefLen || !printable(ref) {
+	if ref != "" && (len(ref) > maxRefLen || !printable(ref)) {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("The ref must be at most %d printable characters without spaces.", maxRefLen))
 		return
 	}

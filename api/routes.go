@@ -71,6 +71,8 @@ func (s *Server) routeTable() []route {
 		{path: "/v1/operations/{id}", auth: authBearer, methods: get(s.getOperation)},
 		{path: "/v1/operations/{id}/events", auth: authBearer, methods: get(s.listEvents)},
 		{path: "/v1/changesets", auth: authBearer, methods: get(s.changeSets)},
+		{path: "/v1/reconcile", auth: authBearer, methods: map[string]http.HandlerFunc{http.MethodPost: s.reconcile}},
+		{path: "/v1/state/backup", auth: authBearer, methods: get(s.stateBackup)},
 		{path: "/v1/resource_types", auth: authBearer, methods: get(s.listResourceTypes)},
 		{path: "/v1/resource_types/{name}", auth: authBearer, methods: map[string]http.HandlerFunc{
 			http.MethodGet:    s.getResourceType,
