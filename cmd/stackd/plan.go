@@ -9,6 +9,7 @@ import (
 
 	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/reconciler"
+	"github.com/stackd/stackd/state"
 )
 
 func newPlanCommand() *cobra.Command {
@@ -17,6 +18,7 @@ func newPlanCommand() *cobra.Command {
 		ref      string
 		output   string
 		detailed bool
+		daemon   daemonFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "plan",
@@ -28,14 +30,26 @@ func newPlanCommand() *cobra.Command {
 			default:
 				return fmt.Errorf("-o %s: use text, json or markdown", output)
 			}
-			a, err := c.open(cmd.Context(), cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			defer a.Close()
-			res, err := a.rec.Plan(cmd.Context(), ref)
-			if err != nil {
-				return err
+			var res *reconciler.PlanResult
+			if daemon.server != "" || state.Locked(c.stateDir) {
+				// A running daemon holds the state (and the cache clone):
+				// it plans.
+				client, where, err := daemon.client(c.stateDir)
+				if err != nil {
+					return err
+				}
+				if res, err = client.Plan(cmd.Context(), ref); err != nil {
+					return daemonError(where, err)
+				}
+			} else {
+				a, err := c.open(cmd.Context(), cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				defer a.Close()
+				if res, err = a.rec.Plan(cmd.Context(), ref); err != nil {
+					return err
+				}
 			}
 			if err := printPlan(cmd.OutOrStdout(), res, output); err != nil {
 				return err
@@ -47,6 +61,7 @@ func newPlanCommand() *cobra.Command {
 		},
 	}
 	c.addFlags(cmd)
+	daemon.add(cmd.Flags())
 	cmd.Flags().StringVar(&ref, "ref", "", "branch or commit to plan (default: the deploy branch)")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 0 when nothing changes, 2 when something does, 1 on error (Terraform's convention)")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or markdown (as pull requests get it)")

@@ -25,7 +25,7 @@ writes what happened back to the repository as status commits.`,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return flagsFromEnv(cmd, os.LookupEnv) },
 	}
 	root.AddCommand(newRunCommand(), newApplyCommand(), newPlanCommand(), newValidateCommand(),
-		newStatusCommand(), newPromoteCommand(), newAbortCommand(), newDemoCommand(), newStateCommand(), newBenchCommand())
+		newStatusCommand(), newReconcileCommand(), newPromoteCommand(), newAbortCommand(), newDemoCommand(), newStateCommand(), newBenchCommand())
 	return root
 }
 

@@ -64,6 +64,12 @@ func newRunCommand() *cobra.Command {
 			}
 			srv := l.serve(a, handler)
 			defer srv.Close()
+			// How the CLI reaches this daemon while it holds the state.
+			if remove, err := writeDaemonFile(c.stateDir, l.ln.Addr(), tlsCert != "", tokenFile); err != nil {
+				a.log.Warn().Err(err).Msg("cannot say where the API listens: stackd status and the like will need --server")
+			} else {
+				defer remove()
+			}
 			watch := a.source.Watch(ctx, interval)
 			go func() {
 				for range watch {

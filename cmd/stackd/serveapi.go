@@ -15,7 +15,7 @@ import (
 func (a *app) apiHandler(token, webhookSecret string, kick func()) (http.Handler, error) {
 	opts := api.Options{
 		Store: a.store, Planner: a.rec, Controller: a.rec, Responses: a.broker, Signals: a.signals, Metrics: a.metrics, Log: a.log,
-		GitTypes: a.rec.GitTypes, InUse: a.store.ResourceTypeInUse, Trigger: kick,
+		GitTypes: a.rec.GitTypes, InUse: a.store.ResourceTypeInUse, Trigger: kick, Passes: a.rec,
 		ReconcileHealth: func() any { return a.rec.Health() },
 		Readiness: func() (bool, string) {
 			if ok, why := a.space.Ready(); !ok {

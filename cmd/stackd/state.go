@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -33,19 +34,33 @@ func newStateCommand() *cobra.Command {
 			return nil
 		},
 	}
+	var daemon daemonFlags
 	backup := &cobra.Command{
 		Use:   "backup FILE",
-		Short: "Write a full backup of the state to FILE (0600, via a temporary file: the previous FILE survives any failure)",
+		Short: "Write a full backup of the state to FILE (0600, via a temporary file: the previous FILE survives any failure); online from the daemon holding the state",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := state.Open(stateDir)
-			if err != nil {
+			var info state.BackupInfo
+			st, err := openUnlessServer(&daemon, stateDir)
+			switch {
+			case daemon.viaDaemon(err):
+				// The daemon streams one consistent snapshot; it is
+				// verified before it replaces FILE.
+				client, where, cerr := daemon.client(stateDir)
+				if cerr != nil {
+					return cerr
+				}
+				info, err = state.SaveBackup(args[0], func(w io.Writer) error { return client.Backup(cmd.Context(), w) })
+				if err != nil {
+					return daemonError(where, err)
+				}
+			case err != nil:
 				return err
-			}
-			defer st.Close()
-			info, err := st.BackupFile(args[0])
-			if err != nil {
-				return err
+			default:
+				defer st.Close()
+				if info, err = st.BackupFile(args[0]); err != nil {
+					return err
+				}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Backed up %s to %s (%s).\n", plural(int(info.Records), "record"), args[0], backupSummary(info))
 			return nil
@@ -79,6 +94,7 @@ func newStateCommand() *cobra.Command {
 			return nil
 		},
 	}
+	daemon.add(backup.Flags())
 	cmd.AddCommand(check, backup, restore, verify)
 	return cmd
 }

@@ -16,40 +16,75 @@ func newStatusCommand() *cobra.Command {
 	var (
 		stateDir string
 		asJSON   bool
+		daemon   daemonFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "status [STACK_SET]",
-		Short: "Show stack sets, their instances and last operations from the state",
+		Short: "Show stack sets, their instances and last operations (from the state, or from the daemon holding it)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := state.Open(stateDir)
-			if err != nil {
+			var docs []*reconciler.StackSetStatus
+			st, err := openUnlessServer(&daemon, stateDir)
+			switch {
+			case daemon.viaDaemon(err):
+				client, where, cerr := daemon.client(stateDir)
+				if cerr != nil {
+					return cerr
+				}
+				if docs, err = client.StackSets(cmd.Context()); err != nil {
+					return daemonError(where, err)
+				}
+			case err != nil:
 				return err
+			default:
+				defer st.Close()
+				if docs, err = statusDocs(st); err != nil {
+					return err
+				}
 			}
-			defer st.Close()
-			return printStatus(cmd.OutOrStdout(), st, args, asJSON)
+			return printStatus(cmd.OutOrStdout(), docs, args, asJSON)
 		},
 	}
 	cmd.Flags().StringVar(&stateDir, "state-dir", ".stackd/state", "Badger state directory")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status documents as JSON")
+	daemon.add(cmd.Flags())
 	return cmd
 }
 
-func printStatus(w io.Writer, st *state.Store, only []string, asJSON bool) error {
+// openUnlessServer opens the state unless --server says to ask a daemon
+// (then it returns nil, nil).
+func openUnlessServer(d *daemonFlags, stateDir string) (*state.Store, error) {
+	if d.server != "" {
+		return nil, nil
+	}
+	return state.Open(stateDir)
+}
+
+// statusDocs are the status documents of every stack set of the state.
+func statusDocs(st *state.Store) ([]*reconciler.StackSetStatus, error) {
 	sets, err := st.ListStackSets()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var docs []*reconciler.StackSetStatus
+	docs := make([]*reconciler.StackSetStatus, 0, len(sets))
 	for i := range sets {
-		if len(only) > 0 && sets[i].Name != only[0] {
-			continue
-		}
 		doc, err := reconciler.BuildStatus(st, &sets[i])
 		if err != nil {
-			return err
+			return nil, err
 		}
 		docs = append(docs, doc)
+	}
+	return docs, nil
+}
+
+// printStatus prints the status documents (of only[0], if given): the
+// same output whether they come from the state or from a daemon.
+func printStatus(w io.Writer, all []*reconciler.StackSetStatus, only []string, asJSON bool) error {
+	var docs []*reconciler.StackSetStatus
+	for _, d := range all {
+		if len(only) == 0 || d.Name == only[0] {
+			docs = append(docs, d)
+		}
 	}
 	if len(only) > 0 && len(docs) == 0 {
 		return fmt.Errorf("no stack set named %q in the state", only[0])

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/pflag"
+
+	"github.com/stackd/stackd/api"
+	"github.com/stackd/stackd/state"
+)
+
+// A running daemon holds the state (Badger's directory lock), so the
+// commands that read it (status, plan, state backup) and reconcile talk to
+// the daemon's API instead: the one --server names, or the one that holds
+// --state-dir, found through the file it writes next to the state
+// directory while it runs (daemonFile).
+
+// daemonInfo is what `stackd run` writes to daemonFile(--state-dir): how
+// the CLI reaches it. It holds no secret: the token stays in its file,
+// which the CLI reads if its user may.
+type daemonInfo struct {
+	URL          string `json:"url"`
+	PID          int    `json:"pid"`
+	APITokenFile string `json:"api_token_file,omitempty"`
+}
+
+// daemonFile is where a daemon running on stateDir says how to reach it.
+func daemonFile(stateDir string) string {
+	return filepath.Clean(stateDir) + ".daemon.json"
+}
+
+// writeDaemonFile records how to reach the daemon serving on addr (https
+// with TLS); remove deletes it on the way out.
+func writeDaemonFile(stateDir string, addr net.Addr, tls bool, tokenFile string) (remove func(), err error) {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return nil, err
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1" // listening on every address: this machine's loopback reaches it
+	}
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	info := daemonInfo{URL: scheme + "://" + net.JoinHostPort(host, port), PID: os.Getpid()}
+	if tokenFile != "" {
+		if info.APITokenFile, err = filepath.Abs(tokenFile); err != nil {
+			return nil, err
+		}
+	}
+	b, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	path := daemonFile(stateDir)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	return func() { _ = os.Remove(path) }, nil
+}
+
+// daemonFlags are how a command reaches a running daemon.
+type daemonFlags struct {
+	server, tokenFile, caFile string
+}
+
+func (d *daemonFlags) add(f *pflag.FlagSet) {
+	f.StringVar(&d.server, "server", "", "URL of a running daemon's API to ask instead of opening --state-dir (default: the daemon holding --state-dir, if any)")
+	f.StringVar(&d.tokenFile, "api-token-file", "", "file holding the daemon API's bearer token (default: the file the daemon holding --state-dir was started with)")
+	f.StringVar(&d.caFile, "api-ca-file", "", "PEM CA certificates trusted (besides the system's) for an https --server")
+}
+
+// viaDaemon reports whether a command should ask a daemon rather than open
+// the state itself: --server is given, or opening failed with err because
+// a running daemon holds the state.
+func (d *daemonFlags) viaDaemon(err error) bool {
+	return d.server != "" || errors.Is(err, state.ErrLocked)
+}
+
+// client returns a client of the daemon: --server, else the daemon that
+// holds stateDir (its daemonFile). where names it for messages.
+func (d *daemonFlags) client(stateDir string) (c *api.Client, where string, err error) {
+	url, tokenFile := d.server, d.tokenFile
+	where = url
+	if url == "" {
+		path := daemonFile(stateDir)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, "", fmt.Errorf("the state %s is held by a running daemon, but %s, which says how to reach it, cannot be read (%v): give --server URL and --api-token-file", stateDir, path, err)
+		}
+		var info daemonInfo
+		if err := json.Unmarshal(b, &info); err != nil || info.URL == "" {
+			return nil, "", fmt.Errorf("%s is not what `stackd run` writes (%v): give --server URL and --api-token-file", path, err)
+		}
+		url, where = info.URL, fmt.Sprintf("the daemon holding %s (pid %d, %s)", stateDir, info.PID, info.URL)
+		if tokenFile == "" {
+			tokenFile = info.APITokenFile
+		}
+	}
+	token, err := readSecretFile("--api-token-file", tokenFile, "the API's bearer token")
+	if err != nil {
+		return nil, "", err
+	}
+	var pool *x509.CertPool
+	if d.caFile != "" {
+		if pool, err = readCertPool("--api-ca-file", d.caFile); err != nil {
+			return nil, "", err
+		}
+	}
+	c, err = api.NewClient(api.ClientOptions{URL: url, Token: token, RootCAs: pool})
+	if err != nil {
+		return nil, "", fmt.Errorf("--server: %w", err)
+	}
+	return c, where, nil
+}
+
+// daemonError says which daemon an API call failed against.
+func daemonError(where string, err error) error {
+	return fmt.Errorf("%s: %w", where, err)
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/stackd/stackd/reconciler"
+)
+
+// TestCLIAgainstRunningDaemon: while `stackd run` holds the state, status,
+// plan, state backup and reconcile go through its API — found through the
+// file it writes next to the state, token included — and print what they
+// print without a daemon.
+func TestCLIAgainstRunningDaemon(t *testing.T) {
+	binary := stackdBinary(t)
+	f := newFixture(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startProc(t, binary, nil, append([]string{"run"}, f.flags("--listen", "127.0.0.1:0", "--api-token-file", tokenFile, "--interval", "1h")...)...)
+	p.waitLine(t, 30*time.Second, 0, "operation finished", message("operation finished"))
+
+	info := readDaemonInfo(t, f.state)
+	if info.APITokenFile != tokenFile || !strings.HasPrefix(info.URL, "http://127.0.0.1:") {
+		t.Fatalf("daemon file %+v", info)
+	}
+	if b, _ := os.ReadFile(daemonFile(f.state)); strings.Contains(string(b), "s3cret-token") {
+		t.Fatal("the daemon file holds the token")
+	}
+
+	st := runBinary(t, binary, "status", "--state-dir", f.state)
+	if st.err != nil || !strings.Contains(st.stdout, "web") || !strings.Contains(st.stdout, "OPERATION_COMPLETE") && !strings.Contains(st.stdout, "last operation") {
+		t.Fatalf("stackd status while the daemon runs: %s", st)
+	}
+
+	plan := runBinary(t, binary, "plan", "--state-dir", f.state, "--repo", f.repo)
+	if plan.err != nil || !strings.Contains(plan.stdout, "web") {
+		t.Fatalf("stackd plan while the daemon runs: %s", plan)
+	}
+
+	backup := filepath.Join(t.TempDir(), "state.backup")
+	b := runBinary(t, binary, "state", "backup", backup, "--state-dir", f.state)
+	if b.err != nil || !strings.Contains(b.stdout, "Backed up") {
+		t.Fatalf("stackd state backup while the daemon runs: %s", b)
+	}
+	if v := runBinary(t, binary, "state", "verify", backup); v.err != nil {
+		t.Fatalf("the online backup does not verify: %s", v)
+	}
+	if fi, err := os.Stat(backup); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("backup file: %v, %v", fi, err)
+	}
+
+	// A new commit, reconciled now rather than at the next poll (1h).
+	replaceIn(t, f.repo, "web.hcl", `"nginx:1.25"`, `"nginx:1.26"`)
+	rev := f.commit(t, "nginx 1.26")
+	rc := runBinary(t, binary, "reconcile", "--wait", "--state-dir", f.state)
+	if rc.err != nil || !strings.Contains(rc.stdout, "web DeployStackSet "+rev[:7]+" SUCCEEDED") {
+		t.Fatalf("stackd reconcile --wait: %s", rc)
+	}
+
+	// A wrong token is refused, and said so.
+	badToken := filepath.Join(t.TempDir(), "bad")
+	if err := os.WriteFile(badToken, []byte("wrong"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := runBinary(t, binary, "status", "--server", info.URL, "--api-token-file", badToken)
+	if bad.err == nil || !strings.Contains(bad.stderr, "401") {
+		t.Fatalf("status with a wrong token: %s", bad)
+	}
+
+	viaDaemon := runBinary(t, binary, "status", "--json", "--state-dir", f.state)
+	if viaDaemon.err != nil {
+		t.Fatalf("status --json through the daemon: %s", viaDaemon)
+	}
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("stackd run exited %d; logs:\n%s", code, p.log)
+	}
+	if _, err := os.Stat(daemonFile(f.state)); !os.IsNotExist(err) {
+		t.Errorf("the daemon file outlived the daemon: %v", err)
+	}
+	local := runBinary(t, binary, "status", "--json", "--state-dir", f.state)
+	if local.err != nil {
+		t.Fatalf("status --json without a daemon: %s", local)
+	}
+	var a, l []reconciler.StackSetStatus
+	if err := json.Unmarshal([]byte(viaDaemon.stdout), &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(local.stdout), &l); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(l, a); diff != "" {
+		t.Errorf("status --json through the daemon differs from the state's (-state +daemon):\n%s", diff)
+	}
+	if nod := runBinary(t, binary, "reconcile", "--state-dir", f.state); nod.err == nil || !strings.Contains(nod.stderr, "no daemon holds") {
+		t.Errorf("reconcile without a daemon: %s", nod)
+	}
+}
+
+func readDaemonInfo(t *testing.T, stateDir string) daemonInfo {
+	t.Helper()
+	b, err := os.ReadFile(daemonFile(stateDir))
+	if err != nil {
+		t.Fatalf("daemon file: %v", err)
+	}
+	var info daemonInfo
+	if err := json.Unmarshal(b, &info); err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
