@@ -8,7 +8,7 @@ PKGS    := ./...
 all: build
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(BIN) ./cmd/stackd
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=true -ldflags="-s -w" -o $(BIN) ./cmd/stackd
 
 test:
 	$(GO) test -race -timeout 10m $(PKGS)

@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,8 @@ func TestMetrics(t *testing.T) {
 		"go_goroutines ",
 		"stackd_last_reconcile_success_timestamp_seconds ",
 		"stackd_last_git_fetch_success_timestamp_seconds ",
+		`stackd_phase_seconds_total{phase="flush"} 0`, // pre-initialised
+		`stackd_build_info{goversion="` + runtime.Version() + `",revision="`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("metrics lack %q", want)

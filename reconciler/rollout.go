@@ -19,6 +19,8 @@ package reconciler
 // (state.Instance.InService), not status labels.
 
 import (
+	"github.com/stackd/stackd/internal/version"
+
 	"context"
 	"errors"
 	"fmt"
@@ -850,7 +852,7 @@ func (rr *rolloutRun) get(ctx context.Context, url string, timeout time.Duration
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set("User-Agent", "stackd-health-check")
+	req.Header.Set("User-Agent", "stackd-health-check "+version.UserAgent("stackd"))
 	resp, err := rr.o.r.opts.HealthClient.Do(req)
 	if err != nil {
 		return 0, err

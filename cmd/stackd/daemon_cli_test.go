@@ -26,6 +26,10 @@ func TestCLIAgainstRunningDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := startProc(t, binary, nil, append([]string{"run"}, f.flags("--listen", "127.0.0.1:0", "--api-token-file", tokenFile, "--interval", "1h")...)...)
+	p.waitLine(t, 30*time.Second, 0, "stackd running with its version", func(l map[string]any) bool {
+		v, _ := l["version"].(string)
+		return l["message"] == "stackd running" && v != "" // go build may stamp the commit, go test does not
+	})
 	p.waitLine(t, 30*time.Second, 0, "operation finished", message("operation finished"))
 
 	info := readDaemonInfo(t, f.state)

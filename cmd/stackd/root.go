@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/stackd/stackd/internal/version"
 )
 
 func newRootCommand() *cobra.Command {
@@ -24,7 +26,9 @@ writes what happened back to the repository as status commits.`,
 		// where ps shows it.
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return flagsFromEnv(cmd, os.LookupEnv) },
 	}
-	root.AddCommand(newRunCommand(), newApplyCommand(), newPlanCommand(), newValidateCommand(),
+	root.Version = version.Get().Short()
+	root.SetVersionTemplate(version.Get().String() + "\n")
+	root.AddCommand(newVersionCommand(), newRunCommand(), newApplyCommand(), newPlanCommand(), newValidateCommand(),
 		newStatusCommand(), newReconcileCommand(), newPromoteCommand(), newAbortCommand(), newDemoCommand(), newStateCommand(), newBenchCommand())
 	return root
 }

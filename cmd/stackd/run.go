@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/stackd/stackd/internal/version"
+
 	"context"
 	"os"
 	"os/signal"
@@ -76,7 +78,7 @@ func newRunCommand() *cobra.Command {
 					kick()
 				}
 			}()
-			a.log.Info().Str("repo", a.source.Name()).Str("branch", c.branch).Str("listen", srv.Addr).Bool("tls", tlsCert != "").
+			a.log.Info().Str("version", version.Get().Short()).Str("repo", a.source.Name()).Str("branch", c.branch).Str("listen", srv.Addr).Bool("tls", tlsCert != "").
 				Str("external_url", c.externalURL).Msg("stackd running")
 			stopNotify := notifySystemd(ctx, a)
 			err = a.rec.Run(ctx, trigger, grace)

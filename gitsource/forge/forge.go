@@ -1,6 +1,8 @@
 package forge
 
 import (
+	"github.com/stackd/stackd/internal/version"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -61,7 +63,7 @@ type Options struct {
 	// limit reset) further away than this is not waited for: the request
 	// fails with the forge's answer. Default 60s.
 	MaxBackoff time.Duration
-	// UserAgent is sent with every request. Default "stackd".
+	// UserAgent is sent with every request. Default "stackd/<version>".
 	UserAgent string
 	// Sleep waits between attempts; it returns early with ctx's error.
 	// Default: a timer. Tests inject a recorder.
@@ -117,7 +119,7 @@ func (o *Options) Validate() error {
 		o.MaxBackoff = time.Minute
 	}
 	if o.UserAgent == "" {
-		o.UserAgent = "stackd"
+		o.UserAgent = version.UserAgent("stackd")
 	}
 	if o.Sleep == nil {
 		o.Sleep = sleep

@@ -1,6 +1,8 @@
 package custom
 
 import (
+	"github.com/stackd/stackd/internal/version"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -24,7 +26,8 @@ const (
 	requestDelete = "Delete"
 )
 
-const userAgent = "stackd-custom-resource/1"
+// userAgent names the protocol's version and stackd's.
+var userAgent = "stackd-custom-resource/1 " + version.UserAgent("stackd")
 
 // Request is the JSON object POSTed to a service token (DESIGN §7a), a
 // superset of CloudFormation's custom resource request.
