@@ -252,3 +252,68 @@ func (m *Metrics) httpRequest(route, method string, status int, d time.Duration)
 	m.httpRequests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
 	m.httpDuration.WithLabelValues(route).Observe(d.Seconds())
 }
+
+// stackSetCollector reports, at each scrape, per stack set: the status of
+// its last operation and whether the deploy branch's latest revision was
+// rejected — what alerts on a stuck or failing stack set need.
+type stackSetCollector struct {
+	store    *state.Store
+	rejected func() string
+	lastOp   *prometheus.Desc
+	rejDesc  *prometheus.Desc
+}
+
+// WatchStackSets adds the per-stack-set gauges
+// stackd_stack_set_last_operation{stack_set,kind,status} (1 for the
+// status of its last operation, 0 for the others) and
+// stackd_stack_set_revision_rejected{stack_set} (1 while the deploy
+// branch's head, which holds every stack set, is rejected: rejected
+// returns its revision, or "").
+func (m *Metrics) WatchStackSets(st *state.Store, rejected func() string) {
+	if m == nil {
+		return
+	}
+	m.reg.MustRegister(&stackSetCollector{
+		store: st, rejected: rejected,
+		lastOp: prometheus.NewDesc("stackd_stack_set_last_operation",
+			"The last operation of each stack set: 1 for its status, 0 for the other final statuses.",
+			[]string{"stack_set", "kind", "status"}, nil),
+		rejDesc: prometheus.NewDesc("stackd_stack_set_revision_rejected",
+			"1 while the deploy branch's latest revision is rejected (it did not validate or plan; the last good revision stays deployed), else 0.",
+			[]string{"stack_set"}, nil),
+	})
+}
+
+func (c *stackSetCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.lastOp
+	ch <- c.rejDesc
+}
+
+func (c *stackSetCollector) Collect(ch chan<- prometheus.Metric) {
+	sets, err := c.store.ListStackSets()
+	if err != nil {
+		return
+	}
+	rejected := 0.0
+	if c.rejected != nil && c.rejected() != "" {
+		rejected = 1
+	}
+	statuses := []state.OperationStatus{state.OperationRunning, state.OperationSucceeded, state.OperationFailed, state.OperationStopped, state.OperationCancelled}
+	for _, ss := range sets {
+		ch <- prometheus.MustNewConstMetric(c.rejDesc, prometheus.GaugeValue, rejected, ss.Name)
+		if ss.LastOperation == "" {
+			continue
+		}
+		op, err := c.store.Operation(ss.LastOperation)
+		if err != nil {
+			continue
+		}
+		for _, s := range statuses {
+			v := 0.0
+			if op.Status == s {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.lastOp, prometheus.GaugeValue, v, ss.Name, string(op.Kind), string(s))
+		}
+	}
+}

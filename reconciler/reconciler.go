@@ -347,7 +347,7 @@ func (r *Reconciler) stopBounded(ctx context.Context, grace time.Duration) (cont
 // crash interrupted finish at their own revisions. The returned pass (nil
 // when nothing was dispatched) completes when the operations end. A call
 // whose ctx ends while another pass holds the lock returns ctx.Err().
-func (r *Reconciler) start(ctx context.Context) (*Result, *pass, error) {
+func (r *Reconciler) start(ctx context.Context) (res *Result, p *pass, err error) {
 	if err := r.mu.lock(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -358,13 +358,20 @@ func (r *Reconciler) start(ctx context.Context) (*Result, *pass, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	defer func() { r.opts.Metrics.ReconcileDone(time.Since(began), err) }()
+	defer func() {
+		// A rejected revision is a failed reconcile for alerting.
+		failed := err
+		if failed == nil && res != nil && res.Rejected {
+			failed = fmt.Errorf("revision %s rejected", short(res.Revision))
+		}
+		r.opts.Metrics.ReconcileDone(time.Since(began), failed)
+	}()
 	unfinished, res, err := r.checkPass(ctx, head)
 	if err != nil || res != nil {
 		return res, nil, err
 	}
 	resumed, resumedIDs := r.resumeRollouts(ctx, head, unfinished)
-	res, p, err := r.reconcileRevision(ctx, head)
+	res, p, err = r.reconcileRevision(ctx, head)
 	p = resumed.join(p)
 	if err != nil || !res.Rejected {
 		return res, p, err

@@ -19,6 +19,11 @@ type Health struct {
 	LastSuccess time.Time
 	Revision    string
 	Err         string
+	// Rejected is the deploy branch's head when it did not validate or
+	// plan (the last good revision stays deployed), with the number of
+	// its errors; empty once a revision is accepted.
+	Rejected       string `json:",omitempty"`
+	RejectedErrors int    `json:",omitempty"`
 }
 
 // Health returns the latest pass's outcome.
@@ -41,6 +46,15 @@ func (r *Reconciler) setHealth(res *Result, err error) {
 	r.health.LastSuccess = now
 	if res != nil {
 		r.health.Revision = res.Revision
+		r.health.Rejected, r.health.RejectedErrors = "", 0
+		if res.Rejected {
+			r.health.Rejected = res.Revision
+			for _, d := range res.Diagnostics {
+				if d.Severity == "error" {
+					r.health.RejectedErrors++
+				}
+			}
+		}
 	}
 }
 

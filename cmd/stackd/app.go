@@ -187,5 +187,6 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 		st.Close()
 		return nil, err
 	}
+	metrics.WatchStackSets(st, func() string { return rec.Health().Rejected })
 	return &app{store: st, source: src, engine: eng, rec: rec, log: log, broker: broker, signals: wp, metrics: metrics, space: space}, nil
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,4 +123,72 @@ func readDaemonInfo(t *testing.T, stateDir string) daemonInfo {
 		t.Fatal(err)
 	}
 	return info
+}
+
+// TestRejectedRevisionAlerts: a deploy-branch revision that does not
+// validate is visible to alerting — /readyz is 503 saying so, the pass
+// counts as a failed reconcile, stackd_stack_set_revision_rejected is 1 —
+// and all of it clears with the next good revision.
+func TestRejectedRevisionAlerts(t *testing.T) {
+	binary := stackdBinary(t)
+	f := newFixture(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startProc(t, binary, nil, append([]string{"run"}, f.flags("--listen", "127.0.0.1:0", "--api-token-file", tokenFile, "--interval", "1h")...)...)
+	p.waitLine(t, 30*time.Second, 0, "operation finished", message("operation finished"))
+	info := readDaemonInfo(t, f.state)
+	get := func(path string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, info.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer s3cret-token")
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	metricsHave := func(want ...string) {
+		t.Helper()
+		_, text := get("/metrics")
+		for _, w := range want {
+			if !strings.Contains(text, w) {
+				t.Errorf("metrics lack %q", w)
+			}
+		}
+	}
+	if code, body := get("/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz before: %d %s", code, body)
+	}
+	metricsHave(`stackd_stack_set_revision_rejected{stack_set="web"} 0`,
+		`stackd_stack_set_last_operation{kind="CreateStackInstances",stack_set="web",status="SUCCEEDED"} 1`)
+
+	replaceIn(t, f.repo, "web.hcl", `"nginx:1.25"`, `"nginx:1.25" + `)
+	bad := f.commit(t, "a syntax error")
+	rc := runBinary(t, binary, "reconcile", "--wait", "--state-dir", f.state)
+	if code := rc.code(); code != 1 || !strings.Contains(rc.stdout, "revision "+bad[:7]+" rejected") {
+		t.Fatalf("reconcile --wait of a bad revision: %s", rc)
+	}
+	code, body := get("/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "revision "+bad[:7]+" rejected") || !strings.Contains(body, "the last good revision stays deployed") {
+		t.Errorf("/readyz with a rejected head: %d %s", code, body)
+	}
+	metricsHave(`stackd_stack_set_revision_rejected{stack_set="web"} 1`, `stackd_reconciles_total{result="error"} 1`)
+
+	replaceIn(t, f.repo, "web.hcl", `"nginx:1.25" + `, `"nginx:1.26"`)
+	good := f.commit(t, "fixed")
+	if rc := runBinary(t, binary, "reconcile", "--wait", "--state-dir", f.state); rc.err != nil || !strings.Contains(rc.stdout, good[:7]+" SUCCEEDED") {
+		t.Fatalf("reconcile --wait of the fix: %s", rc)
+	}
+	if code, body := get("/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz after the fix: %d %s", code, body)
+	}
+	metricsHave(`stackd_stack_set_revision_rejected{stack_set="web"} 0`,
+		`stackd_stack_set_last_operation{kind="DeployStackSet",stack_set="web",status="SUCCEEDED"} 1`)
 }

@@ -27,6 +27,9 @@ func (a *app) apiHandler(token, webhookSecret string, kick func()) (http.Handler
 				return false, "first fetch not done yet"
 			case h.Err != "":
 				return false, h.Err
+			case h.Rejected != "":
+				// Flux's Ready=False: the head does not deploy.
+				return false, fmt.Sprintf("revision %s rejected (%s): the last good revision stays deployed", short(h.Rejected), plural(h.RejectedErrors, "error"))
 			}
 			return true, "revision " + short(h.Revision)
 		},
