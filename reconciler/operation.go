@@ -18,6 +18,7 @@ import (
 
 	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/internal/notify"
 	"github.com/stackd/stackd/state"
 )
 
@@ -89,6 +90,9 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) (*state.Operation, erro
 		}
 	default:
 		log.Info().Int("instances", len(j.works)).Msg("operation started")
+	}
+	if !resumed {
+		r.sendEvent(notify.Event{Type: notify.TypeOperationStarted, StackSet: j.name, Operation: op.ID, Kind: string(op.Kind), Revision: op.Revision, Instances: len(j.works)})
 	}
 	if err := r.stopOthers(j, &op); err != nil {
 		return nil, err
@@ -624,6 +628,7 @@ func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
 		return op, err
 	}
 	o.r.opts.Metrics.OperationFinished(string(op.Kind), string(op.Status))
+	o.r.sendEvent(finishedEvent(o.j.name, op))
 	o.r.stateGen.Add(1)
 	o.event("", "", "", string(op.Status), op.Reason)
 	o.log.Info().Str("status", string(op.Status)).Int("instances", len(op.Results)).Int("failed", out.failed).Int("cancelled", out.cancelled).
@@ -902,4 +907,18 @@ func hasMarks(v cty.Value) bool {
 // instance knows (NoEcho data) from the errors of its applies.
 func redactor(ss *engine.StackSet) func(string) string {
 	return ss.Redactor().Redact
+}
+
+// finishedEvent is the notification of an operation that ended.
+func finishedEvent(stackSet string, op *state.Operation) notify.Event {
+	typ := notify.TypeOperationFailed
+	switch op.Status {
+	case state.OperationSucceeded:
+		typ = notify.TypeOperationSucceeded
+	case state.OperationRolledBack:
+		typ = notify.TypeOperationRolledBack
+	}
+	c := Counts(op)
+	return notify.Event{Type: typ, StackSet: stackSet, Operation: op.ID, Kind: string(op.Kind), Revision: op.Revision,
+		Status: string(op.Status), Reason: op.Reason, Instances: c.Total, Succeeded: c.Succeeded, Failed: c.Failed}
 }

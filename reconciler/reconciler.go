@@ -20,6 +20,7 @@ import (
 	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/internal/clock"
+	"github.com/stackd/stackd/internal/notify"
 	"github.com/stackd/stackd/state"
 )
 
@@ -58,6 +59,9 @@ type Options struct {
 	PRBranches string
 	// Notifier, if set, posts each branch's Markdown change sets to a forge.
 	Notifier Notifier
+	// Events, if set, is sent what happens to operations and revisions
+	// (internal/notify delivers them to webhooks). Send must not block.
+	Events EventSink
 	// Metrics, if set, receives measurements (the api package's Metrics).
 	Metrics Metrics
 	// MaxInFlight bounds the instances applied at the same time across all
@@ -107,6 +111,18 @@ type Metrics interface {
 	// PhaseTime adds d to the time spent in phase (one of Phases), summed
 	// over instances applied at the same time: where the time goes.
 	PhaseTime(phase string, d time.Duration)
+}
+
+// EventSink receives the events notifications are made of.
+type EventSink interface {
+	Send(notify.Event)
+}
+
+// sendEvent sends e when there is an EventSink.
+func (r *Reconciler) sendEvent(e notify.Event) {
+	if r.opts.Events != nil {
+		r.opts.Events.Send(e)
+	}
 }
 
 // The phases of an operation whose time is accounted (Metrics.PhaseTime).
@@ -217,6 +233,8 @@ type Reconciler struct {
 	// passes counts Run's passes: started and ended, the outcome of the
 	// last, and a channel closed (and replaced) when one ends (WaitPass).
 	passes passLog
+	// lastRejected is the last revision notified as rejected.
+	lastRejected swapString
 
 	// runMu guards runners: one per stack set name, running at most one
 	// operation at a time, with at most one job queued behind it.
@@ -1028,4 +1046,19 @@ func (r *Reconciler) declaredTypes(j *job) map[string]string {
 		return j.desired.ResourceTypes
 	}
 	return r.GitTypes()
+}
+
+// swapString is a string swapped atomically.
+type swapString struct {
+	mu sync.Mutex
+	s  string
+}
+
+// Swap sets the string to v and returns what it was.
+func (x *swapString) Swap(v string) string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	old := x.s
+	x.s = v
+	return old
 }

@@ -13,6 +13,7 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/internal/notify"
 	"github.com/stackd/stackd/state"
 )
 
@@ -293,6 +294,10 @@ func (r *Reconciler) writeRejection(ctx context.Context, rev string, diags []eng
 		if d.Severity == "error" {
 			n++
 		}
+	}
+	// Once per rejected revision, not once per pass that sees it.
+	if prev := r.lastRejected.Swap(rev); prev != rev {
+		r.sendEvent(notify.Event{Type: notify.TypeRevisionRejected, Revision: rev, Errors: n})
 	}
 	deployed, _ := r.opts.Store.Meta(metaLastRevision)
 	return r.writeIndex(ctx, rev, string(deployed), diags, fmt.Sprintf("stackd: rejected %s (%d errors)", short(rev), n))

@@ -24,24 +24,26 @@ import (
 	"github.com/stackd/stackd/gitsource"
 	"github.com/stackd/stackd/gitsource/forge"
 	"github.com/stackd/stackd/internal/diskspace"
+	"github.com/stackd/stackd/internal/notify"
 	"github.com/stackd/stackd/reconciler"
 	"github.com/stackd/stackd/state"
 )
 
 // repoConfig holds the flags shared by run, apply, plan and status.
 type repoConfig struct {
-	repo, branch, statusBranch, path string
-	stateDir, targetsRoot, cacheDir  string
-	allowCommand                     bool
-	logLevel, logFormat              string
-	prBranches                       string
-	forgeURL, forgeRepo, forgeToken  string
-	externalURL                      string
-	customCA                         string
-	gitTimeout                       time.Duration
-	planBudget                       time.Duration
-	adoptEmptyState                  bool
-	minFreeSpace                     byteSize
+	repo, branch, statusBranch, path   string
+	stateDir, targetsRoot, cacheDir    string
+	allowCommand                       bool
+	logLevel, logFormat                string
+	prBranches                         string
+	forgeURL, forgeRepo, forgeToken    string
+	notifyWebhookFile, notifySlackFile string
+	externalURL                        string
+	customCA                           string
+	gitTimeout                         time.Duration
+	planBudget                         time.Duration
+	adoptEmptyState                    bool
+	minFreeSpace                       byteSize
 	// noAPI: the command applies without serving the HTTP API (apply
 	// without --listen), so responses and signals cannot arrive.
 	noAPI bool
@@ -68,6 +70,8 @@ func (c *repoConfig) addFlags(cmd *cobra.Command) {
 	f.StringVar(&c.forgeURL, "forge-url", "", "GitHub-compatible REST API base URL for pull-request comments (e.g. https://api.github.com)")
 	f.StringVar(&c.forgeRepo, "forge-repo", "", "owner/name of the repository on the forge")
 	f.StringVar(&c.forgeToken, "forge-token-file", "", "file holding the forge API token")
+	f.StringVar(&c.notifyWebhookFile, "notify-webhook-url-file", "", "file holding the URL of a webhook that gets every event (operation started, succeeded, failed, rolled back; revision rejected) as JSON")
+	f.StringVar(&c.notifySlackFile, "notify-slack-url-file", "", "file holding the URL of a Slack-compatible incoming webhook that gets every event as a message")
 }
 
 // forgeNotifier posts change sets as pull-request comments.
@@ -79,6 +83,28 @@ func (n forgeNotifier) Notify(ctx context.Context, branch, stackSet, markdown st
 		return err
 	}
 	return n.client.Upsert(ctx, pr, stackSet, markdown)
+}
+
+// events starts the notifications the flags ask for (nil: none).
+func (c *repoConfig) events(log zerolog.Logger) (*notify.Notifier, error) {
+	var sinks []notify.Sink
+	for _, s := range []struct {
+		flag, file string
+		sink       func(string) notify.Sink
+	}{{"--notify-webhook-url-file", c.notifyWebhookFile, notify.Webhook}, {"--notify-slack-url-file", c.notifySlackFile, notify.Slack}} {
+		if s.file == "" {
+			continue
+		}
+		u, err := readSecretFile(s.flag, s.file, "a webhook URL")
+		if err != nil {
+			return nil, err
+		}
+		sinks = append(sinks, s.sink(u))
+	}
+	if len(sinks) == 0 {
+		return nil, nil
+	}
+	return notify.New(notify.Options{Sinks: sinks, Log: log})
 }
 
 func (c *repoConfig) notifier() (reconciler.Notifier, error) {
@@ -128,9 +154,13 @@ type app struct {
 	signals *waitcondition.Provider
 	metrics *api.Metrics
 	space   *diskspace.Checker
+	events  *notify.Notifier
 }
 
-func (a *app) Close() error { return a.store.Close() }
+func (a *app) Close() error {
+	a.events.Close()
+	return a.store.Close()
+}
 
 func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	log, err := c.logger(logOut)
@@ -178,15 +208,25 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 		st.Close()
 		return nil, err
 	}
-	rec, err := reconciler.New(reconciler.Options{
-		Source: src, Store: st, Engine: eng, Branch: c.branch, Path: c.path, Log: log,
-		StatusBranch: c.statusBranch, PRBranches: c.prBranches, Notifier: notifier, Metrics: metrics,
-		PlanBudget: c.planBudget, AdoptEmptyState: c.adoptEmptyState, Space: space,
-	})
+	events, err := c.events(log)
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
+	ropts := reconciler.Options{
+		Source: src, Store: st, Engine: eng, Branch: c.branch, Path: c.path, Log: log,
+		StatusBranch: c.statusBranch, PRBranches: c.prBranches, Notifier: notifier, Metrics: metrics,
+		PlanBudget: c.planBudget, AdoptEmptyState: c.adoptEmptyState, Space: space,
+	}
+	if events != nil {
+		ropts.Events = events
+	}
+	rec, err := reconciler.New(ropts)
+	if err != nil {
+		events.Close()
+		st.Close()
+		return nil, err
+	}
 	metrics.WatchStackSets(st, func() string { return rec.Health().Rejected })
-	return &app{store: st, source: src, engine: eng, rec: rec, log: log, broker: broker, signals: wp, metrics: metrics, space: space}, nil
+	return &app{store: st, source: src, engine: eng, rec: rec, log: log, broker: broker, signals: wp, metrics: metrics, space: space, events: events}, nil
 }

@@ -4,15 +4,18 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/stackd/stackd/internal/notify"
 	"github.com/stackd/stackd/reconciler"
 )
 
@@ -136,7 +139,23 @@ func TestRejectedRevisionAlerts(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("s3cret-token"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startProc(t, binary, nil, append([]string{"run"}, f.flags("--listen", "127.0.0.1:0", "--api-token-file", tokenFile, "--interval", "1h")...)...)
+	// Notifications go to a webhook on 127.0.0.1.
+	var hookMu sync.Mutex
+	var events []notify.Event
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var e notify.Event
+		if err := json.NewDecoder(r.Body).Decode(&e); err == nil {
+			hookMu.Lock()
+			events = append(events, e)
+			hookMu.Unlock()
+		}
+	}))
+	defer hook.Close()
+	hookFile := filepath.Join(t.TempDir(), "hook-url")
+	if err := os.WriteFile(hookFile, []byte(hook.URL+"/events"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startProc(t, binary, nil, append([]string{"run"}, f.flags("--listen", "127.0.0.1:0", "--api-token-file", tokenFile, "--interval", "1h", "--notify-webhook-url-file", hookFile)...)...)
 	p.waitLine(t, 30*time.Second, 0, "operation finished", message("operation finished"))
 	info := readDaemonInfo(t, f.state)
 	get := func(path string) (int, string) {
@@ -180,6 +199,10 @@ func TestRejectedRevisionAlerts(t *testing.T) {
 		t.Errorf("/readyz with a rejected head: %d %s", code, body)
 	}
 	metricsHave(`stackd_stack_set_revision_rejected{stack_set="web"} 1`, `stackd_reconciles_total{result="error"} 1`)
+	// A second pass over the same bad head notifies nothing new.
+	if rc := runBinary(t, binary, "reconcile", "--wait", "--state-dir", f.state); rc.code() != 1 {
+		t.Fatalf("reconcile --wait again: %s", rc)
+	}
 
 	replaceIn(t, f.repo, "web.hcl", `"nginx:1.25" + `, `"nginx:1.26"`)
 	good := f.commit(t, "fixed")
@@ -191,4 +214,30 @@ func TestRejectedRevisionAlerts(t *testing.T) {
 	}
 	metricsHave(`stackd_stack_set_revision_rejected{stack_set="web"} 0`,
 		`stackd_stack_set_last_operation{kind="DeployStackSet",stack_set="web",status="SUCCEEDED"} 1`)
+
+	// Every event reached the webhook, in order, once.
+	want := []string{
+		notify.TypeOperationStarted + " web CreateStackInstances",
+		notify.TypeOperationSucceeded + " web CreateStackInstances",
+		notify.TypeRevisionRejected + "  " + bad[:7],
+		notify.TypeOperationStarted + " web DeployStackSet",
+		notify.TypeOperationSucceeded + " web DeployStackSet",
+	}
+	var got []string
+	eventually(t, 10*time.Second, func() bool {
+		hookMu.Lock()
+		defer hookMu.Unlock()
+		got = got[:0]
+		for _, e := range events {
+			line := e.Type + " " + e.StackSet + " " + e.Kind
+			if e.Type == notify.TypeRevisionRejected {
+				line += e.Revision[:7]
+			}
+			got = append(got, line)
+		}
+		return len(got) >= len(want)
+	}, "webhook events %v, want %v", got, want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("webhook events (-want +got):\n%s", diff)
+	}
 }
