@@ -1,20 +1,35 @@
 # Multi-stage build: a static stackd binary on a small non-root image.
+#
+#   docker build -t stackd .
+#   docker run -d -p 7070:7070 -v stackd:/var/lib/stackd \
+#     -v /etc/stackd/api-token:/run/secrets/api-token:ro \
+#     stackd run --repo https://git.example.com/platform/stacks.git \
+#       --api-token-file /run/secrets/api-token
+#
+# Without --repo (or STACKD_REPO) and a token the default command stops at
+# once and says which is missing.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/stackd ./cmd/stackd
+# -buildvcs: stackd version names the commit (needs the .git directory in
+# the build context; without it the version is "(devel)").
+RUN CGO_ENABLED=0 go build -trimpath -buildvcs=auto -ldflags="-s -w" -o /out/stackd ./cmd/stackd
 
 # Alpine rather than distroless: the command provider runs /bin/sh, and
-# go-git's file:// transport needs the git binary.
+# go-git's file:// transport needs the git binary. tini is PID 1: it reaps
+# the children command resources leave and forwards SIGTERM to stackd.
 FROM alpine:3.20
-RUN apk add --no-cache git ca-certificates \
+RUN apk add --no-cache git ca-certificates tini \
  && adduser -D -u 10001 -h /var/lib/stackd stackd
 COPY --from=build /out/stackd /usr/local/bin/stackd
 USER 10001:10001
 WORKDIR /var/lib/stackd
 VOLUME ["/var/lib/stackd"]
 EXPOSE 7070
-ENTRYPOINT ["stackd"]
+# /healthz needs no token; busybox wget is in the image.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
+  CMD wget -q -O /dev/null http://127.0.0.1:7070/healthz || exit 1
+ENTRYPOINT ["/sbin/tini", "--", "stackd"]
 CMD ["run", "--listen", "0.0.0.0:7070", "--state-dir", "/var/lib/stackd/state", "--targets-root", "/var/lib/stackd/targets"]

@@ -176,7 +176,9 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 		FetchTimeout: c.gitTimeout,
 	})
 	if err != nil {
-		return nil, err
+		// The commonest start-up mistake (a container run without --repo):
+		// say what to give.
+		return nil, fmt.Errorf("%w\n--repo is the definitions repository: a URL (https://, ssh://, git://, file://) or a local path (default: the working directory); STACKD_REPO sets it too", err)
 	}
 	st, err := c.openState(log)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"net"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,5 +45,25 @@ func TestSystemdNotify(t *testing.T) {
 			t.Fatalf("no STOPPING=1 after stop (got %v): %v", got, err)
 		}
 		got[strings.TrimSpace(string(buf[:n]))] = true
+	}
+}
+
+// TestSystemdUnitHardened: systemd-analyze rates the example unit's
+// exposure at most 2.0 ("OK" is up to 4.9), offline, without installing it.
+func TestSystemdUnitHardened(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed (.ci/run installs it)")
+	}
+	unit, err := filepath.Abs(filepath.Join("..", "..", "examples", "systemd", "stackd.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(analyze, "security", "--offline=true", "--threshold=20", unit).CombinedOutput()
+	if err != nil {
+		t.Fatalf("systemd-analyze security: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "Overall exposure level for stackd.service") {
+		t.Fatalf("systemd-analyze security said:\n%s", out)
 	}
 }
