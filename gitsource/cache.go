@@ -292,6 +292,7 @@ func (s *Source) fetchOnce(ctx context.Context) error {
 			Force:      true,
 			Prune:      true,
 			Auth:       s.creds.auth,
+			CABundle:   s.opts.Auth.CABundle,
 		})
 	})
 	switch {

@@ -37,6 +37,8 @@ type Options struct {
 	AuthorEmail string
 	// FetchTimeout bounds each network operation (one fetch, one push). Default 60s.
 	FetchTimeout time.Duration
+	// Auth are credentials for a private repository (see Auth).
+	Auth Auth
 }
 
 // Validate checks the options and fills in defaults. Errors wrap [ErrInvalidOptions].

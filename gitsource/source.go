@@ -115,6 +115,9 @@ func Open(ctx context.Context, opts Options) (_ *Source, err error) {
 	defer func() { err = s.scrub(err) }()
 	if isURL(opts.Repo) {
 		s.creds = splitCredentials(opts.Repo)
+		if err = s.creds.applyAuth(opts.Auth, s.creds.remote); err != nil {
+			return nil, err
+		}
 		err = s.openRemote(ctx)
 	} else {
 		err = s.openLocal()

@@ -202,6 +202,7 @@ func (s *Source) push(ctx context.Context, commit plumbing.Hash, ref plumbing.Re
 			RemoteName: remoteName,
 			RefSpecs:   []config.RefSpec{config.RefSpec(commit.String() + ":" + ref.String())},
 			Auth:       s.creds.auth,
+			CABundle:   s.opts.Auth.CABundle,
 		})
 	})
 	if errors.Is(err, git.NoErrAlreadyUpToDate) {

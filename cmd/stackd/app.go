@@ -38,6 +38,7 @@ type repoConfig struct {
 	prBranches                         string
 	forgeURL, forgeRepo, forgeToken    string
 	notifyWebhookFile, notifySlackFile string
+	git                                gitAuthFlags
 	externalURL                        string
 	customCA                           string
 	gitTimeout                         time.Duration
@@ -70,6 +71,7 @@ func (c *repoConfig) addFlags(cmd *cobra.Command) {
 	f.StringVar(&c.forgeURL, "forge-url", "", "GitHub-compatible REST API base URL for pull-request comments (e.g. https://api.github.com)")
 	f.StringVar(&c.forgeRepo, "forge-repo", "", "owner/name of the repository on the forge")
 	f.StringVar(&c.forgeToken, "forge-token-file", "", "file holding the forge API token")
+	c.git.add(f)
 	f.StringVar(&c.notifyWebhookFile, "notify-webhook-url-file", "", "file holding the URL of a webhook that gets every event (operation started, succeeded, failed, rolled back; revision rejected) as JSON")
 	f.StringVar(&c.notifySlackFile, "notify-slack-url-file", "", "file holding the URL of a Slack-compatible incoming webhook that gets every event as a message")
 }
@@ -171,9 +173,13 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	if cache == "" {
 		cache = filepath.Join(filepath.Dir(filepath.Clean(c.stateDir)), "git-cache")
 	}
+	auth, err := c.git.auth()
+	if err != nil {
+		return nil, err
+	}
 	src, err := gitsource.Open(ctx, gitsource.Options{
 		Repo: c.repo, Branch: c.branch, StatusBranch: c.statusBranch, CacheDir: cache,
-		FetchTimeout: c.gitTimeout,
+		FetchTimeout: c.gitTimeout, Auth: auth,
 	})
 	if err != nil {
 		// The commonest start-up mistake (a container run without --repo):
