@@ -77,8 +77,22 @@ func (s *Store) Backup(w io.Writer) (BackupInfo, error) {
 	return info, err
 }
 
-// writeBackup is Backup without the error's context.
+// writeBackup is Backup without the error's context: the backup format,
+// age-encrypted when the state is encrypted at rest.
 func (s *Store) writeBackup(w io.Writer) (BackupInfo, error) {
+	ew, finish, err := encryptBackup(w, s.key)
+	if err != nil {
+		return BackupInfo{}, err
+	}
+	info, err := s.writePlainBackup(ew)
+	if err != nil {
+		return info, err
+	}
+	return info, finish()
+}
+
+// writePlainBackup writes the backup format to w.
+func (s *Store) writePlainBackup(w io.Writer) (BackupInfo, error) {
 	if s.db.IsClosed() {
 		return BackupInfo{}, ErrClosed
 	}
@@ -165,7 +179,7 @@ func (s *Store) BackupFile(path string) (BackupInfo, error) {
 // backupFile is BackupFile; wrap, if set, wraps the temporary file's writer
 // (tests inject write failures with it).
 func (s *Store) backupFile(path string, wrap func(io.Writer) io.Writer) (BackupInfo, error) {
-	return saveBackup(path, func(w io.Writer) (*BackupInfo, error) {
+	return saveBackup(path, s.key, func(w io.Writer) (*BackupInfo, error) {
 		if wrap != nil {
 			w = wrap(w)
 		}
@@ -181,14 +195,17 @@ func (s *Store) backupFile(path string, wrap func(io.Writer) io.Writer) (BackupI
 //
 // Errors: ErrBadBackup (wrapped) when what was written does not verify,
 // the error of write, or a wrapped I/O error.
-func SaveBackup(path string, write func(io.Writer) error) (BackupInfo, error) {
-	return saveBackup(path, func(w io.Writer) (*BackupInfo, error) { return nil, write(w) })
+//
+// key is the encryption key of the state the backup is of (nil: none): an
+// encrypted backup is verified with it.
+func SaveBackup(path string, key []byte, write func(io.Writer) error) (BackupInfo, error) {
+	return saveBackup(path, key, func(w io.Writer) (*BackupInfo, error) { return nil, write(w) })
 }
 
 // saveBackup writes a backup to path through a temporary file (see
 // BackupFile). write produces it and may return what it wrote, which the
 // bytes read back must then match.
-func saveBackup(path string, write func(io.Writer) (*BackupInfo, error)) (info BackupInfo, err error) {
+func saveBackup(path string, key []byte, write func(io.Writer) (*BackupInfo, error)) (info BackupInfo, err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -216,7 +233,7 @@ func saveBackup(path string, write func(io.Writer) (*BackupInfo, error)) (info B
 	if _, err = f.Seek(0, io.SeekStart); err != nil {
 		return info, fmt.Errorf("backup state to %s: %w", path, err)
 	}
-	info, err = Verify(f)
+	info, err = VerifyWith(f, key)
 	if err != nil {
 		return info, fmt.Errorf("backup state to %s: reading back the new backup: %w", path, err)
 	}
@@ -246,7 +263,20 @@ func saveBackup(path string, write func(io.Writer) (*BackupInfo, error)) (info B
 // this one, ErrBadBackup (wrapped, with what is wrong) for anything else
 // that is not a complete, intact backup, or a wrapped read error.
 func Verify(r io.Reader) (BackupInfo, error) {
-	return readBackup(r, nil)
+	return VerifyWith(r, nil)
+}
+
+// VerifyWith is Verify of a backup of a state encrypted with key (nil:
+// none).
+//
+// Errors: as Verify's, and ErrEncryptionKey (wrapped) when the backup is
+// encrypted and key does not open it, or key is given for a plain one.
+func VerifyWith(r io.Reader, key []byte) (BackupInfo, error) {
+	pr, err := decryptBackup(r, key)
+	if err != nil {
+		return BackupInfo{}, err
+	}
+	return readBackup(pr, nil)
 }
 
 // readBackup parses a backup from r, calling fn (if not nil) for each
@@ -385,21 +415,31 @@ func legacyBackup(b []byte) bool {
 // for a truncated, empty or corrupt backup; or a wrapped I/O or Badger
 // error. On any error dir is as it was.
 func Restore(dir string, r io.ReadSeeker) (BackupInfo, error) {
+	return RestoreWith(dir, r, nil)
+}
+
+// RestoreWith is Restore of a backup of a state encrypted with key (nil:
+// none); the restored state is encrypted with key too.
+func RestoreWith(dir string, r io.ReadSeeker, key []byte) (BackupInfo, error) {
 	replace, err := restorable(dir)
 	if err != nil {
 		return BackupInfo{}, err
 	}
-	info, err := Verify(r)
+	info, err := VerifyWith(r, key)
 	if err != nil {
 		return info, fmt.Errorf("restore state into %s: %w", dir, err)
 	}
 	if _, err := r.Seek(0, io.SeekStart); err != nil {
 		return info, fmt.Errorf("restore state into %s: %w", dir, err)
 	}
-	err = restoreVia(dir, replace, func(db *badger.DB) error {
+	pr, err := decryptBackup(r, key)
+	if err != nil {
+		return info, fmt.Errorf("restore state into %s: %w", dir, err)
+	}
+	err = restoreVia(dir, replace, key, func(db *badger.DB) error {
 		wb := db.NewWriteBatch()
 		defer wb.Cancel()
-		got, err := readBackup(r, func(k, v []byte) error { return wb.Set(k, v) })
+		got, err := readBackup(pr, func(k, v []byte) error { return wb.Set(k, v) })
 		if err != nil {
 			return err
 		}
@@ -428,7 +468,7 @@ func RestoreLegacy(dir string, r io.Reader) (BackupInfo, error) {
 	if err != nil {
 		return info, err
 	}
-	err = restoreVia(dir, replace, func(db *badger.DB) error {
+	err = restoreVia(dir, replace, nil, func(db *badger.DB) error {
 		if err := load(db, r); err != nil {
 			return fmt.Errorf("%w: %v", ErrBadBackup, err)
 		}
@@ -501,7 +541,7 @@ func metadataOnly(dir string) bool {
 // existing dir aside first when replace is set, and removing it once the
 // new one is in place). On error the new directory is removed and dir is
 // as it was.
-func restoreVia(dir string, replace bool, fill func(db *badger.DB) error) (err error) {
+func restoreVia(dir string, replace bool, key []byte, fill func(db *badger.DB) error) (err error) {
 	dir = filepath.Clean(dir)
 	parent, base := filepath.Split(dir)
 	if parent == "" {
@@ -519,7 +559,7 @@ func restoreVia(dir string, replace bool, fill func(db *badger.DB) error) (err e
 			os.RemoveAll(tmp)
 		}
 	}()
-	db, err := badger.Open(badgerOptions(tmp, false))
+	db, err := badger.Open(withKey(badgerOptions(tmp, false), key))
 	if err != nil {
 		return err
 	}

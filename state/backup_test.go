@@ -400,7 +400,7 @@ func TestSaveBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "state.backup")
-	info, err := SaveBackup(path, func(w io.Writer) error { _, err := w.Write(stream.Bytes()); return err })
+	info, err := SaveBackup(path, nil, func(w io.Writer) error { _, err := w.Write(stream.Bytes()); return err })
 	if err != nil || info.Records == 0 {
 		t.Fatalf("SaveBackup: %+v, %v", info, err)
 	}
@@ -409,7 +409,7 @@ func TestSaveBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	cut := stream.Bytes()[:stream.Len()/2]
-	if _, err := SaveBackup(path, func(w io.Writer) error { _, err := w.Write(cut); return err }); !errors.Is(err, ErrBadBackup) {
+	if _, err := SaveBackup(path, nil, func(w io.Writer) error { _, err := w.Write(cut); return err }); !errors.Is(err, ErrBadBackup) {
 		t.Fatalf("SaveBackup of a stream cut short: %v, want ErrBadBackup", err)
 	}
 	after, err := os.ReadFile(path)

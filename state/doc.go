@@ -71,6 +71,14 @@
 //     its last seconds; the resumed operation ends the same way and writes
 //     the same status again.
 //
+// # Encryption at rest
+//
+// OpenWith with an EncryptionKey encrypts the state at rest (Badger's AES
+// encryption) and its backups (age, with a passphrase derived from the
+// key); VerifyWith, RestoreWith and SaveBackup take the key to read them.
+// The key is checked against Badger's key registry before Badger opens
+// the directory: a wrong or missing key is ErrEncryptionKey.
+//
 // # Damage, backups and a full disk
 //
 // Open reads the directory before Badger does and refuses (ErrDamaged,

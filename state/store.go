@@ -86,6 +86,8 @@ const (
 // called after (or while) Close runs.
 type Store struct {
 	db *badger.DB
+	// key encrypts the state and its backups at rest (nil: not).
+	key []byte
 	// dir is the state directory; writes are refused (ErrNoSpace) while
 	// free(dir) is below minFree (see MinFreeSpace).
 	dir     string
@@ -122,6 +124,8 @@ type config struct {
 	minFree uint64
 	// spaceRecheck is how long a free-space reading above minFree holds.
 	spaceRecheck time.Duration
+	// key encrypts the state at rest (see OpenOptions); nil: not.
+	key []byte
 }
 
 func defaultConfig() config {
@@ -136,6 +140,15 @@ func badgerOptions(dir string, syncWrites bool) badger.Options {
 		WithNumMemtables(2).
 		WithBlockCacheSize(16 << 20).
 		WithValueLogFileSize(64 << 20)
+}
+
+// withKey adds encryption at rest with key (none when empty): Badger needs
+// an index cache then.
+func withKey(o badger.Options, key []byte) badger.Options {
+	if len(key) == 0 {
+		return o
+	}
+	return o.WithEncryptionKey(key).WithIndexCacheSize(16 << 20)
 }
 
 // Open opens the state in dir, creating dir if needed, and starts value-log
@@ -163,6 +176,9 @@ func open(dir string, c config) (s *Store, err error) {
 	if err := checkDir(dir); err != nil {
 		return nil, err
 	}
+	if err := checkKey(dir, c.key); err != nil {
+		return nil, err
+	}
 	// Badger panics on some damage in the opening goroutine too.
 	defer func() {
 		if p := recover(); p != nil {
@@ -175,22 +191,25 @@ func open(dir string, c config) (s *Store, err error) {
 	// files first, and open once more if Badger still complains (its failed
 	// open may have sized a file it then could not use).
 	removeEmptyFiles(dir)
-	db, err := badger.Open(badgerOptions(dir, c.syncWrites))
+	db, err := badger.Open(withKey(badgerOptions(dir, c.syncWrites), c.key))
 	for i := 0; err != nil && strings.Contains(err.Error(), "directory lock") && i < 20; i++ {
 		// The lock is released when its file is closed; a process that
 		// just forked (a command resource, a test's child) holds the
 		// descriptor until it execs. Wait a little before giving up.
 		time.Sleep(50 * time.Millisecond)
-		db, err = badger.Open(badgerOptions(dir, c.syncWrites))
+		db, err = badger.Open(withKey(badgerOptions(dir, c.syncWrites), c.key))
 	}
 	if err != nil && strings.Contains(err.Error(), "Create a new file") {
 		removeEmptyFiles(dir)
-		db, err = badger.Open(badgerOptions(dir, c.syncWrites))
+		db, err = badger.Open(withKey(badgerOptions(dir, c.syncWrites), c.key))
+	}
+	if errors.Is(err, badger.ErrEncryptionKeyMismatch) {
+		return nil, fmt.Errorf("open state %s: %w: it is encrypted with another key, or encrypted while no key was given (--state-encryption-key-file)", dir, ErrEncryptionKey)
 	}
 	if err != nil {
 		return nil, classifyOpenError(dir, err)
 	}
-	s = &Store{db: db, dir: dir, free: c.free, minFree: c.minFree, stop: make(chan struct{})}
+	s = &Store{db: db, dir: dir, free: c.free, minFree: c.minFree, stop: make(chan struct{}), key: c.key}
 	s.space.ttl = c.spaceRecheck
 	s.wg.Add(1)
 	go s.gcLoop(c.gcInterval, c.gcDone)

@@ -39,6 +39,7 @@ type repoConfig struct {
 	forgeURL, forgeRepo, forgeToken    string
 	notifyWebhookFile, notifySlackFile string
 	git                                gitAuthFlags
+	stateKey                           stateKeyFlag
 	externalURL                        string
 	customCA                           string
 	gitTimeout                         time.Duration
@@ -72,6 +73,7 @@ func (c *repoConfig) addFlags(cmd *cobra.Command) {
 	f.StringVar(&c.forgeRepo, "forge-repo", "", "owner/name of the repository on the forge")
 	f.StringVar(&c.forgeToken, "forge-token-file", "", "file holding the forge API token")
 	c.git.add(f)
+	c.stateKey.add(f)
 	f.StringVar(&c.notifyWebhookFile, "notify-webhook-url-file", "", "file holding the URL of a webhook that gets every event (operation started, succeeded, failed, rolled back; revision rejected) as JSON")
 	f.StringVar(&c.notifySlackFile, "notify-slack-url-file", "", "file holding the URL of a Slack-compatible incoming webhook that gets every event as a message")
 }

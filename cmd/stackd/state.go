@@ -10,15 +10,19 @@ import (
 )
 
 func newStateCommand() *cobra.Command {
-	var stateDir string
+	var (
+		stateDir string
+		stateKey stateKeyFlag
+	)
 	cmd := &cobra.Command{Use: "state", Short: "Inspect, check, back up and restore the state"}
 	cmd.PersistentFlags().StringVar(&stateDir, "state-dir", ".stackd/state", "Badger state directory")
+	stateKey.add(cmd.PersistentFlags())
 	check := &cobra.Command{
 		Use:   "check",
 		Short: "Check the state for inconsistencies",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := state.Open(stateDir)
+			st, err := stateKey.open(stateDir)
 			if err != nil {
 				return err
 			}
@@ -41,7 +45,7 @@ func newStateCommand() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var info state.BackupInfo
-			st, err := openUnlessServer(&daemon, stateDir)
+			st, err := openUnlessServer(&daemon, &stateKey, stateDir)
 			switch {
 			case daemon.viaDaemon(err):
 				// The daemon streams one consistent snapshot; it is
@@ -50,7 +54,11 @@ func newStateCommand() *cobra.Command {
 				if cerr != nil {
 					return cerr
 				}
-				info, err = state.SaveBackup(args[0], func(w io.Writer) error { return client.Backup(cmd.Context(), w) })
+				key, kerr := stateKey.key()
+				if kerr != nil {
+					return kerr
+				}
+				info, err = state.SaveBackup(args[0], key, func(w io.Writer) error { return client.Backup(cmd.Context(), w) })
 				if err != nil {
 					return daemonError(where, err)
 				}
@@ -72,7 +80,11 @@ func newStateCommand() *cobra.Command {
 		Short: "Verify the backup in FILE, then restore it into a new or empty --state-dir",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			info, err := restoreBackup(stateDir, args[0], legacy)
+			key, err := stateKey.key()
+			if err != nil {
+				return err
+			}
+			info, err := restoreBackup(stateDir, args[0], legacy, key)
 			if err != nil {
 				return err
 			}
@@ -86,7 +98,11 @@ func newStateCommand() *cobra.Command {
 		Short: "Check that FILE is a complete, intact backup (record count and checksum)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			info, err := verifyBackup(args[0])
+			key, err := stateKey.key()
+			if err != nil {
+				return err
+			}
+			info, err := verifyBackup(args[0], key)
 			if err != nil {
 				return err
 			}

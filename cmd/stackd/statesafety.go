@@ -62,7 +62,7 @@ func (c *repoConfig) spaceChecker(log zerolog.Logger, metrics *api.Metrics) *dis
 // about it; with --adopt-empty-state it is moved aside (never deleted) and
 // an empty state starts in its place.
 func (c *repoConfig) openState(log zerolog.Logger) (*state.Store, error) {
-	st, err := state.Open(c.stateDir)
+	st, err := c.stateKey.open(c.stateDir)
 	if !errors.Is(err, state.ErrDamaged) {
 		return st, err
 	}
@@ -76,7 +76,7 @@ func (c *repoConfig) openState(log zerolog.Logger) (*state.Store, error) {
 	}
 	log.Warn().Str("state_dir", c.stateDir).Str("moved_to", aside).Str("damage", err.Error()).
 		Msg("damaged state moved aside; starting from an empty state (--adopt-empty-state)")
-	return state.Open(c.stateDir)
+	return c.stateKey.open(c.stateDir)
 }
 
 // damagedHowTo says how to go on from a damaged state directory.
@@ -125,7 +125,7 @@ func (c *repoConfig) checkStateAtStart(ctx context.Context, a *app) error {
 // restoreBackup restores the backup in file into stateDir (new or empty):
 // a verified backup, or with legacy one in the format stackd wrote before
 // backups carried a checksum.
-func restoreBackup(stateDir, file string, legacy bool) (state.BackupInfo, error) {
+func restoreBackup(stateDir, file string, legacy bool, key []byte) (state.BackupInfo, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return state.BackupInfo{}, err
@@ -134,7 +134,7 @@ func restoreBackup(stateDir, file string, legacy bool) (state.BackupInfo, error)
 	if legacy {
 		return state.RestoreLegacy(stateDir, f)
 	}
-	info, err := state.Restore(stateDir, f)
+	info, err := state.RestoreWith(stateDir, f, key)
 	switch {
 	case errors.Is(err, state.ErrLegacyBackup):
 		return info, fmt.Errorf("%s: %w: it was written by an older stackd and cannot be verified; nothing was restored. "+
@@ -146,13 +146,13 @@ func restoreBackup(stateDir, file string, legacy bool) (state.BackupInfo, error)
 }
 
 // verifyBackup checks a backup file without restoring it.
-func verifyBackup(file string) (state.BackupInfo, error) {
+func verifyBackup(file string, key []byte) (state.BackupInfo, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return state.BackupInfo{}, err
 	}
 	defer f.Close()
-	info, err := state.Verify(f)
+	info, err := state.VerifyWith(f, key)
 	if err != nil {
 		return info, fmt.Errorf("%s: %w", file, err)
 	}

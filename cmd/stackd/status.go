@@ -17,6 +17,7 @@ func newStatusCommand() *cobra.Command {
 		stateDir string
 		asJSON   bool
 		daemon   daemonFlags
+		stateKey stateKeyFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "status [STACK_SET]",
@@ -24,7 +25,7 @@ func newStatusCommand() *cobra.Command {
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var docs []*reconciler.StackSetStatus
-			st, err := openUnlessServer(&daemon, stateDir)
+			st, err := openUnlessServer(&daemon, &stateKey, stateDir)
 			switch {
 			case daemon.viaDaemon(err):
 				client, where, cerr := daemon.client(stateDir)
@@ -48,16 +49,17 @@ func newStatusCommand() *cobra.Command {
 	cmd.Flags().StringVar(&stateDir, "state-dir", ".stackd/state", "Badger state directory")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status documents as JSON")
 	daemon.add(cmd.Flags())
+	stateKey.add(cmd.Flags())
 	return cmd
 }
 
 // openUnlessServer opens the state unless --server says to ask a daemon
 // (then it returns nil, nil).
-func openUnlessServer(d *daemonFlags, stateDir string) (*state.Store, error) {
+func openUnlessServer(d *daemonFlags, k *stateKeyFlag, stateDir string) (*state.Store, error) {
 	if d.server != "" {
 		return nil, nil
 	}
-	return state.Open(stateDir)
+	return k.open(stateDir)
 }
 
 // statusDocs are the status documents of every stack set of the state.

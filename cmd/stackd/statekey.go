@@ -1,0 +1,48 @@
+package main
+
+import (
+	"crypto/sha256"
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/stackd/stackd/state"
+)
+
+// stateKeyFlag is --state-encryption-key-file: the state is encrypted at
+// rest (Badger's AES encryption) with a key derived from the file, and its
+// backups are encrypted with it too.
+type stateKeyFlag struct{ file string }
+
+func (k *stateKeyFlag) add(f *pflag.FlagSet) {
+	f.StringVar(&k.file, "state-encryption-key-file", "", "file holding the secret the state is encrypted at rest with, and its backups (at least 16 characters; e.g. head -c 32 /dev/urandom | base64); every command that opens the state needs it")
+}
+
+// minStateSecret is the shortest secret --state-encryption-key-file takes.
+const minStateSecret = 16
+
+// key is the AES-256 key derived from the file (SHA-256 of its trimmed
+// content), or nil without the flag.
+func (k *stateKeyFlag) key() ([]byte, error) {
+	if k.file == "" {
+		return nil, nil
+	}
+	secret, err := readSecretFile("--state-encryption-key-file", k.file, "the state's encryption secret")
+	if err != nil {
+		return nil, err
+	}
+	if len(secret) < minStateSecret {
+		return nil, fmt.Errorf("--state-encryption-key-file: the secret is %d characters; use at least %d random ones (e.g. head -c 32 /dev/urandom | base64)", len(secret), minStateSecret)
+	}
+	sum := sha256.Sum256([]byte(secret))
+	return sum[:], nil
+}
+
+// open opens the state in dir with the key, if any.
+func (k *stateKeyFlag) open(dir string) (*state.Store, error) {
+	key, err := k.key()
+	if err != nil {
+		return nil, err
+	}
+	return state.OpenWith(dir, state.OpenOptions{EncryptionKey: key})
+}
