@@ -207,7 +207,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if status >= 400 {
 			ev.Str("method", r.Method).Str("route", rec.route).Int("status", status).
-				Dur("duration", d).Msg("api request failed")
+				Str("duration", d.String()).Msg("api request failed")
 		}
 	}()
 	h := rec.Header()

@@ -132,7 +132,7 @@ func (r *Reconciler) planBranch(ctx context.Context, branch, head string) error 
 		var md bytes.Buffer
 		changeset.WriteDiagnosticsMarkdown(&md, head, res.Diagnostics)
 		files[ChangeSetPath(branch, engine.ReservedStackSetName, "md")] = md.Bytes()
-		summary = append(summary, fmt.Sprintf("%d errors", len(res.Diagnostics)))
+		summary = append(summary, plural(len(res.Diagnostics), "error"))
 		r.notify(ctx, branch, engine.ReservedStackSetName, md.String())
 	}
 	for _, cs := range res.ChangeSets {

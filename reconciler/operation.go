@@ -505,14 +505,14 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 			return o.fail(w, log, err)
 		}
 		o.settle(w, state.InstanceOperationComplete, "", nil)
-		log.Debug().Msg("instance deleted")
+		log.Info().Str("duration", time.Since(began).Round(time.Millisecond).String()).Msg("instance deleted")
 		return true
 	}
 	// The journal's last records and the instance's status in one write.
 	if err := o.record(w, &in, j.take(), state.InstanceOperationComplete, "", outputsJSON(res.Outputs)); err != nil {
 		return o.fail(w, log, err)
 	}
-	log.Debug().Msg("instance complete")
+	log.Info().Str("duration", time.Since(began).Round(time.Millisecond).String()).Msg("instance complete")
 	return true
 }
 
@@ -632,7 +632,7 @@ func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
 	o.r.stateGen.Add(1)
 	o.event("", "", "", string(op.Status), op.Reason)
 	o.log.Info().Str("status", string(op.Status)).Int("instances", len(op.Results)).Int("failed", out.failed).Int("cancelled", out.cancelled).
-		Dur("duration", op.Ended.Sub(op.Started)).Msg("operation finished")
+		Str("duration", op.Ended.Sub(op.Started).String()).Msg("operation finished")
 	return op, o.r.writeOperationStatus(ctx, o.j, &ss, op)
 }
 

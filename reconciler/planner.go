@@ -27,7 +27,7 @@ func (r *Reconciler) planBudgeted(ctx context.Context, rev string, untrusted boo
 	}
 	res, err := r.planContained(pctx, rev, untrusted)
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && untrusted {
-		r.log.Warn().Str("revision", short(rev)).Dur("budget", r.opts.PlanBudget).Msg("planning an untrusted revision ran out of its budget")
+		r.log.Warn().Str("revision", short(rev)).Str("budget", r.opts.PlanBudget.String()).Msg("planning an untrusted revision ran out of its budget")
 		res, err = &PlanResult{Revision: rev, Diagnostics: []engine.Diagnostic{{
 			Severity: "error", Summary: "Planning took too long",
 			Detail: fmt.Sprintf("Planning revision %s took longer than its budget of %s, so it was stopped. "+

@@ -610,7 +610,7 @@ func (rr *rolloutRun) gate(ctx context.Context, n int) error {
 	total := o.op.Rollout.Batches
 	if rr.spec.Pause > 0 {
 		rr.phase(n, state.RolloutPaused)
-		o.log.Info().Int("batch", n).Dur("pause", rr.spec.Pause).Msg("rollout pausing")
+		o.log.Info().Int("batch", n).Str("pause", rr.spec.Pause.String()).Msg("rollout pausing")
 		if err := rr.sleep(ctx, rr.spec.Pause); err != nil {
 			return rr.waitFailure(err, n, "while pausing")
 		}
@@ -1218,7 +1218,7 @@ func (rr *rolloutRun) rollback(ctx context.Context) (restored int, revs, where s
 func (rr *rolloutRun) rollbackGate(ctx context.Context, k int, items []rollbackItem) (string, error) {
 	o := rr.o
 	if rr.spec.Pause > 0 {
-		o.log.Info().Int("batch", k).Dur("pause", rr.spec.Pause).Msg("rollback pausing")
+		o.log.Info().Int("batch", k).Str("pause", rr.spec.Pause.String()).Msg("rollback pausing")
 		if err := rr.sleep(ctx, rr.spec.Pause); err != nil {
 			return "", err
 		}

@@ -76,7 +76,7 @@ func (r *Reconciler) Run(ctx context.Context, trigger <-chan struct{}, grace tim
 		defer t.Stop()
 		select {
 		case <-t.C:
-			r.log.Warn().Dur("grace", grace).Msg("grace period over: cancelling provider calls in flight")
+			r.log.Warn().Str("grace", grace.String()).Msg("grace period over: cancelling provider calls in flight")
 			cancel()
 		case <-work.Done():
 		}
@@ -108,7 +108,7 @@ func (r *Reconciler) Run(ctx context.Context, trigger <-chan struct{}, grace tim
 		if err != nil && ctx.Err() == nil {
 			failures++
 			d := retryPolicy.Delay(failures)
-			r.log.Error().Err(err).Dur("retry_in", d).Msg("reconcile failed")
+			r.log.Error().Err(err).Str("retry_in", d.String()).Msg("reconcile failed")
 			retry = time.After(d)
 		} else {
 			failures = 0

@@ -300,7 +300,7 @@ func (r *Reconciler) writeRejection(ctx context.Context, rev string, diags []eng
 		r.sendEvent(notify.Event{Type: notify.TypeRevisionRejected, Revision: rev, Errors: n})
 	}
 	deployed, _ := r.opts.Store.Meta(metaLastRevision)
-	return r.writeIndex(ctx, rev, string(deployed), diags, fmt.Sprintf("stackd: rejected %s (%d errors)", short(rev), n))
+	return r.writeIndex(ctx, rev, string(deployed), diags, fmt.Sprintf("stackd: rejected %s (%s)", short(rev), plural(n, "error")))
 }
 
 // writeIndex writes status/stackd.json: rev validated (no diags) or not,

@@ -138,11 +138,16 @@ func (c *repoConfig) logger(w io.Writer) (zerolog.Logger, error) {
 	setTimeFormat.Do(func() { zerolog.TimeFieldFormat = time.RFC3339Nano })
 	lvl, err := zerolog.ParseLevel(c.logLevel)
 	if err != nil {
-		return zerolog.Logger{}, fmt.Errorf("--log-level: %w", err)
+		return zerolog.Logger{}, fmt.Errorf("--log-level %q: use trace, debug, info, warn or error", c.logLevel)
 	}
 	out := w
+	switch c.logFormat {
+	case "json", "console", "auto":
+	default:
+		return zerolog.Logger{}, fmt.Errorf("--log-format %q: use json, console or auto", c.logFormat)
+	}
 	if c.logFormat == "console" || c.logFormat == "auto" && isTerminal(w) {
-		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !isTerminal(w)}
+		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !colorOK(w)}
 	}
 	return zerolog.New(out).Level(lvl).With().Timestamp().Logger(), nil
 }

@@ -62,7 +62,7 @@ func (d *demo) title(format string, args ...any) {
 }
 
 func runDemo(ctx context.Context, w io.Writer, dir string) error {
-	d := &demo{w: w, color: isTerminal(w)}
+	d := &demo{w: w, color: colorOK(w)}
 	repoDir := filepath.Join(dir, "repo")
 	cfg := repoConfig{
 		repo: repoDir, branch: "main", statusBranch: "stackd/status", path: ".",

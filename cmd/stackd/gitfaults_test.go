@@ -151,8 +151,13 @@ func TestGitRemoteUnreachable(t *testing.T) {
 	fails := failedPasses(d.logs.String())
 	var delays []float64
 	for _, l := range fails {
-		ms, _ := l["retry_in"].(float64)
-		delays = append(delays, ms)
+		// Durations are logged with their unit ("1.5s").
+		s, _ := l["retry_in"].(string)
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("retry_in %q: %v", s, err)
+		}
+		delays = append(delays, float64(d.Milliseconds()))
 	}
 	for i := 1; i < len(delays) && i < 4; i++ {
 		if delays[i] < delays[i-1] {

@@ -61,6 +61,10 @@ func newPlanCommand() *cobra.Command {
 		},
 	}
 	c.addFlags(cmd)
+	// Flags of deploying that a plan never uses stay out of its help.
+	for _, name := range []string{"forge-url", "forge-repo", "forge-token-file", "notify-webhook-url-file", "notify-slack-url-file", "min-free-space", "adopt-empty-state"} {
+		_ = cmd.Flags().MarkHidden(name)
+	}
 	daemon.add(cmd.Flags())
 	cmd.Flags().StringVar(&ref, "ref", "", "branch or commit to plan (default: the deploy branch)")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 0 when nothing changes, 2 when something does, 1 on error (Terraform's convention)")
@@ -110,7 +114,7 @@ func printPlan(w io.Writer, res *reconciler.PlanResult, output string) error {
 			if i > 0 {
 				fmt.Fprintln(w)
 			}
-			if err := changeset.RenderText(w, cs, isTerminal(w)); err != nil {
+			if err := changeset.RenderText(w, cs, colorOK(w)); err != nil {
 				return err
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 )
 
 // plural is "1 stack set", "2 stack sets".
@@ -61,6 +62,15 @@ func printInstanceLines(w io.Writer, lines []instanceLine) {
 		}
 		fmt.Fprintf(w, "  %d instances %s\n    %s%s\n", len(g.targets), what, strings.Join(shown, ", "), more)
 	}
+}
+
+// noColor is --no-color (STACKD_NO_COLOR) of the command running.
+var noColor atomic.Bool
+
+// colorOK reports whether w gets colours: a terminal, unless --no-color
+// or NO_COLOR (https://no-color.org) says otherwise.
+func colorOK(w io.Writer) bool {
+	return isTerminal(w) && !noColor.Load() && os.Getenv("NO_COLOR") == ""
 }
 
 func isTerminal(w io.Writer) bool {

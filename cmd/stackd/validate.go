@@ -12,10 +12,18 @@ import (
 func newValidateCommand() *cobra.Command {
 	var allowCommand bool
 	cmd := &cobra.Command{
-		Use:   "validate DIR",
-		Short: "Validate the definitions in DIR and the templates they use",
-		Args:  cobra.ExactArgs(1),
+		Use:   "validate [DIR]",
+		Short: "Validate the definitions in DIR (default: the working directory) and the templates they use",
+		Example: `  stackd validate
+  stackd validate ./defs`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				args = []string{"."}
+			}
+			if fi, err := os.Stat(args[0]); err != nil || !fi.IsDir() {
+				return fmt.Errorf("%s: not a directory of definitions (give the directory that holds the stack sets' .hcl files)", args[0])
+			}
 			cp, _, err := newCustom(nil, "http://127.0.0.1:7070", "")
 			if err != nil {
 				return err
@@ -35,12 +43,12 @@ func newValidateCommand() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if len(diags) > 0 {
-				if err := engine.WriteDiagnostics(cmd.ErrOrStderr(), defs, diags, isTerminal(cmd.ErrOrStderr())); err != nil {
+				if err := engine.WriteDiagnostics(cmd.ErrOrStderr(), defs, diags, colorOK(cmd.ErrOrStderr())); err != nil {
 					return err
 				}
 			}
 			if diags.HasErrors() {
-				fmt.Fprintf(out, "%d errors: %s does not validate:\n", len(diags.Errs()), args[0])
+				fmt.Fprintf(out, "%s: %s does not validate:\n", plural(len(diags.Errs()), "error"), args[0])
 				for _, d := range engine.DiagnosticsJSON(diags) {
 					if d.Severity != "error" {
 						continue

@@ -261,7 +261,7 @@ func (n *Notifier) deliver(ctx context.Context, s Sink, e Event) {
 			return
 		}
 		d := n.o.Retry.Delay(attempt)
-		log.Dur("retry_in", d).Msg("notification failed; retrying")
+		log.Str("retry_in", d.String()).Msg("notification failed; retrying")
 		if clock.Sleep(ctx, n.o.Clock, d) != nil {
 			return
 		}

@@ -258,7 +258,7 @@ func (p *Provider) send(ctx context.Context, req provider.Request, kind, token s
 			d = min(re.after, p.opts.Retry.Max)
 		}
 		p.opts.Log.Warn().Str("resource", req.LogicalID).Str("request_type", kind).
-			Str("request_id", req.RequestID).Int("attempt", attempt).Dur("backoff", d).
+			Str("request_id", req.RequestID).Int("attempt", attempt).Str("backoff", d.String()).
 			Str("error", re.err.Error()).Msg("custom resource request failed, retrying")
 		if err := p.opts.Sleep(ctx, d); err != nil {
 			return nil, err
