@@ -70,7 +70,7 @@ func priorVars(inst *Instance, t *Template) map[string]cty.Value {
 		if conv, err := convert.Convert(v, decl.Type); err == nil {
 			v = conv
 		}
-		if decl.Sensitive {
+		if decl.Sensitive || inst.StackSet != nil && inst.StackSet.SensitiveVar(name) {
 			v = v.Mark(markSensitive)
 		}
 		out[name] = v

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -80,7 +81,10 @@ type StackSet struct {
 	overrideOf map[Target]*Override
 	// fileVars are the variables the stack set sets in vars_file (the
 	// seed's vars_uri); the others are inline (its vars_body).
-	fileVars    map[string]bool
+	fileVars map[string]bool
+	// secretVars are the variables set from an encrypted vars_file (its
+	// own or an override's): sensitive whatever the template says.
+	secretVars  map[string]bool
 	org         *Organization
 	Preferences OperationPreferences
 	// Rollout is the rollout block (nil: the RFS sliding window alone).
@@ -125,8 +129,12 @@ func (s *StackSet) InstanceHash(id string, t Target) string {
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 
-// SensitiveVar reports whether the template declares the variable sensitive.
+// SensitiveVar reports whether the variable is sensitive: the template
+// declares it so, or it comes from an encrypted vars_file.
 func (s *StackSet) SensitiveVar(name string) bool {
+	if s.secretVars[name] {
+		return true
+	}
 	if s.Template == nil {
 		return false
 	}
@@ -419,8 +427,8 @@ func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provide
 	}
 
 	// Variables.
-	raw, ranges, fileVars, vdiags := stackSetVars(fsys, b, attrs)
-	ss.fileVars = fileVars
+	raw, ranges, fileVars, secretVars, vdiags := stackSetVars(fsys, b, attrs)
+	ss.fileVars, ss.secretVars = fileVars, secretVars
 	diags = append(diags, vdiags...)
 	if ss.Template != nil && !vdiags.HasErrors() {
 		diags = append(diags, ss.bindVars(raw, ranges)...)
@@ -481,11 +489,11 @@ func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provide
 
 // stackSetVars collects vars and vars_file, rejecting a name set in both;
 // fromFile names the variables vars_file sets.
-func stackSetVars(fsys fs.FS, b *hcl.Block, attrs hcl.Attributes) (vals map[string]cty.Value, ranges map[string]hcl.Range, fromFile map[string]bool, diags hcl.Diagnostics) {
+func stackSetVars(fsys fs.FS, b *hcl.Block, attrs hcl.Attributes) (vals map[string]cty.Value, ranges map[string]hcl.Range, fromFile, secretNames map[string]bool, diags hcl.Diagnostics) {
 	name := b.Labels[0]
 	vals = map[string]cty.Value{}
 	ranges = map[string]hcl.Range{}
-	fromFile = map[string]bool{}
+	fromFile, secretNames = map[string]bool{}, map[string]bool{}
 	if a := attrs["vars"]; a != nil {
 		pairs, pdiags := hcl.ExprMap(a.Expr)
 		if pdiags.HasErrors() {
@@ -525,14 +533,15 @@ func stackSetVars(fsys fs.FS, b *hcl.Block, attrs hcl.Attributes) (vals map[stri
 		var rel string
 		diags = append(diags, stringAttr(a, &rel)...)
 		if rel == "" {
-			return vals, ranges, fromFile, diags
+			return vals, ranges, fromFile, secretNames, diags
 		}
 		p, d := relPath(a.Expr.Range().Filename, rel, a.Expr.Range(), "vars_file")
 		if d != nil {
-			return vals, ranges, fromFile, diags.Append(d)
+			return vals, ranges, fromFile, secretNames, diags.Append(d)
 		}
 		fileVals, fileRanges, fdiags := readTFVars(fsys, p, a.Expr.Range())
 		diags = append(diags, fdiags...)
+		secret := secretFile(fsys, p)
 		for _, k := range sortedKeys(fileVals) {
 			if prev, ok := ranges[k]; ok {
 				diags = diags.Append(errorf(fileRanges[k], "Duplicate variable",
@@ -540,12 +549,33 @@ func stackSetVars(fsys fs.FS, b *hcl.Block, attrs hcl.Attributes) (vals map[stri
 				continue
 			}
 			vals[k], ranges[k], fromFile[k] = fileVals[k], fileRanges[k], true
+			if secret {
+				// fromFile[k] is true; secretNames marks the encrypted ones.
+				secretNames[k] = true
+			}
 		}
 	}
-	return vals, ranges, fromFile, diags
+	return vals, ranges, fromFile, secretNames, diags
 }
 
-// readTFVars parses a tfvars file: top-level attributes only, constant values.
+// SecretFS is a file system that decrypts some of its files (SOPS-encrypted
+// variable files: cmd wires one): ReadFile returns their plaintext — a JSON
+// object for an encrypted JSON or YAML document, the tfvars text for an
+// encrypted tfvars file — and Secret reports which files were encrypted.
+// Every variable a vars_file read from such a file sets is sensitive.
+type SecretFS interface {
+	fs.FS
+	Secret(name string) bool
+}
+
+// secretFile reports whether fsys decrypted the file p.
+func secretFile(fsys fs.FS, p string) bool {
+	sf, ok := fsys.(SecretFS)
+	return ok && sf.Secret(p)
+}
+
+// readTFVars parses a tfvars file: top-level attributes only, constant
+// values (a decrypted JSON document: its top-level members).
 func readTFVars(fsys fs.FS, p string, rng hcl.Range) (map[string]cty.Value, map[string]hcl.Range, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	src, err := fs.ReadFile(fsys, p)
@@ -555,7 +585,31 @@ func readTFVars(fsys fs.FS, p string, rng hcl.Range) (map[string]cty.Value, map[
 	if len(src) > MaxVarsFileSize {
 		return nil, nil, diags.Append(errorf(rng, "vars_file too large", "vars_file %s is %d bytes; at most %d bytes (1 MiB) are allowed.", p, len(src), MaxVarsFileSize))
 	}
+	if secretFile(fsys, p) && len(bytes.TrimSpace(src)) > 0 && bytes.TrimSpace(src)[0] == '{' {
+		return parseJSONVars(src, p)
+	}
 	return ParseTFVars(src, p)
+}
+
+// parseJSONVars parses a JSON object of variables (a decrypted SOPS JSON
+// or YAML document).
+func parseJSONVars(src []byte, filename string) (map[string]cty.Value, map[string]hcl.Range, hcl.Diagnostics) {
+	f, diags := hclparse.NewParser().ParseJSON(src, filename)
+	if diags.HasErrors() {
+		return nil, nil, diags
+	}
+	attrs, adiags := f.Body.JustAttributes()
+	diags = append(diags, adiags...)
+	vals := map[string]cty.Value{}
+	ranges := map[string]hcl.Range{}
+	for n, a := range attrs {
+		v, d := a.Expr.Value(nil)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			vals[n], ranges[n] = v, a.NameRange
+		}
+	}
+	return vals, ranges, diags
 }
 
 // ParseTFVars parses tfvars source: name = value lines with constant values.
@@ -593,7 +647,7 @@ func (ss *StackSet) bindVars(raw map[string]cty.Value, ranges map[string]hcl.Ran
 				ss.Name, k, t.Dir, strings.Join(sortedKeys(t.Variables), ", ")))
 			continue
 		}
-		if decl.Sensitive {
+		if decl.Sensitive || ss.secretVars[k] {
 			ss.addSecret(raw[k])
 		}
 		v, err := convert.Convert(raw[k], decl.Type)

@@ -178,9 +178,9 @@ func (ss *StackSet) overrideSecrets(fsys fs.FS, blocks []*hcl.Block) {
 	}
 	for _, b := range blocks {
 		content, _, _ := b.Body.PartialContent(overrideSchema)
-		raw, _, _, _ := stackSetVars(fsys, &hcl.Block{Labels: []string{ss.Name}, DefRange: b.DefRange}, content.Attributes)
+		raw, _, _, secretVars, _ := stackSetVars(fsys, &hcl.Block{Labels: []string{ss.Name}, DefRange: b.DefRange}, content.Attributes)
 		for k, v := range raw {
-			if ss.SensitiveVar(k) {
+			if ss.SensitiveVar(k) || secretVars[k] {
 				ss.addSecret(v)
 			}
 		}
@@ -227,8 +227,16 @@ func (ss *StackSet) loadOverride(fsys fs.FS, b *hcl.Block, varSet []string) (*Ov
 		}
 	}
 	// Values: vars and vars_file, like the stack set's own (a name in both is an error).
-	raw, ranges, _, vdiags := stackSetVars(fsys, &hcl.Block{Labels: []string{ss.Name}, DefRange: b.DefRange}, a)
+	raw, ranges, _, secretVars, vdiags := stackSetVars(fsys, &hcl.Block{Labels: []string{ss.Name}, DefRange: b.DefRange}, a)
 	diags = append(diags, vdiags...)
+	for k := range secretVars {
+		// An override's encrypted values are as secret as the stack set's.
+		if ss.secretVars == nil {
+			ss.secretVars = map[string]bool{}
+		}
+		ss.secretVars[k] = true
+		ss.addSecret(raw[k])
+	}
 	if diags.HasErrors() {
 		return nil, diags
 	}

@@ -111,7 +111,7 @@ func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, h
 			}
 			v = decl.Default
 		}
-		if decl.Sensitive {
+		if decl.Sensitive || ss.SensitiveVar(name) {
 			v = v.Mark(markSensitive)
 		}
 		vars[name] = v

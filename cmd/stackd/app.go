@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	"github.com/stackd/stackd/gitsource/forge"
 	"github.com/stackd/stackd/internal/diskspace"
 	"github.com/stackd/stackd/internal/notify"
+	"github.com/stackd/stackd/internal/secrets"
 	"github.com/stackd/stackd/reconciler"
 	"github.com/stackd/stackd/state"
 )
@@ -40,6 +42,7 @@ type repoConfig struct {
 	notifyWebhookFile, notifySlackFile string
 	git                                gitAuthFlags
 	stateKey                           stateKeyFlag
+	ageKeyFile                         string
 	externalURL                        string
 	customCA                           string
 	gitTimeout                         time.Duration
@@ -74,6 +77,7 @@ func (c *repoConfig) addFlags(cmd *cobra.Command) {
 	f.StringVar(&c.forgeToken, "forge-token-file", "", "file holding the forge API token")
 	c.git.add(f)
 	c.stateKey.add(f)
+	f.StringVar(&c.ageKeyFile, "age-key-file", "", "age identities that decrypt SOPS-encrypted vars_file files (default: SOPS_AGE_KEY_FILE, as for sops)")
 	f.StringVar(&c.notifyWebhookFile, "notify-webhook-url-file", "", "file holding the URL of a webhook that gets every event (operation started, succeeded, failed, rolled back; revision rejected) as JSON")
 	f.StringVar(&c.notifySlackFile, "notify-slack-url-file", "", "file holding the URL of a Slack-compatible incoming webhook that gets every event as a message")
 }
@@ -184,6 +188,17 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.ageKeyFile != "" {
+		// The sops library reads its age identities from the environment.
+		abs, err := filepath.Abs(c.ageKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--age-key-file: %w", err)
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return nil, fmt.Errorf("--age-key-file: %w", err)
+		}
+		os.Setenv("SOPS_AGE_KEY_FILE", abs)
+	}
 	src, err := gitsource.Open(ctx, gitsource.Options{
 		Repo: c.repo, Branch: c.branch, StatusBranch: c.statusBranch, CacheDir: cache,
 		FetchTimeout: c.gitTimeout, Auth: auth,
@@ -229,7 +244,7 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 		return nil, err
 	}
 	ropts := reconciler.Options{
-		Source: src, Store: st, Engine: eng, Branch: c.branch, Path: c.path, Log: log,
+		Source: secretSource{src}, Store: st, Engine: eng, Branch: c.branch, Path: c.path, Log: log,
 		StatusBranch: c.statusBranch, PRBranches: c.prBranches, Notifier: notifier, Metrics: metrics,
 		PlanBudget: c.planBudget, AdoptEmptyState: c.adoptEmptyState, Space: space,
 	}
@@ -244,4 +259,17 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	}
 	metrics.WatchStackSets(st, func() string { return rec.Health().Rejected })
 	return &app{store: st, source: src, engine: eng, rec: rec, log: log, broker: broker, signals: wp, metrics: metrics, space: space, events: events}, nil
+}
+
+// secretSource is the definitions repository with its SOPS-encrypted files
+// decrypted as the engine reads them (internal/secrets).
+type secretSource struct{ *gitsource.Source }
+
+// Tree is the repository at commit, SOPS files decrypted on reading.
+func (s secretSource) Tree(ctx context.Context, commit string) (fs.FS, error) {
+	fsys, err := s.Source.Tree(ctx, commit)
+	if err != nil {
+		return nil, err
+	}
+	return secrets.New(fsys), nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/internal/secrets"
 )
 
 func newValidateCommand() *cobra.Command {
@@ -33,7 +34,7 @@ func newValidateCommand() *cobra.Command {
 				return err
 			}
 			eng := engine.New(providers(os.TempDir(), allowCommand, cp, wp))
-			defs, diags := eng.Load(os.DirFS(args[0]), ".")
+			defs, diags := eng.Load(secrets.New(os.DirFS(args[0])), ".")
 			if !diags.HasErrors() {
 				// Without the state, the override rules that depend on it
 				// are warnings (engine.StackSet.CheckOverrides).
