@@ -539,9 +539,8 @@ func stackSetVars(fsys fs.FS, b *hcl.Block, attrs hcl.Attributes) (vals map[stri
 		if d != nil {
 			return vals, ranges, fromFile, secretNames, diags.Append(d)
 		}
-		fileVals, fileRanges, fdiags := readTFVars(fsys, p, a.Expr.Range())
+		fileVals, fileRanges, secret, fdiags := readTFVars(fsys, p, a.Expr.Range())
 		diags = append(diags, fdiags...)
-		secret := secretFile(fsys, p)
 		for _, k := range sortedKeys(fileVals) {
 			if prev, ok := ranges[k]; ok {
 				diags = diags.Append(errorf(fileRanges[k], "Duplicate variable",
@@ -550,7 +549,6 @@ func stackSetVars(fsys fs.FS, b *hcl.Block, attrs hcl.Attributes) (vals map[stri
 			}
 			vals[k], ranges[k], fromFile[k] = fileVals[k], fileRanges[k], true
 			if secret {
-				// fromFile[k] is true; secretNames marks the encrypted ones.
 				secretNames[k] = true
 			}
 		}
@@ -575,49 +573,40 @@ func secretFile(fsys fs.FS, p string) bool {
 }
 
 // readTFVars parses a tfvars file: top-level attributes only, constant
-// values (a decrypted JSON document: its top-level members).
-func readTFVars(fsys fs.FS, p string, rng hcl.Range) (map[string]cty.Value, map[string]hcl.Range, hcl.Diagnostics) {
-	var diags hcl.Diagnostics
+// values (a file fsys decrypted: a JSON object, or tfvars text). secret
+// says whether fsys decrypted it.
+func readTFVars(fsys fs.FS, p string, rng hcl.Range) (vals map[string]cty.Value, ranges map[string]hcl.Range, secret bool, diags hcl.Diagnostics) {
 	src, err := fs.ReadFile(fsys, p)
 	if err != nil {
-		return nil, nil, diags.Append(errorf(rng, "Cannot read vars_file", "vars_file %s: %s.", p, trimFSError(err)))
+		return nil, nil, false, diags.Append(errorf(rng, "Cannot read vars_file", "vars_file %s: %s.", p, trimFSError(err)))
 	}
 	if len(src) > MaxVarsFileSize {
-		return nil, nil, diags.Append(errorf(rng, "vars_file too large", "vars_file %s is %d bytes; at most %d bytes (1 MiB) are allowed.", p, len(src), MaxVarsFileSize))
+		return nil, nil, false, diags.Append(errorf(rng, "vars_file too large", "vars_file %s is %d bytes; at most %d bytes (1 MiB) are allowed.", p, len(src), MaxVarsFileSize))
 	}
-	if secretFile(fsys, p) && len(bytes.TrimSpace(src)) > 0 && bytes.TrimSpace(src)[0] == '{' {
-		return parseJSONVars(src, p)
-	}
-	return ParseTFVars(src, p)
-}
-
-// parseJSONVars parses a JSON object of variables (a decrypted SOPS JSON
-// or YAML document).
-func parseJSONVars(src []byte, filename string) (map[string]cty.Value, map[string]hcl.Range, hcl.Diagnostics) {
-	f, diags := hclparse.NewParser().ParseJSON(src, filename)
-	if diags.HasErrors() {
-		return nil, nil, diags
-	}
-	attrs, adiags := f.Body.JustAttributes()
-	diags = append(diags, adiags...)
-	vals := map[string]cty.Value{}
-	ranges := map[string]hcl.Range{}
-	for n, a := range attrs {
-		v, d := a.Expr.Value(nil)
-		diags = append(diags, d...)
-		if !d.HasErrors() {
-			vals[n], ranges[n] = v, a.NameRange
-		}
-	}
-	return vals, ranges, diags
+	secret = secretFile(fsys, p)
+	trimmed := bytes.TrimSpace(src)
+	asJSON := secret && len(trimmed) > 0 && trimmed[0] == '{'
+	vals, ranges, diags = parseVars(src, p, asJSON)
+	return vals, ranges, secret, diags
 }
 
 // ParseTFVars parses tfvars source: name = value lines with constant values.
 func ParseTFVars(src []byte, filename string) (map[string]cty.Value, map[string]hcl.Range, hcl.Diagnostics) {
+	return parseVars(src, filename, false)
+}
+
+// parseVars parses variables: tfvars, or with json a JSON object (a
+// decrypted SOPS JSON or YAML document); top-level attributes only,
+// constant values, nesting bounded either way.
+func parseVars(src []byte, filename string, json bool) (map[string]cty.Value, map[string]hcl.Range, hcl.Diagnostics) {
 	if d := checkNesting(src, filename); d != nil {
 		return nil, nil, hcl.Diagnostics{d}
 	}
-	f, diags := hclparse.NewParser().ParseHCL(src, filename)
+	parse := hclparse.NewParser().ParseHCL
+	if json {
+		parse = hclparse.NewParser().ParseJSON
+	}
+	f, diags := parse(src, filename)
 	if diags.HasErrors() {
 		return nil, nil, diags
 	}

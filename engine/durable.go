@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/stackd/stackd/engine/provider"
@@ -53,7 +54,7 @@ func newSyncJournal(j Journal, target provider.Target, syncerOf func(string) pro
 // call is held, and notes the provider to Sync.
 func (s *syncJournal) hold(address, typ string) bool {
 	if sy := s.syncerOf(typ); sy != nil {
-		if !containsSyncer(s.syncers, sy) {
+		if !slices.Contains(s.syncers, sy) {
 			s.syncers = append(s.syncers, sy)
 		}
 		return true
@@ -61,18 +62,9 @@ func (s *syncJournal) hold(address, typ string) bool {
 	return s.heldAddrs[address] > 0
 }
 
-func containsSyncer(list []provider.Syncer, sy provider.Syncer) bool {
-	for _, x := range list {
-		if x == sy {
-			return true
-		}
-	}
-	return false
-}
-
 func (s *syncJournal) Save(ctx context.Context, r ResourceState) error {
 	s.types[r.Address] = r.Type
-	if isPending(r.Status) {
+	if IsPending(r.Status) {
 		if s.heldAddrs[r.Address] > 0 {
 			// A new call on a resource whose last one is not yet durable
 			// (a replacement's delete, then its create): settle first.
@@ -132,6 +124,8 @@ func (s *syncJournal) flush(ctx context.Context) error {
 	return nil
 }
 
-func isPending(status string) bool {
+// IsPending reports whether a journal status is one of the Pending*
+// statuses written before a provider call.
+func IsPending(status string) bool {
 	return status == StatusPendingCreate || status == StatusPendingUpdate || status == StatusPendingDelete
 }

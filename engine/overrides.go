@@ -230,12 +230,12 @@ func (ss *StackSet) loadOverride(fsys fs.FS, b *hcl.Block, varSet []string) (*Ov
 	raw, ranges, _, secretVars, vdiags := stackSetVars(fsys, &hcl.Block{Labels: []string{ss.Name}, DefRange: b.DefRange}, a)
 	diags = append(diags, vdiags...)
 	for k := range secretVars {
-		// An override's encrypted values are as secret as the stack set's.
+		// An override's encrypted values are as secret as the stack set's
+		// (overrideSecrets gives them to the redactor).
 		if ss.secretVars == nil {
 			ss.secretVars = map[string]bool{}
 		}
 		ss.secretVars[k] = true
-		ss.addSecret(raw[k])
 	}
 	if diags.HasErrors() {
 		return nil, diags

@@ -31,14 +31,10 @@ func (r *Reconciler) journal(ssID string, t engine.Target) *journal {
 
 var _ engine.Journal = (*journal)(nil)
 
-func pending(status string) bool {
-	return status == engine.StatusPendingCreate || status == engine.StatusPendingUpdate || status == engine.StatusPendingDelete
-}
-
 func (j *journal) Save(_ context.Context, r engine.ResourceState) error {
 	rec := resourceRecord(r, j.now())
 	j.buf = append(j.buf, state.ResourceWrite{Resource: &rec})
-	if pending(r.Status) {
+	if engine.IsPending(r.Status) {
 		return j.Flush()
 	}
 	return nil
