@@ -234,7 +234,7 @@ type Reconciler struct {
 	// last, and a channel closed (and replaced) when one ends (WaitPass).
 	passes passLog
 	// lastRejected is the last revision notified as rejected.
-	lastRejected swapString
+	lastRejected atomic.Pointer[string]
 
 	// runMu guards runners: one per stack set name, running at most one
 	// operation at a time, with at most one job queued behind it.
@@ -1046,19 +1046,4 @@ func (r *Reconciler) declaredTypes(j *job) map[string]string {
 		return j.desired.ResourceTypes
 	}
 	return r.GitTypes()
-}
-
-// swapString is a string swapped atomically.
-type swapString struct {
-	mu sync.Mutex
-	s  string
-}
-
-// Swap sets the string to v and returns what it was.
-func (x *swapString) Swap(v string) string {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	old := x.s
-	x.s = v
-	return old
 }

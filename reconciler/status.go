@@ -296,7 +296,7 @@ func (r *Reconciler) writeRejection(ctx context.Context, rev string, diags []eng
 		}
 	}
 	// Once per rejected revision, not once per pass that sees it.
-	if prev := r.lastRejected.Swap(rev); prev != rev {
+	if prev := r.lastRejected.Swap(&rev); prev == nil || *prev != rev {
 		r.sendEvent(notify.Event{Type: notify.TypeRevisionRejected, Revision: rev, Errors: n})
 	}
 	deployed, _ := r.opts.Store.Meta(metaLastRevision)

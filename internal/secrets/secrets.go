@@ -17,19 +17,36 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/getsops/sops/v3/cmd/sops/formats"
 	"github.com/getsops/sops/v3/decrypt"
 	"go.yaml.in/yaml/v3"
 )
 
-// FS decrypts the SOPS files of the file system it wraps.
+// FS decrypts the SOPS files of the file system it wraps. It remembers
+// which files are SOPS files: the engine asks after reading one.
 type FS struct {
 	inner fs.FS
+	mu    sync.Mutex
+	sops  map[string]bool
 }
 
 // New wraps inner.
-func New(inner fs.FS) *FS { return &FS{inner: inner} }
+func New(inner fs.FS) *FS { return &FS{inner: inner, sops: map[string]bool{}} }
+
+// isSOPSFile reports (and remembers) whether raw, the content of name, is
+// a SOPS file.
+func (f *FS) isSOPSFile(name string, raw []byte) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	is, ok := f.sops[name]
+	if !ok {
+		is = isSOPS(name, raw)
+		f.sops[name] = is
+	}
+	return is
+}
 
 // Open opens the file as it is (encrypted): only ReadFile decrypts.
 func (f *FS) Open(name string) (fs.File, error) { return f.inner.Open(name) }
@@ -45,7 +62,7 @@ func (f *FS) Stat(name string) (fs.FileInfo, error) { return fs.Stat(f.inner, na
 // file whose MAC fails) is an error saying so, never its ciphertext.
 func (f *FS) ReadFile(name string) ([]byte, error) {
 	raw, err := fs.ReadFile(f.inner, name)
-	if err != nil || !isSOPS(name, raw) {
+	if err != nil || !f.isSOPSFile(name, raw) {
 		return raw, err
 	}
 	format := formatOf(name)
@@ -59,10 +76,17 @@ func (f *FS) ReadFile(name string) ([]byte, error) {
 	return plain, nil
 }
 
-// Secret reports whether name is a SOPS file (its plaintext is secret).
+// Secret reports whether name is a SOPS file (its plaintext is secret);
+// a file already read is not read again.
 func (f *FS) Secret(name string) bool {
+	f.mu.Lock()
+	is, ok := f.sops[name]
+	f.mu.Unlock()
+	if ok {
+		return is
+	}
 	raw, err := fs.ReadFile(f.inner, name)
-	return err == nil && isSOPS(name, raw)
+	return err == nil && f.isSOPSFile(name, raw)
 }
 
 // isSOPS reports whether raw is a SOPS-encrypted document: JSON or YAML
