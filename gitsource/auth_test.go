@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -25,17 +23,7 @@ func TestAuthHTTPS(t *testing.T) {
 	const user, token = "stackd", "ghp_t0ken-s3cret"
 	bare, _, head := newRemote(t, map[string]string{"web.hcl": "web\n"})
 	runGit(t, bare, "config", "http.receivepack", "true")
-	execPath := runGit(t, bare, "--exec-path")
-	backend := &cgi.Handler{Path: filepath.Join(execPath, "git-http-backend"), Stderr: io.Discard,
-		Env: append([]string{"GIT_PROJECT_ROOT=" + filepath.Dir(bare), "GIT_HTTP_EXPORT_ALL=1"}, gitEnv...)}
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if u, p, ok := r.BasicAuth(); !ok || u != user || p != token {
-			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
-			http.Error(w, "authentication required", http.StatusUnauthorized)
-			return
-		}
-		backend.ServeHTTP(w, r)
-	}))
+	srv := httptest.NewTLSServer(gitHTTPHandler(t, filepath.Dir(bare), user, token))
 	defer srv.Close()
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	repoURL := srv.URL + "/remote.git"

@@ -99,13 +99,22 @@ func TestScrub(t *testing.T) {
 // HTTP, push enabled) on 127.0.0.1, behind basic auth with user and password.
 func gitHTTPServer(t *testing.T, root, user, password string) *httptest.Server {
 	t.Helper()
+	srv := httptest.NewServer(gitHTTPHandler(t, root, user, password))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// gitHTTPHandler is git http-backend for the bare repositories below root, behind basic
+// auth with user and password.
+func gitHTTPHandler(t *testing.T, root, user, password string) http.Handler {
+	t.Helper()
 	execPath := runGit(t, root, "--exec-path")
 	backend := &cgi.Handler{
 		Path:   filepath.Join(execPath, "git-http-backend"),
 		Env:    append([]string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}, gitEnv...),
 		Stderr: io.Discard,
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, p, ok := r.BasicAuth()
 		if !ok || u != user || p != password {
 			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
@@ -113,9 +122,7 @@ func gitHTTPServer(t *testing.T, root, user, password string) *httptest.Server {
 			return
 		}
 		backend.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+	})
 }
 
 // checkPrivateTree fails unless every directory under dir is 0700 and no file is readable

@@ -26,11 +26,7 @@ import (
 func TestCLIAgainstRunningDaemon(t *testing.T) {
 	binary := stackdBinary(t)
 	f := newFixture(t)
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := startProc(t, binary, nil, append([]string{"run"}, f.flags("--listen", "127.0.0.1:0", "--api-token-file", tokenFile, "--interval", "1h")...)...)
+	p, tokenFile := startTokenDaemon(t, binary, f)
 	p.waitLine(t, 30*time.Second, 0, "stackd running with its version", func(l map[string]any) bool {
 		v, _ := l["version"].(string)
 		return l["message"] == "stackd running" && v != "" // go build may stamp the commit, go test does not
@@ -115,6 +111,19 @@ func TestCLIAgainstRunningDaemon(t *testing.T) {
 	}
 }
 
+// startTokenDaemon starts `stackd run` on fixture f with an API on a free
+// loopback port behind the token "s3cret-token" (in the file it returns),
+// polling only hourly, with extra flags.
+func startTokenDaemon(t *testing.T, binary string, f *fixture, extra ...string) (*proc, string) {
+	t.Helper()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"--listen", "127.0.0.1:0", "--api-token-file", tokenFile, "--interval", "1h"}, extra...)
+	return startProc(t, binary, nil, append([]string{"run"}, f.flags(args...)...)...), tokenFile
+}
+
 func readDaemonInfo(t *testing.T, stateDir string) daemonInfo {
 	t.Helper()
 	b, err := os.ReadFile(daemonFile(stateDir))
@@ -135,10 +144,6 @@ func readDaemonInfo(t *testing.T, stateDir string) daemonInfo {
 func TestRejectedRevisionAlerts(t *testing.T) {
 	binary := stackdBinary(t)
 	f := newFixture(t)
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte("s3cret-token"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	// Notifications go to a webhook on 127.0.0.1.
 	var hookMu sync.Mutex
 	var events []notify.Event
@@ -155,7 +160,7 @@ func TestRejectedRevisionAlerts(t *testing.T) {
 	if err := os.WriteFile(hookFile, []byte(hook.URL+"/events"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startProc(t, binary, nil, append([]string{"run"}, f.flags("--listen", "127.0.0.1:0", "--api-token-file", tokenFile, "--interval", "1h", "--notify-webhook-url-file", hookFile)...)...)
+	p, _ := startTokenDaemon(t, binary, f, "--notify-webhook-url-file", hookFile)
 	p.waitLine(t, 30*time.Second, 0, "operation finished", message("operation finished"))
 	info := readDaemonInfo(t, f.state)
 	get := func(path string) (int, string) {
