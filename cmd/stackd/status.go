@@ -54,10 +54,14 @@ func newStatusCommand() *cobra.Command {
 }
 
 // openUnlessServer opens the state unless --server says to ask a daemon
-// (then it returns nil, nil).
+// (then it returns nil, nil) or a daemon holds it (state.ErrLocked: the
+// daemon needs no key of the caller's, so it is asked before the key is).
 func openUnlessServer(d *daemonFlags, k *stateKeyFlag, stateDir string) (*state.Store, error) {
 	if d.server != "" {
 		return nil, nil
+	}
+	if state.Locked(stateDir) {
+		return nil, fmt.Errorf("%s: %w", stateDir, state.ErrLocked)
 	}
 	return k.open(stateDir)
 }
