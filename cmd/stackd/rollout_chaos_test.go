@@ -724,6 +724,23 @@ func (h *rcHarness) settledAPI(addr string) (bool, string) {
 	return true, ""
 }
 
+// settledDocs reads every stack set's document from the API; ok is false
+// (and why says which) while one has an operation running or queued.
+func (h *rcHarness) settledDocs(addr string) (docs map[string]reconciler.StackSetStatus, ok bool, why string) {
+	docs = map[string]reconciler.StackSetStatus{}
+	for _, s := range h.sets {
+		var doc reconciler.StackSetStatus
+		if _, err := h.get(addr, "/v1/stack_sets/"+s.name, &doc); err != nil {
+			return nil, false, err.Error()
+		}
+		if lo := doc.LastOperation; lo != nil && (lo.Status == state.OperationRunning || lo.Status == state.OperationQueued) {
+			return nil, false, fmt.Sprintf("%s: %s %s", s.name, lo.Status, short(lo.Revision))
+		}
+		docs[s.name] = doc
+	}
+	return docs, true, ""
+}
+
 // statusOnBranch reads status/<name>.json at the tip of the status branch.
 func (h *rcHarness) statusOnBranch(name string) (reconciler.StackSetStatus, error) {
 	var doc reconciler.StackSetStatus
@@ -940,11 +957,18 @@ func (h *rcHarness) settleAndCheck(r *rcRun) {
 	h.settles++
 	deadline := time.Now().Add(3 * time.Minute)
 	why := ""
+	var docs map[string]reconciler.StackSetStatus
 	for {
 		h.promoteHeld(r)
 		ok, w := h.settledAPI(r.addr)
 		if ok {
 			ok, w = h.statusBranchFollows(r.addr)
+		}
+		if ok {
+			// What the checks compare with, read once settled; an
+			// operation that started meanwhile (the pass dispatches them
+			// before they claim their stack set) means not settled yet.
+			docs, ok, w = h.settledDocs(r.addr)
 		}
 		if ok {
 			break
@@ -963,14 +987,6 @@ func (h *rcHarness) settleAndCheck(r *rcRun) {
 			t.Fatalf("settle %d: the fleet did not settle within 3 minutes: %s; logs:\n%s", h.settles, why, tailLines(r.p.log.String(), 120))
 		}
 		r.p.tryWaitLine(100*time.Millisecond, len(r.p.log.all()), func(map[string]any) bool { return true }, nil)
-	}
-	docs := map[string]reconciler.StackSetStatus{}
-	for _, s := range h.sets {
-		var doc reconciler.StackSetStatus
-		if _, err := h.get(r.addr, "/v1/stack_sets/"+s.name, &doc); err != nil {
-			t.Fatalf("settle %d: %v", h.settles, err)
-		}
-		docs[s.name] = doc
 	}
 	for _, id := range h.walker.opIDs() {
 		if op := h.ops[id]; op != nil && op.Status != string(state.OperationRunning) && op.Status != string(state.OperationQueued) {
