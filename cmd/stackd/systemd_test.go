@@ -2,6 +2,7 @@ package main
 
 import (
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -65,5 +66,33 @@ func TestSystemdUnitHardened(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "Overall exposure level for stackd.service") {
 		t.Fatalf("systemd-analyze security said:\n%s", out)
+	}
+}
+
+// TestDockerfileBasesPinned: every base image of the Dockerfile is pinned
+// by digest, so a rebuild cannot pick up another image under the same tag.
+func TestDockerfileBasesPinned(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	froms := 0
+	for i, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 || !strings.EqualFold(fields[0], "FROM") {
+			continue
+		}
+		froms++
+		image := fields[1]
+		if strings.HasPrefix(image, "--") && len(fields) > 2 {
+			image = fields[2]
+		}
+		name, digest, ok := strings.Cut(image, "@sha256:")
+		if !ok || len(digest) != 64 || !strings.Contains(name, ":") {
+			t.Errorf("Dockerfile:%d: %s is not pinned as NAME:TAG@sha256:DIGEST", i+1, image)
+		}
+	}
+	if froms == 0 {
+		t.Fatal("no FROM line in the Dockerfile")
 	}
 }
