@@ -91,6 +91,9 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) (*state.Operation, erro
 	default:
 		log.Info().Int("instances", len(j.works)).Msg("operation started")
 	}
+	if r.opts.Progress != nil {
+		r.opts.Progress.OperationStarted(j.name, len(j.works))
+	}
 	if !resumed {
 		r.sendEvent(notify.Event{Type: notify.TypeOperationStarted, StackSet: j.name, Operation: op.ID, Kind: string(op.Kind), Revision: op.Revision, Instances: len(j.works)})
 	}
@@ -567,6 +570,9 @@ func (o *opRun) record(w *work, known *state.Instance, writes []state.ResourceWr
 			o.mu.Lock()
 			o.results[t] = state.InstanceResult{Region: t.Region, Account: t.Account, Action: state.ParseInstanceAction(string(w.action)), Status: status, Reason: reason}
 			o.mu.Unlock()
+			if p := o.r.opts.Progress; p != nil {
+				p.InstanceSettled(o.j.name, status)
+			}
 			return nil
 		}
 		in.Status, in.StatusReason, in.Updated = status, reason, o.r.opts.Now()
@@ -596,6 +602,9 @@ func (o *opRun) record(w *work, known *state.Instance, writes []state.ResourceWr
 	o.mu.Lock()
 	o.results[t] = state.InstanceResult{Region: t.Region, Account: t.Account, Action: state.ParseInstanceAction(string(w.action)), Status: status, Reason: reason}
 	o.mu.Unlock()
+	if p := o.r.opts.Progress; p != nil {
+		p.InstanceSettled(o.j.name, status)
+	}
 	return nil
 }
 
@@ -632,7 +641,7 @@ func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
 	o.r.stateGen.Add(1)
 	o.event("", "", "", string(op.Status), op.Reason)
 	o.log.Info().Str("status", string(op.Status)).Int("instances", len(op.Results)).Int("failed", out.failed).Int("cancelled", out.cancelled).
-		Str("duration", op.Ended.Sub(op.Started).String()).Msg("operation finished")
+		Str("duration", op.Ended.Sub(op.Started).Round(time.Millisecond).String()).Msg("operation finished")
 	return op, o.r.writeOperationStatus(ctx, o.j, &ss, op)
 }
 

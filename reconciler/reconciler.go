@@ -64,6 +64,9 @@ type Options struct {
 	Events EventSink
 	// Metrics, if set, receives measurements (the api package's Metrics).
 	Metrics Metrics
+	// Progress, if set, is told how far operations are (stackd apply's
+	// progress bar on a terminal).
+	Progress Progress
 	// MaxInFlight bounds the instances applied at the same time across all
 	// operations and regions (default 256): operation preferences decide
 	// the order and the per-region concurrency, this keeps a fleet of
@@ -111,6 +114,14 @@ type Metrics interface {
 	// PhaseTime adds d to the time spent in phase (one of Phases), summed
 	// over instances applied at the same time: where the time goes.
 	PhaseTime(phase string, d time.Duration)
+}
+
+// Progress is told how far the operations are: each operation's instance
+// count when it starts (or resumes), then each instance as it settles.
+// Calls come from many goroutines.
+type Progress interface {
+	OperationStarted(stackSet string, instances int)
+	InstanceSettled(stackSet string, status state.InstanceStatus)
 }
 
 // EventSink receives the events notifications are made of.

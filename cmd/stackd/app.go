@@ -52,6 +52,9 @@ type repoConfig struct {
 	// noAPI: the command applies without serving the HTTP API (apply
 	// without --listen), so responses and signals cannot arrive.
 	noAPI bool
+	// progress, when set, draws stackd apply's progress bar on the
+	// terminal the log goes to.
+	progress *termProgress
 }
 
 func (c *repoConfig) addFlags(cmd *cobra.Command) {
@@ -144,14 +147,20 @@ func (c *repoConfig) logger(w io.Writer) (zerolog.Logger, error) {
 	if err != nil {
 		return zerolog.Logger{}, fmt.Errorf("--log-level %q: use trace, debug, info, warn or error", c.logLevel)
 	}
-	out := w
+	// The format follows the terminal; the lines go through the progress
+	// bar when there is one.
+	dst := w
+	if c.progress != nil {
+		dst = c.progress
+	}
+	out := dst
 	switch c.logFormat {
 	case "json", "console", "auto":
 	default:
 		return zerolog.Logger{}, fmt.Errorf("--log-format %q: use json, console or auto", c.logFormat)
 	}
 	if c.logFormat == "console" || c.logFormat == "auto" && isTerminal(w) {
-		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !colorOK(w)}
+		out = zerolog.ConsoleWriter{Out: dst, TimeFormat: "15:04:05.000", NoColor: !colorOK(w)}
 	}
 	return zerolog.New(out).Level(lvl).With().Timestamp().Logger(), nil
 }
@@ -250,6 +259,9 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	}
 	if events != nil {
 		ropts.Events = events
+	}
+	if c.progress != nil {
+		ropts.Progress = c.progress
 	}
 	rec, err := reconciler.New(ropts)
 	if err != nil {

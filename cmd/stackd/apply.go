@@ -45,6 +45,10 @@ func newApplyCommand() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if stderr := cmd.ErrOrStderr(); isTerminal(stderr) {
+				c.progress = newTermProgress(stderr, colorOK(stderr))
+				defer c.progress.Close()
+			}
 			a, err := c.open(ctx, cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -66,6 +70,9 @@ func newApplyCommand() *cobra.Command {
 			// The same pass as the daemon's: pull-request branches too.
 			if err := a.rec.PlanBranches(ctx); err != nil {
 				return err
+			}
+			if c.progress != nil {
+				c.progress.Close()
 			}
 			return reportResult(cmd.OutOrStdout(), res)
 		},

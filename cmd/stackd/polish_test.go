@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,5 +54,45 @@ func TestCLIPolish(t *testing.T) {
 	}
 	if n == 0 {
 		t.Errorf("apply logged no line per finished instance at info level:\n%s", res.stderr)
+	}
+}
+
+// TestApplyOnTerminal runs stackd apply on a real pseudo-terminal (util-linux
+// script): the log is in the console format, a progress bar counts the
+// instances to the end and is taken off before the summary, and NO_COLOR
+// leaves no colour escapes.
+func TestApplyOnTerminal(t *testing.T) {
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("script (util-linux) is not installed")
+	}
+	f := newFixture(t)
+	args := []string{stackdBinary(t), "apply"}
+	args = append(args, f.flags("--log-format", "auto")...)
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = "'" + a + "'"
+	}
+	cmd := exec.Command(script, "-qefc", strings.Join(quoted, " "), "/dev/null")
+	cmd.Env = append(os.Environ(), "NO_COLOR=1", "COLUMNS=120")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("stackd apply on a terminal: %v\n%s", err, out)
+	}
+	text := string(out)
+	total := strings.Count(text, "instance complete")
+	if total == 0 {
+		t.Fatalf("no console log line per instance on the terminal:\n%s", text)
+	}
+	if !strings.Contains(text, fmt.Sprintf("%d/%d", total, total)) || !strings.Contains(text, "instances") {
+		t.Errorf("the progress bar never showed %d/%d instances:\n%q", total, total, text)
+	}
+	if strings.Contains(text, "\x1b[3") || strings.Contains(text, "\x1b[9") {
+		t.Errorf("colour escapes despite NO_COLOR:\n%q", text)
+	}
+	// The summary comes after the bar was taken off: its line is whole.
+	i := strings.LastIndex(text, "instances)")
+	if i < 0 || !strings.Contains(text[:i], "SUCCEEDED (") {
+		t.Errorf("no summary line after the bar:\n%q", text)
 	}
 }
