@@ -1,0 +1,402 @@
+// Command p6provider is a small Terraform provider served over plugin
+// protocol 6 with terraform-plugin-framework, used only by the tests of
+// package tfplugin. It writes each p6_thing as a JSON file <id>.json under
+// the directory "dir" of its provider configuration, so a test can look at
+// what apply did and change or delete objects out of band.
+//
+// Test hooks: fail = true makes create and update fail with an error
+// diagnostic on "fail"; crash = true makes the process exit with status 2
+// in the middle of create or update.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	dschema "github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	pschema "github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+)
+
+func main() {
+	err := providerserver.Serve(context.Background(), func() provider.Provider { return &p6{} },
+		providerserver.ServeOpts{Address: "registry.example.com/stackd/p6"})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// config is the provider configuration handed to resources.
+type config struct {
+	Region string
+	Prefix string
+	Dir    string
+}
+
+type p6 struct{}
+
+func (p *p6) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
+	resp.TypeName = "p6"
+}
+
+func (p *p6) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
+	resp.Schema = pschema.Schema{Attributes: map[string]pschema.Attribute{
+		"region": pschema.StringAttribute{Required: true, Description: "Region written into every object.",
+			Validators: []validator.String{pattern{regexp.MustCompile(`^[a-z]+-[a-z]+-[0-9]$`)}}},
+		"prefix": pschema.StringAttribute{Optional: true},
+		"dir":    pschema.StringAttribute{Required: true},
+		"token":  pschema.StringAttribute{Optional: true, Sensitive: true},
+	}}
+}
+
+type providerModel struct {
+	Region types.String `tfsdk:"region"`
+	Prefix types.String `tfsdk:"prefix"`
+	Dir    types.String `tfsdk:"dir"`
+	Token  types.String `tfsdk:"token"`
+}
+
+func (p *p6) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
+	var m providerModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	// A line on stderr, so a test can see provider logs forwarded.
+	fmt.Fprintf(os.Stderr, "p6provider configured for region %s\n", m.Region.ValueString())
+	c := &config{Region: m.Region.ValueString(), Prefix: m.Prefix.ValueString(), Dir: m.Dir.ValueString()}
+	resp.ResourceData = c
+	resp.DataSourceData = c
+}
+
+func (p *p6) Resources(context.Context) []func() resource.Resource {
+	return []func() resource.Resource{func() resource.Resource { return &thing{} }}
+}
+
+func (p *p6) DataSources(context.Context) []func() datasource.DataSource {
+	return []func() datasource.DataSource{func() datasource.DataSource { return &object{} }}
+}
+
+// pattern is a string validator: the value must match re.
+type pattern struct{ re *regexp.Regexp }
+
+func (v pattern) Description(context.Context) string         { return "must match " + v.re.String() }
+func (v pattern) MarkdownDescription(context.Context) string { return "must match " + v.re.String() }
+func (v pattern) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if !v.re.MatchString(req.ConfigValue.ValueString()) {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid value",
+			fmt.Sprintf("The value %q does not match %s.", req.ConfigValue.ValueString(), v.re))
+	}
+}
+
+type settingsModel struct {
+	Color types.String `tfsdk:"color"`
+	Size  types.Int64  `tfsdk:"size"`
+	Token types.String `tfsdk:"token"`
+}
+
+type tagModel struct {
+	Key   types.String `tfsdk:"key"`
+	Value types.String `tfsdk:"value"`
+}
+
+type thingModel struct {
+	ID       types.String   `tfsdk:"id"`
+	Name     types.String   `tfsdk:"name"`
+	Content  types.String   `tfsdk:"content"`
+	Mode     types.String   `tfsdk:"mode"`
+	Secret   types.String   `tfsdk:"secret"`
+	Region   types.String   `tfsdk:"region"`
+	Fail     types.Bool     `tfsdk:"fail"`
+	Crash    types.Bool     `tfsdk:"crash"`
+	Settings *settingsModel `tfsdk:"settings"`
+	Tags     []tagModel     `tfsdk:"tag"`
+}
+
+// file is what is written for an object, and the raw state of version 0
+// (with "text" instead of "content").
+type file struct {
+	ID       string        `json:"id"`
+	Name     string        `json:"name"`
+	Content  *string       `json:"content"`
+	Mode     string        `json:"mode"`
+	Secret   *string       `json:"secret"`
+	Region   string        `json:"region"`
+	Fail     *bool         `json:"fail"`
+	Crash    *bool         `json:"crash"`
+	Settings *settingsFile `json:"settings"`
+	Tags     []tagFile     `json:"tag"`
+}
+
+type settingsFile struct {
+	Color *string `json:"color"`
+	Size  *int64  `json:"size"`
+	Token *string `json:"token"`
+}
+
+type tagFile struct {
+	Key   string  `json:"key"`
+	Value *string `json:"value"`
+}
+
+func toFile(m *thingModel) file {
+	f := file{ID: m.ID.ValueString(), Name: m.Name.ValueString(), Content: m.Content.ValueStringPointer(),
+		Mode: m.Mode.ValueString(), Secret: m.Secret.ValueStringPointer(), Region: m.Region.ValueString(),
+		Fail: m.Fail.ValueBoolPointer(), Crash: m.Crash.ValueBoolPointer()}
+	if m.Settings != nil {
+		f.Settings = &settingsFile{Color: m.Settings.Color.ValueStringPointer(), Size: m.Settings.Size.ValueInt64Pointer(),
+			Token: m.Settings.Token.ValueStringPointer()}
+	}
+	for _, t := range m.Tags {
+		f.Tags = append(f.Tags, tagFile{Key: t.Key.ValueString(), Value: t.Value.ValueStringPointer()})
+	}
+	return f
+}
+
+func fromFile(f file) thingModel {
+	m := thingModel{ID: types.StringValue(f.ID), Name: types.StringValue(f.Name), Content: types.StringPointerValue(f.Content),
+		Mode: types.StringValue(f.Mode), Secret: types.StringPointerValue(f.Secret), Region: types.StringValue(f.Region),
+		Fail: types.BoolPointerValue(f.Fail), Crash: types.BoolPointerValue(f.Crash)}
+	if f.Settings != nil {
+		m.Settings = &settingsModel{Color: types.StringPointerValue(f.Settings.Color), Size: types.Int64PointerValue(f.Settings.Size),
+			Token: types.StringPointerValue(f.Settings.Token)}
+	}
+	for _, t := range f.Tags {
+		m.Tags = append(m.Tags, tagModel{Key: types.StringValue(t.Key), Value: types.StringPointerValue(t.Value)})
+	}
+	return m
+}
+
+type thing struct{ cfg *config }
+
+func (r *thing) Metadata(_ context.Context, _ resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = "p6_thing"
+}
+
+func (r *thing) Configure(_ context.Context, req resource.ConfigureRequest, _ *resource.ConfigureResponse) {
+	if c, ok := req.ProviderData.(*config); ok {
+		r.cfg = c
+	}
+}
+
+func (r *thing) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = rschema.Schema{
+		Version:     1,
+		Description: "A JSON file standing for a cloud object.",
+		Attributes: map[string]rschema.Attribute{
+			"id": rschema.StringAttribute{Computed: true,
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
+			"name": rschema.StringAttribute{Required: true, Description: "Name; changing it replaces the object.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators:    []validator.String{pattern{regexp.MustCompile(`^[a-z0-9-]+$`)}}},
+			"content": rschema.StringAttribute{Optional: true},
+			"mode":    rschema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("0644")},
+			"secret":  rschema.StringAttribute{Optional: true, Sensitive: true},
+			"region":  rschema.StringAttribute{Computed: true},
+			"fail":    rschema.BoolAttribute{Optional: true},
+			"crash":   rschema.BoolAttribute{Optional: true},
+			"settings": rschema.SingleNestedAttribute{Optional: true, Attributes: map[string]rschema.Attribute{
+				"color": rschema.StringAttribute{Optional: true},
+				"size":  rschema.Int64Attribute{Optional: true},
+				"token": rschema.StringAttribute{Optional: true, Sensitive: true},
+			}},
+		},
+		Blocks: map[string]rschema.Block{
+			"tag": rschema.ListNestedBlock{NestedObject: rschema.NestedBlockObject{Attributes: map[string]rschema.Attribute{
+				"key":   rschema.StringAttribute{Required: true, Validators: []validator.String{pattern{regexp.MustCompile(`^[a-z]+$`)}}},
+				"value": rschema.StringAttribute{Optional: true},
+			}}},
+		},
+	}
+}
+
+// ModifyPlan plans the provider's region into every object, so a change of
+// provider configuration shows in the plan.
+func (r *thing) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() || r.cfg == nil {
+		return
+	}
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("region"), r.cfg.Region)...)
+}
+
+func (r *thing) path(id string) string { return filepath.Join(r.cfg.Dir, id+".json") }
+
+func (r *thing) write(m *thingModel) error {
+	b, err := json.Marshal(toFile(m))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(r.path(m.ID.ValueString()), b, 0o600)
+}
+
+func (r *thing) hooks(m *thingModel, resp *diag.Diagnostics) bool {
+	if m.Crash.ValueBool() {
+		fmt.Fprintln(os.Stderr, "p6provider crashing as asked")
+		os.Exit(2)
+	}
+	if m.Fail.ValueBool() {
+		resp.AddAttributeError(path.Root("fail"), "Failure requested", "The object asked to fail (fail = true).")
+		return false
+	}
+	return true
+}
+
+func (r *thing) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var m thingModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() || !r.hooks(&m, &resp.Diagnostics) {
+		return
+	}
+	m.ID = types.StringValue(r.cfg.Prefix + m.Name.ValueString())
+	m.Region = types.StringValue(r.cfg.Region)
+	if err := r.write(&m); err != nil {
+		resp.Diagnostics.AddError("Cannot write object", err.Error())
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+func (r *thing) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var m thingModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	b, err := os.ReadFile(r.path(m.ID.ValueString()))
+	if errors.Is(err, fs.ErrNotExist) {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot read object", err.Error())
+		return
+	}
+	var f file
+	if err := json.Unmarshal(b, &f); err != nil {
+		resp.Diagnostics.AddError("Cannot parse object", err.Error())
+		return
+	}
+	got := fromFile(f)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &got)...)
+}
+
+func (r *thing) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var m thingModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() || !r.hooks(&m, &resp.Diagnostics) {
+		return
+	}
+	if err := r.write(&m); err != nil {
+		resp.Diagnostics.AddError("Cannot write object", err.Error())
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+func (r *thing) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var m thingModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if err := os.Remove(r.path(m.ID.ValueString())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		resp.Diagnostics.AddError("Cannot delete object", err.Error())
+	}
+}
+
+func (r *thing) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	resource.ImportStatePassthroughID(ctx, path.Root("id"), req, resp)
+}
+
+// UpgradeState upgrades version 0, whose "content" was called "text".
+func (r *thing) UpgradeState(context.Context) map[int64]resource.StateUpgrader {
+	return map[int64]resource.StateUpgrader{0: {StateUpgrader: func(ctx context.Context, req resource.UpgradeStateRequest, resp *resource.UpgradeStateResponse) {
+		var raw map[string]any
+		if err := json.Unmarshal(req.RawState.JSON, &raw); err != nil {
+			resp.Diagnostics.AddError("Cannot parse version 0 state", err.Error())
+			return
+		}
+		raw["content"] = raw["text"]
+		delete(raw, "text")
+		b, _ := json.Marshal(raw)
+		var f file
+		if err := json.Unmarshal(b, &f); err != nil {
+			resp.Diagnostics.AddError("Cannot parse version 0 state", err.Error())
+			return
+		}
+		if f.Mode == "" {
+			f.Mode = "0644"
+		}
+		m := fromFile(f)
+		resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	}}}
+}
+
+type object struct{ cfg *config }
+
+func (d *object) Metadata(_ context.Context, _ datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = "p6_object"
+}
+
+func (d *object) Configure(_ context.Context, req datasource.ConfigureRequest, _ *datasource.ConfigureResponse) {
+	if c, ok := req.ProviderData.(*config); ok {
+		d.cfg = c
+	}
+}
+
+func (d *object) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	resp.Schema = dschema.Schema{Attributes: map[string]dschema.Attribute{
+		"id":      dschema.StringAttribute{Required: true},
+		"name":    dschema.StringAttribute{Computed: true},
+		"content": dschema.StringAttribute{Computed: true},
+		"region":  dschema.StringAttribute{Computed: true},
+	}}
+}
+
+type objectModel struct {
+	ID      types.String `tfsdk:"id"`
+	Name    types.String `tfsdk:"name"`
+	Content types.String `tfsdk:"content"`
+	Region  types.String `tfsdk:"region"`
+}
+
+func (d *object) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	var m objectModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	b, err := os.ReadFile(filepath.Join(d.cfg.Dir, m.ID.ValueString()+".json"))
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("id"), "Object not found", err.Error())
+		return
+	}
+	var f file
+	if err := json.Unmarshal(b, &f); err != nil {
+		resp.Diagnostics.AddError("Cannot parse object", err.Error())
+		return
+	}
+	m.Name, m.Content, m.Region = types.StringValue(f.Name), types.StringPointerValue(f.Content), types.StringValue(f.Region)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
