@@ -113,7 +113,8 @@ type PlanRequest struct {
 type PlanResponse struct {
 	// Planned is the planned new state; unknown values are known after apply.
 	Planned cty.Value
-	// RequiresReplace lists the attributes whose change forces a new object.
+	// RequiresReplace lists the attributes whose change forces a new
+	// object; always empty for a create (Prior null).
 	RequiresReplace []cty.Path
 	PlannedPrivate  []byte
 	// LegacyTypeSystem is set by providers of terraform-plugin-sdk, whose
@@ -583,6 +584,11 @@ func (c *client) PlanResourceChange(ctx context.Context, req PlanRequest) (*Plan
 	}
 	resp := &PlanResponse{RequiresReplace: out.requiresReplace, PlannedPrivate: out.plannedPrivate,
 		LegacyTypeSystem: out.legacy, Diagnostics: out.diags}
+	if req.Prior == cty.NilVal || req.Prior.IsNull() {
+		// Nothing to replace; terraform-plugin-sdk lists its ForceNew
+		// attributes even for a create, and Terraform ignores them too.
+		resp.RequiresReplace = nil
+	}
 	if resp.Planned, err = c.decode(op, "planned state", out.planned, ty); err != nil {
 		return nil, err
 	}

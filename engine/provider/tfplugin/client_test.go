@@ -243,8 +243,8 @@ func readObject(t *testing.T, dir, id string) map[string]any {
 func TestLogsForwarded(t *testing.T) {
 	for _, proto := range []int{5, 6} {
 		t.Run(prefixOf[proto], func(t *testing.T) {
-			var buf syncBuffer
-			logger := zerolog.New(&buf).Level(zerolog.DebugLevel)
+			buf := newSyncBuffer()
+			logger := zerolog.New(buf).Level(zerolog.DebugLevel)
 			c := start(t, proto, func(o *Options) {
 				o.Logger = &logger
 				o.Name = "test-" + prefixOf[proto]
@@ -253,11 +253,12 @@ func TestLogsForwarded(t *testing.T) {
 			if _, err := c.ConfigureProvider(testCtx(t), target{region: "eu-west-1", dir: t.TempDir()}.value()); err != nil {
 				t.Fatal(err)
 			}
+			// The provider's stderr streams in asynchronously.
+			if !buf.waitFor(testCtx(t), "configured for region <redacted>") {
+				t.Errorf("provider stderr not forwarded (or not redacted); log:\n%s", buf.String())
+			}
 			_ = c.Close()
 			out := buf.String()
-			if !strings.Contains(out, "configured for region <redacted>") {
-				t.Errorf("provider stderr not forwarded (or not redacted); log:\n%s", out)
-			}
 			if strings.Contains(out, "eu-west-1") || strings.Contains(out, "provider-token-secret") {
 				t.Errorf("log leaks a redacted or sensitive value:\n%s", out)
 			}

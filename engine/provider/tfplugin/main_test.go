@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -88,16 +89,36 @@ func buildProviders(dir string) error {
 	return errors.Join(errs...)
 }
 
-// syncBuffer is a bytes.Buffer safe for the provider's log goroutines.
+// syncBuffer is a bytes.Buffer safe for the provider's log goroutines,
+// which can be waited on for some text.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	written chan struct{} // gets a token after each Write
 }
+
+func newSyncBuffer() *syncBuffer { return &syncBuffer{written: make(chan struct{}, 1)} }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	select {
+	case s.written <- struct{}{}:
+	default:
+	}
 	return s.b.Write(p)
+}
+
+// waitFor waits until the buffer contains sub, or ctx ends.
+func (s *syncBuffer) waitFor(ctx context.Context, sub string) bool {
+	for !strings.Contains(s.String(), sub) {
+		select {
+		case <-s.written:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 func (s *syncBuffer) String() string {
