@@ -114,9 +114,10 @@ type LockMismatchError struct {
 
 func (e *LockMismatchError) Error() string {
 	return fmt.Sprintf("provider %s %s at %s does not match any checksum recorded in the lock file: "+
-		"found %s, the lock file has %s; if you trust this package (e.g. a provider rebuilt for another platform), "+
-		"remove the provider's entry from the lock file and install again to record its hashes, "+
-		"otherwise replace the package with the one that was locked",
+		"found %s, the lock file has %s; either this is not the package that was locked (replace it with that one), "+
+		"or the lock file was made on another platform and lacks this one's hashes "+
+		"(run \"terraform providers lock -platform=OS_ARCH\" for every platform you use, "+
+		"or remove the provider's entry from the lock file and install again)",
 		e.Address, e.Version, e.Location, strings.Join(e.Found, ", "), strings.Join(e.Locked, ", "))
 }
 

@@ -490,9 +490,9 @@ func (i *Installer) fromRegistry(ctx context.Context, log zerolog.Logger, req Re
 	}
 	if !protocolsSupported(rv.Protocols) {
 		return Package{}, errorf(ErrUnsupportedProtocol, "provider %s %s speaks plugin protocols %v; stackd speaks 5 and 6%s",
-			a, v, rv.Protocols, suggestProtocol(list, req.Constraints))
+			a, v, rv.Protocols, suggestProtocol(list, p))
 	}
-	if len(rv.Platforms) > 0 && !slices.Contains(rv.Platforms, registryPlatform{OS: p.OS, Arch: p.Arch}) {
+	if len(rv.Platforms) > 0 && !slices.Contains(rv.Platforms, registryPlatform(p)) {
 		return Package{}, errorf(ErrPlatformNotSupported, "provider %s %s has no package for %s", a, v, p)
 	}
 
@@ -585,19 +585,27 @@ func (i *Installer) fromRegistry(ctx context.Context, log zerolog.Logger, req Re
 	return i.commit(log, a, v, p, st, h1, append([]string{h1}, allZip...), protocolMajors(meta.Protocols), OriginRegistry)
 }
 
-// suggestProtocol names the newest allowed version speaking 5 or 6.
-func suggestProtocol(list []registryVersion, c Constraints) string {
+// suggestProtocol names the newest released version for platform p that
+// speaks protocol 5 or 6, whatever the constraints (as Terraform suggests
+// one).
+func suggestProtocol(list []registryVersion, p Platform) string {
 	var best *version.Version
 	for _, rv := range list {
 		v, err := version.NewSemver(rv.Version)
-		if err == nil && len(protocolMajors(rv.Protocols)) > 0 && c.Allows(v) && (best == nil || v.GreaterThan(best)) {
+		if err != nil || v.Prerelease() != "" || len(protocolMajors(rv.Protocols)) == 0 {
+			continue
+		}
+		if len(rv.Platforms) > 0 && !slices.Contains(rv.Platforms, registryPlatform(p)) {
+			continue
+		}
+		if best == nil || v.GreaterThan(best) {
 			best = v
 		}
 	}
 	if best == nil {
 		return ""
 	}
-	return fmt.Sprintf("; version %s does, constrain to it (\"%s\")", best, best)
+	return fmt.Sprintf("; the newest version that does is %s", best)
 }
 
 // commit moves the stage's unpacked package into the cache: an atomic

@@ -21,13 +21,6 @@ type mirrorPackage struct {
 	zip     string // packed: HOST/NAMESPACE/TYPE/terraform-provider-TYPE_VERSION_OS_ARCH.zip
 }
 
-func (m mirrorPackage) location() string {
-	if m.dir != "" {
-		return m.dir
-	}
-	return m.zip
-}
-
 // scanPluginDirs lists the packages of provider a for platform p in the
 // plugin directories, in the two layouts Terraform reads (and
 // "terraform providers mirror" writes):
@@ -104,12 +97,6 @@ func packedName(name, typ string, p Platform) (*version.Version, bool) {
 		return nil, false
 	}
 	return v, true
-}
-
-// packedFileName is the archive name of a package, as the registry and
-// "terraform providers mirror" name it.
-func packedFileName(a Address, v *version.Version, p Platform) string {
-	return fmt.Sprintf("terraform-provider-%s_%s_%s.zip", a.Type, v, p)
 }
 
 // findExecutable finds the provider executable in a package directory as
