@@ -23,6 +23,7 @@ func (w *walker) addChange(r *Resource, rp *ResourcePlan, schema provider.Schema
 		rc.Replacement = changeset.ReplacementTrue
 		rc.Scope = []string{"Properties"}
 	}
+	rc.ResourceDriftStatus = w.inst.Drifted[rp.Address]
 	for _, name := range sortedKeys(schema.Properties) {
 		nv := rp.After.GetAttr(name)
 		if nv.IsNull() && !nv.IsMarked() {
@@ -45,6 +46,7 @@ func (w *walker) modifyChange(r *Resource, rp *ResourcePlan, schema provider.Sch
 	if len(changed) > 0 {
 		rc.Scope = []string{"Properties"}
 	}
+	rc.ResourceDriftStatus = w.inst.Drifted[rp.Address]
 	for _, name := range changed {
 		nv := rp.After.GetAttr(name)
 		ov := rp.Before.GetAttr(name)
@@ -57,6 +59,11 @@ func (w *walker) modifyChange(r *Resource, rp *ResourcePlan, schema provider.Sch
 		var expr hcl.Expression
 		if a := r.Properties[name]; a != nil {
 			expr = a.Expr
+		}
+		if rc.ResourceDriftStatus != "" {
+			// The value found in the world goes back to the configured one.
+			rc.Details = append(rc.Details, changeset.ResourceChangeDetail{ChangeSource: changeset.SourceDrift, Evaluation: eval, Target: target})
+			continue
 		}
 		for _, c := range w.causes(r.Addr(), expr, func(cv cty.Value) (bool, bool) { return sameProperty(cv, ov, schema.Properties[name].Type) }) {
 			rc.Details = append(rc.Details, changeset.ResourceChangeDetail{ChangeSource: c.source, CausingEntity: c.entity, Evaluation: eval, Target: target})

@@ -88,7 +88,9 @@ type StackSet struct {
 	org         *Organization
 	Preferences OperationPreferences
 	// Rollout is the rollout block (nil: the RFS sliding window alone).
-	Rollout   *Rollout
+	Rollout *Rollout
+	// Drift is the drift block (nil: drift is checked only when asked).
+	Drift     *DriftSpec
 	DeclRange hcl.Range
 	// ConfigHash identifies template + vars; it changes when either changes.
 	ConfigHash string
@@ -243,7 +245,7 @@ var stackSetSchema = &hcl.BodySchema{
 		{Name: "id"}, {Name: "description"}, {Name: "template", Required: true},
 		{Name: "permission_model"}, {Name: "call_identity"}, {Name: "vars"}, {Name: "vars_file"}, {Name: "suspend"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "deployment_targets"}, {Type: "operation_preferences"}, {Type: "instance_override"}, {Type: "rollout"}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "deployment_targets"}, {Type: "operation_preferences"}, {Type: "instance_override"}, {Type: "rollout"}, {Type: "drift"}},
 }
 
 var targetsSchema = &hcl.BodySchema{
@@ -435,9 +437,16 @@ func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provide
 	}
 
 	// Targets and preferences.
-	var targets, prefs, rollout *hcl.Block
+	var targets, prefs, rollout, drift *hcl.Block
 	for _, blk := range content.Blocks {
 		switch blk.Type {
+		case "drift":
+			if drift != nil {
+				diags = diags.Append(errorf(blk.DefRange, "Duplicate drift block", "Stack set %q may have one drift block; another is at %s.", name, drift.DefRange))
+				continue
+			}
+			drift = blk
+			diags = append(diags, ss.loadDrift(blk)...)
 		case "rollout":
 			if rollout != nil {
 				diags = diags.Append(errorf(blk.DefRange, "Duplicate rollout block", "Stack set %q may have one rollout block; another is at %s.", name, rollout.DefRange))

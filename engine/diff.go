@@ -60,7 +60,7 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 	rp.PhysicalID = rr.PhysicalID
 	policyChanged := policy(rr.DeletionPolicy) != policy(r.DeletionPolicy)
 	metaChanged := !bytes.Equal(rr.Metadata, meta)
-	if rr.Status == StatusApplied && !policyChanged && !metaChanged && len(r.Lifecycle.IgnoreChanges) == 0 && !w.inst.Reapply && unchanged(after, rr.Inputs) {
+	if rr.Status == StatusApplied && !policyChanged && !metaChanged && len(r.Lifecycle.IgnoreChanges) == 0 && !w.inst.Reapply && w.inst.Drifted[addr] == "" && unchanged(after, rr.Inputs) {
 		// Fast path: the properties encode exactly as recorded.
 		rp.Action = NoOp
 		return rp
@@ -108,7 +108,7 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 		// properties now require recreation, it is a replacement instead.
 		rp.Action = Update
 		rp.RequestID = rr.RequestID
-	case len(changed) == 0 && w.inst.Reapply:
+	case len(changed) == 0 && (w.inst.Reapply || w.inst.Drifted[addr] != ""):
 		rp.Action = Update
 	case len(changed) == 0 && (policyChanged || metaChanged):
 		rp.Action = Update

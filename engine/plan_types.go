@@ -97,6 +97,11 @@ type Instance struct {
 	// way, so the world may not match the record (a rollback of an
 	// instance whose update failed re-applies the revision it ran).
 	Reapply bool
+	// Drifted are the resources found drifted (InstanceDrift.Refresh):
+	// address → "MODIFIED" or "DELETED". They are updated even when their
+	// properties equal the refreshed record (an attribute drifted), and
+	// their changes say they correct drift.
+	Drifted map[string]string
 	// Prior, when known, is the stack set as the instance last applied it
 	// (its definitions at the instance's recorded revision): change sets
 	// compare against its variables to name what caused a change

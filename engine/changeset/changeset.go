@@ -39,6 +39,12 @@ type ResourceChange struct {
 	// stack but is kept in the world (deletion_policy = "Retain"): it is
 	// not destroyed. Not in the seed, which has no such removal.
 	DeletionPolicy string `json:"DeletionPolicy,omitempty"`
+	// ResourceDriftStatus is "MODIFIED" or "DELETED" on a change that
+	// corrects drift (stackd plan --refresh, a DriftCorrection): the
+	// resource was found so in the world, and BeforeValue is the value
+	// found. Not in the seed; CloudFormation's drift-aware change sets
+	// name it so.
+	ResourceDriftStatus string `json:"ResourceDriftStatus,omitempty"`
 }
 
 // Retained reports whether a Remove keeps the resource in the world.
@@ -85,6 +91,9 @@ const (
 	SourceResourceAttribute  = "ResourceAttribute"
 	SourceAutomatic          = "Automatic"
 	SourceSystem             = "System"
+	// SourceDrift is not in the seed: the property goes back from the
+	// value found in the world (drift) to the configured one.
+	SourceDrift = "ResourceDrift"
 )
 
 // MarshalJSON writes Name as null when the target is not a property (the

@@ -424,6 +424,7 @@ func mdResourceLine(rc ResourceChange) string {
 	if rc.Retained() {
 		return s + " — **retained**: removed from the stack, not destroyed (`deletion_policy = \"Retain\"`)"
 	}
+	s += strings.ReplaceAll(driftNote(rc), " # ", " — ")
 	if rc.Action != Modify {
 		return s
 	}

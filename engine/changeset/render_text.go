@@ -97,6 +97,7 @@ func RenderText(w io.Writer, cs *StackSetChangeSet, color bool) error {
 			case rc.Retained():
 				note = ` will be retained: removed from the stack, not destroyed (deletion_policy = "Retain")`
 			}
+			note += driftNote(rc)
 			fmt.Fprintf(&b, "      %s %s%s\n", paint(col, sym), printableLine(rc.FullAddress()), note)
 			width := 0
 			for _, pc := range rc.PropertyChanges {
@@ -244,4 +245,16 @@ func textValue(val any, indent string) string {
 	}
 	b.WriteString(indent + "EOT")
 	return b.String()
+}
+
+// driftNote says that a change corrects drift, after the resource's
+// address.
+func driftNote(rc ResourceChange) string {
+	switch rc.ResourceDriftStatus {
+	case "DELETED":
+		return " # deleted outside stackd (drift): created again"
+	case "MODIFIED":
+		return " # changed outside stackd (drift): restored"
+	}
+	return ""
 }

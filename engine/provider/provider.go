@@ -55,6 +55,10 @@ type Schema struct {
 	// Attributes (command's JSON output, custom's Data): their names are not
 	// known before apply.
 	OpenAttributes bool
+	// VolatileAttributes are attributes a Read may find otherwise without
+	// the resource having drifted (command's stdout: the read script
+	// prints what it prints).
+	VolatileAttributes []string
 }
 
 // Target identifies the stack instance a call is made for.
@@ -97,6 +101,12 @@ type Result struct {
 	Attributes map[string]cty.Value
 	// SensitiveAttributes names attributes whose values must never be shown.
 	SensitiveAttributes []string
+	// Properties, from Read only, are the configurable properties as found
+	// in the world, in the shape of the request's Properties: a property
+	// found as last applied keeps the request's value (so "644" and "0644"
+	// do not differ), one found otherwise has the value found. cty.NilVal
+	// when the provider cannot tell.
+	Properties cty.Value
 }
 
 // Provider manages resources of one type. Calls must honour ctx's deadline.
@@ -133,6 +143,17 @@ type Validator interface {
 // the same RequestID.
 type Syncer interface {
 	Sync(ctx context.Context, target Target) error
+}
+
+// DriftReader is implemented by providers whose Read tells what the world
+// holds of a resource, so that drift can be detected (DESIGN §12): Read
+// returns the properties found (Result.Properties) and the attributes
+// found, or ErrNotFound when the resource is gone. Readable says whether a
+// resource last applied with these properties can be read at all (a
+// command without a read script cannot). A provider that does not
+// implement it is never read for drift: its resources are NOT_CHECKED.
+type DriftReader interface {
+	Readable(properties cty.Value) bool
 }
 
 // Registry maps resource type names ("file", "command", "custom", ...) to providers.

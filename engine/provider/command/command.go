@@ -14,8 +14,9 @@ import (
 )
 
 var (
-	_ provider.Provider  = (*Provider)(nil)
-	_ provider.Validator = (*Provider)(nil)
+	_ provider.Provider    = (*Provider)(nil)
+	_ provider.Validator   = (*Provider)(nil)
+	_ provider.DriftReader = (*Provider)(nil)
 )
 
 // ErrDisabled is returned by every call when the provider is disabled.
@@ -72,6 +73,9 @@ func schema() provider.Schema {
 		Attributes: []string{"id", "stdout"},
 		// Keys of a JSON object printed on stdout become attributes too.
 		OpenAttributes: true,
+		// What read prints is compared with what create or update printed
+		// by its JSON keys and id, not by its whole stdout.
+		VolatileAttributes: []string{"stdout"},
 	}
 }
 
@@ -206,6 +210,13 @@ func (p *Provider) Read(ctx context.Context, req provider.Request) (provider.Res
 		return provider.Result{}, err
 	}
 	return out.result(req.PhysicalID), nil
+}
+
+// Readable: a command can be read when it has a read script
+// (provider.DriftReader).
+func (p *Provider) Readable(properties cty.Value) bool {
+	cfg, err := decode(properties)
+	return err == nil && cfg.read != ""
 }
 
 // config is the decoded properties; unset strings are "".

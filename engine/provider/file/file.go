@@ -23,6 +23,7 @@ var (
 	_ provider.AttributePlanner = (*Provider)(nil)
 	_ provider.Validator        = (*Provider)(nil)
 	_ provider.Syncer           = (*Provider)(nil)
+	_ provider.DriftReader      = (*Provider)(nil)
 )
 
 // DefaultMode is the permission of a file whose mode is not set.
@@ -185,10 +186,50 @@ func (p *Provider) Read(ctx context.Context, req provider.Request) (provider.Res
 		return provider.Result{}, fmt.Errorf("file %q: is not a regular file", name)
 	}
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	head, err := io.ReadAll(io.LimitReader(io.TeeReader(f, h), MaxReadContent+1))
+	if err == nil {
+		_, err = io.Copy(h, f)
+	}
+	if err != nil {
 		return provider.Result{}, fmt.Errorf("read file %q: %w", name, err)
 	}
-	return result(name, hex.EncodeToString(h.Sum(nil))), nil
+	sha := hex.EncodeToString(h.Sum(nil))
+	res := result(name, sha)
+	res.Properties = found(req.Properties, head, fi.Size(), sha, fi.Mode().Perm())
+	return res, nil
+}
+
+// MaxReadContent bounds the content Read returns for drift (4 MiB): a
+// larger file is compared by its hash and shown by its size and hash.
+const MaxReadContent = 4 << 20
+
+// Readable: every file can be read (provider.DriftReader).
+func (p *Provider) Readable(cty.Value) bool { return true }
+
+// found is the file's properties as Read found them, in the shape of the
+// last applied properties: content and mode keep the applied value when
+// the file still has it.
+func found(applied cty.Value, head []byte, size int64, sha string, perm fs.FileMode) cty.Value {
+	props, marks := applied.Unmark()
+	if props.IsNull() || !props.IsKnown() || !props.Type().IsObjectType() {
+		return cty.NilVal
+	}
+	m := props.AsValueMap()
+	if c, ok := knownString(props, "content"); !ok || sum([]byte(c)) != sha {
+		if int64(len(head)) > MaxReadContent {
+			m["content"] = cty.StringVal(fmt.Sprintf("(%d bytes, sha256 %s)", size, sha))
+		} else {
+			m["content"] = cty.StringVal(strings.ToValidUTF8(string(head), "\uFFFD"))
+		}
+	}
+	mode := DefaultMode
+	if s, ok := knownString(props, "mode"); ok {
+		mode = s
+	}
+	if want, err := parseMode(mode); err != nil || want != perm {
+		m["mode"] = cty.StringVal(fmt.Sprintf("%04o", uint32(perm)))
+	}
+	return cty.ObjectVal(m).WithMarks(marks)
 }
 
 // Delete removes the file (a missing file is success) and a temporary file

@@ -100,6 +100,11 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Read: %v", err)
 	}
+	// What Read found of the properties: as applied.
+	if !read.Properties.RawEquals(props("web/app.conf", "image=nginx\n")) {
+		t.Errorf("Read found properties %#v, want them as applied", read.Properties)
+	}
+	read.Properties = cty.NilVal
 	if diff := cmp.Diff(got, read, ctyCmp); diff != "" {
 		t.Errorf("Read after Create (-want +got):\n%s", diff)
 	}
