@@ -176,7 +176,7 @@ func (c *checker) checkOperationKey(txn *badger.Txn, key, val []byte) {
 		return
 	}
 	op, err := getRecord[Operation](txn, operationKey(p[0], string(val)))
-	if err == nil && op.Revision != p[1] {
+	if err == nil && op.Revision != p[1] && op.Claim != p[1] {
 		c.add(key, "points at operation %s of revision %q", val, op.Revision)
 	}
 }

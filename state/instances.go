@@ -320,3 +320,48 @@ func (s *Store) WriteResources(ssID, region, account string, writes []ResourceWr
 	}
 	return nil
 }
+
+// InstanceDrift is a drift check's result for one instance (SetDrift).
+type InstanceDrift struct {
+	Region, Account string
+	Drift           *Drift
+}
+
+// SetDrift records drift checks of instances of stack set ssID, each in
+// its instance record, read and written in one transaction per batch (an
+// operation writing the same record meanwhile makes the batch retry, never
+// lost). Instances that no longer exist are skipped.
+//
+// Errors: ErrInvalidKey, ErrClosed.
+func (s *Store) SetDrift(ssID string, drifts []InstanceDrift) error {
+	for _, d := range drifts {
+		if err := checkInstanceKey(ssID, d.Region, d.Account); err != nil {
+			return err
+		}
+	}
+	const batch = 256 // instances per transaction: well below Badger's limits
+	for start := 0; start < len(drifts); start += batch {
+		part := drifts[start:min(start+batch, len(drifts))]
+		err := s.update(func(txn *badger.Txn) error {
+			for _, d := range part {
+				key := instanceKey(ssID, d.Region, d.Account)
+				in, err := getRecord[Instance](txn, key)
+				if errors.Is(err, ErrNotFound) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				in.Drift = d.Drift
+				if err := putRecord(txn, key, in); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("record drift of stack set %s: %w", ssID, err)
+		}
+	}
+	return nil
+}

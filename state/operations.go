@@ -195,7 +195,7 @@ func (s *Store) OperationForRevision(ssID, revision string) (Operation, error) {
 }
 
 // ClaimOperation is create-or-verify for the operation of (op.StackSetID,
-// op.Revision): if one is registered, it returns (existing, false, nil);
+// op.Revision, or op.Claim when set): if one is registered, it returns (existing, false, nil);
 // otherwise it stores op, its id index and the revision key in one
 // transaction and returns (op, true, nil). Of concurrent callers for one
 // revision exactly one gets true.
@@ -210,13 +210,17 @@ func (s *Store) ClaimOperation(op Operation) (Operation, bool, error) {
 	if err := checkLast("revision", op.Revision); err != nil {
 		return Operation{}, false, err
 	}
+	claim := op.Revision
+	if op.Claim != "" {
+		claim = op.Claim
+	}
 	var (
 		got     Operation
 		created bool
 	)
 	err := s.update(func(txn *badger.Txn) error {
 		got, created = Operation{}, false
-		revKey := operationRevisionKey(op.StackSetID, op.Revision)
+		revKey := operationRevisionKey(op.StackSetID, claim)
 		opID, err := getRaw(txn, revKey)
 		if err == nil {
 			got, err = getRecord[Operation](txn, operationKey(op.StackSetID, string(opID)))

@@ -59,10 +59,13 @@ const (
 	KindDeployStackSet       OperationKind = "DeployStackSet"       // template or variable changes
 	KindDeleteStackInstances OperationKind = "DeleteStackInstances" // removed targets
 	KindDeleteStackSet       OperationKind = "DeleteStackSet"       // a stack set removed from Git
+	// KindDriftCorrection re-applies instances found drifted (a drift
+	// block with mode = "correct"; not an RFS call).
+	KindDriftCorrection OperationKind = "DriftCorrection"
 )
 
-// Kinds are every operation kind, in the seed's order.
-var Kinds = []OperationKind{KindCreateStackInstances, KindUpdateStackInstances, KindDeployStackSet, KindDeleteStackInstances, KindDeleteStackSet}
+// Kinds are every operation kind, in the seed's order, then stackd's own.
+var Kinds = []OperationKind{KindCreateStackInstances, KindUpdateStackInstances, KindDeployStackSet, KindDeleteStackInstances, KindDeleteStackSet, KindDriftCorrection}
 
 // OperationStatus is an operation's status.
 type OperationStatus string
@@ -135,6 +138,21 @@ type Instance struct {
 	// CANCEL_COMPLETE by a stopped rollout still runs Revision.
 	OutOfService string    `json:"out_of_service,omitempty"`
 	Updated      time.Time `json:"updated"`
+	// Drift is the last drift check of the instance (nil: never checked
+	// since its last apply).
+	Drift *Drift `json:"drift,omitempty"`
+}
+
+// Drift is the result of a drift check of one instance (DESIGN §12).
+type Drift struct {
+	// Status is IN_SYNC, DRIFTED, NOT_CHECKED or UNKNOWN.
+	Status  string    `json:"status"`
+	Checked time.Time `json:"checked"`
+	// Drifted counts the resources found drifted.
+	Drifted int `json:"drifted,omitempty"`
+	// Resources are the per-resource results (JSON list, sensitive values
+	// already masked).
+	Resources json.RawMessage `json:"resources,omitempty"`
 }
 
 // InService reports whether the instance serves: it runs a good revision
@@ -276,6 +294,10 @@ type Operation struct {
 	Instances int `json:"instances,omitempty"`
 	// Rollout is set for operations of a stack set with a rollout block.
 	Rollout *RolloutProgress `json:"rollout,omitempty"`
+	// Claim, when set, is the key ClaimOperation registers the operation
+	// by instead of its revision: a DriftCorrection runs at a revision that
+	// already has its operation.
+	Claim string `json:"claim,omitempty"`
 }
 
 // Event is one entry of an operation's event log.
