@@ -1,0 +1,366 @@
+package tfplugin
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/zclconf/go-cty/cty"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/stackd/stackd/internal/clock"
+)
+
+// DefaultMaxProcesses caps a Pool's provider processes when
+// PoolOptions.MaxProcesses is zero: 16. Big providers take 200–400 MB of
+// memory each (AWS, Azure), so 16 stay within a few GB, while one process
+// per (provider, configuration) still serves any number of targets that
+// share a configuration.
+const DefaultMaxProcesses = 16
+
+// DefaultIdleTimeout is how long an unused process is kept when
+// PoolOptions.IdleTimeout is zero: 5 minutes, more than the pause between
+// two reconcile passes of a fleet, so a steady fleet does not restart its
+// providers, and short enough to give the memory back when a stack set is
+// gone.
+const DefaultIdleTimeout = 5 * time.Minute
+
+// ErrPoolClosed is wrapped by Acquire after Close.
+var ErrPoolClosed = errors.New("provider pool closed")
+
+// PoolOptions configures a Pool.
+type PoolOptions struct {
+	// MaxProcesses caps the live processes; Acquire evicts the least
+	// recently used idle one to make room, or waits for one to become idle.
+	// Default DefaultMaxProcesses.
+	MaxProcesses int
+	// IdleTimeout: a process unused that long is ended. It is checked every
+	// IdleTimeout/2, so an idle process lives at most 1.5×IdleTimeout.
+	// Default DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// Clock drives idle eviction; default clock.Real.
+	Clock clock.Clock
+}
+
+// Validate checks o and fills in defaults.
+func (o *PoolOptions) Validate() error {
+	if o.MaxProcesses < 0 || o.IdleTimeout < 0 {
+		return fmt.Errorf("pool options: MaxProcesses (%d) and IdleTimeout (%s) must not be negative; 0 means the default",
+			o.MaxProcesses, o.IdleTimeout)
+	}
+	if o.MaxProcesses == 0 {
+		o.MaxProcesses = DefaultMaxProcesses
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real
+	}
+	return nil
+}
+
+// PoolKey identifies a pooled process: an executable and the hash of the
+// provider configuration it was configured with.
+type PoolKey struct {
+	Path       string
+	ConfigHash string
+}
+
+// ConfigHash is the hex SHA-256 of a provider configuration (marks
+// dropped, type included), the second half of a PoolKey. A configuration
+// with unknown values cannot be hashed: a provider is only configured
+// with known values.
+func ConfigHash(cfg cty.Value) (string, error) {
+	cfg, _ = cfg.UnmarkDeep()
+	if !cfg.IsWhollyKnown() {
+		return "", errors.New("provider configuration has unknown values; it can be hashed only once they are known")
+	}
+	b, err := ctyjson.Marshal(cfg, cty.DynamicPseudoType)
+	if err != nil {
+		return "", fmt.Errorf("hash provider configuration: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// Pool shares configured provider processes between callers: one process
+// per PoolKey, started and configured on first use, called concurrently by
+// every holder of a Lease, ended when idle for IdleTimeout, capped at
+// MaxProcesses, and replaced on the next Acquire after it exited.
+type Pool struct {
+	opts PoolOptions
+
+	mu      sync.Mutex
+	entries map[PoolKey]*poolEntry
+	changed chan struct{} // closed and replaced when a lease is released or an entry leaves
+	closed  bool
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+type poolEntry struct {
+	key      PoolKey
+	ready    chan struct{} // closed once client or err is set
+	client   Client
+	err      error
+	refs     int
+	lastUsed time.Time
+}
+
+// NewPool returns a Pool; Close it to end its processes.
+func NewPool(opts PoolOptions) (*Pool, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Pool{
+		opts:    opts,
+		entries: map[PoolKey]*poolEntry{},
+		changed: make(chan struct{}),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	go p.janitor()
+	return p, nil
+}
+
+// Lease is a pooled Client in use. Its Close is a no-op: Release it when
+// done; the Pool ends processes.
+type Lease struct {
+	Client
+	p    *Pool
+	e    *poolEntry
+	once sync.Once
+}
+
+// Close does nothing: the process belongs to the Pool. Use Release.
+func (l *Lease) Close() error { return nil }
+
+// Release gives the process back to the Pool. Safe to call more than once.
+func (l *Lease) Release() {
+	l.once.Do(func() {
+		l.p.mu.Lock()
+		defer l.p.mu.Unlock()
+		l.e.refs--
+		l.e.lastUsed = l.p.opts.Clock.Now()
+		l.p.signalLocked()
+	})
+}
+
+// Key is the PoolKey of the lease's process.
+func (l *Lease) Key() PoolKey { return l.e.key }
+
+func (p *Pool) signalLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// Acquire returns a lease on the process for (opts.Path, cfg), starting
+// and configuring one if there is none or the last one exited. Callers
+// with the same key share the process and its start: if the first
+// caller's ctx ends during the start, the others get that error too.
+func (p *Pool) Acquire(ctx context.Context, opts Options, cfg cty.Value) (*Lease, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	hash, err := ConfigHash(cfg)
+	if err != nil {
+		return nil, err
+	}
+	key := PoolKey{Path: opts.Path, ConfigHash: hash}
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, ErrPoolClosed
+		}
+		e := p.entries[key]
+		if e != nil && e.isDead() {
+			p.removeLocked(e)
+			go closeClient(e)
+			e = nil
+		}
+		if e != nil {
+			e.refs++
+			p.mu.Unlock()
+			return p.await(ctx, e)
+		}
+		if len(p.entries) >= p.opts.MaxProcesses {
+			if victim := p.idlestLocked(); victim != nil {
+				p.removeLocked(victim)
+				p.mu.Unlock()
+				closeClient(victim)
+				continue
+			}
+			changed := p.changed
+			p.mu.Unlock()
+			select {
+			case <-changed:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("acquire provider %s: all %d processes busy: %w", opts.Name, p.opts.MaxProcesses, ctx.Err())
+			}
+		}
+		e = &poolEntry{key: key, ready: make(chan struct{}), refs: 1}
+		p.entries[key] = e
+		p.mu.Unlock()
+
+		c, err := startConfigured(ctx, opts, cfg)
+		p.mu.Lock()
+		e.client, e.err = c, err
+		close(e.ready)
+		if err != nil {
+			e.refs--
+			p.removeLocked(e)
+		}
+		p.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		return &Lease{Client: c, p: p, e: e}, nil
+	}
+}
+
+func startConfigured(ctx context.Context, opts Options, cfg cty.Value) (Client, error) {
+	c, err := Start(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.ConfigureProvider(ctx, cfg); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// await waits for e's start; the caller holds a reference.
+func (p *Pool) await(ctx context.Context, e *poolEntry) (*Lease, error) {
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		p.unref(e)
+		return nil, ctx.Err()
+	}
+	if e.err != nil {
+		p.unref(e)
+		return nil, e.err
+	}
+	return &Lease{Client: e.client, p: p, e: e}, nil
+}
+
+func (p *Pool) unref(e *poolEntry) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e.refs--
+	p.signalLocked()
+}
+
+// isDead: started, and its process exited (or it failed to start).
+func (e *poolEntry) isDead() bool {
+	select {
+	case <-e.ready:
+	default:
+		return false
+	}
+	if e.err != nil {
+		return true
+	}
+	select {
+	case <-e.client.Exited():
+		return true
+	default:
+		return false
+	}
+}
+
+// idlestLocked returns the least recently used started entry nobody holds.
+func (p *Pool) idlestLocked() *poolEntry {
+	var best *poolEntry
+	for _, e := range p.entries {
+		if e.refs > 0 || e.client == nil {
+			continue
+		}
+		if best == nil || e.lastUsed.Before(best.lastUsed) {
+			best = e
+		}
+	}
+	return best
+}
+
+func (p *Pool) removeLocked(e *poolEntry) {
+	if p.entries[e.key] == e {
+		delete(p.entries, e.key)
+		p.signalLocked()
+	}
+}
+
+func closeClient(e *poolEntry) {
+	if e.client != nil {
+		_ = e.client.Close()
+	}
+}
+
+// Len is the number of processes the Pool holds (started or starting).
+func (p *Pool) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.entries)
+}
+
+// janitor ends idle processes every IdleTimeout/2.
+func (p *Pool) janitor() {
+	defer close(p.done)
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-p.opts.Clock.After(p.opts.IdleTimeout / 2):
+		}
+		p.evictIdle()
+	}
+}
+
+func (p *Pool) evictIdle() {
+	now := p.opts.Clock.Now()
+	var victims []*poolEntry
+	p.mu.Lock()
+	for _, e := range p.entries {
+		if e.refs == 0 && e.client != nil && now.Sub(e.lastUsed) >= p.opts.IdleTimeout {
+			victims = append(victims, e)
+		}
+	}
+	for _, e := range victims {
+		p.removeLocked(e)
+	}
+	p.mu.Unlock()
+	for _, e := range victims {
+		closeClient(e)
+	}
+}
+
+// Close ends every process (leases still held fail with ErrClosed) and the
+// eviction goroutine. Safe to call more than once.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	entries := p.entries
+	p.entries = map[PoolKey]*poolEntry{}
+	p.signalLocked()
+	p.mu.Unlock()
+	close(p.stop)
+	<-p.done
+	for _, e := range entries {
+		<-e.ready
+		closeClient(e)
+	}
+	return nil
+}

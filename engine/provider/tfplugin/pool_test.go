@@ -1,0 +1,261 @@
+package tfplugin
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zclconf/go-cty/cty"
+)
+
+// fakeClock is a clock.Clock whose time moves only when a test says so;
+// every After registers a waiter the test fires with tick.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters chan chan time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), waiters: make(chan chan time.Time, 16)}
+}
+
+func (f *fakeClock) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fakeClock) After(time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	f.waiters <- ch
+	return ch
+}
+
+// tick moves the time by d, fires the janitor's pending wait, and returns
+// once the janitor waits again: its sweep is over.
+func (f *fakeClock) tick(t *testing.T, d time.Duration) {
+	t.Helper()
+	f.mu.Lock()
+	f.now = f.now.Add(d)
+	now := f.now
+	f.mu.Unlock()
+	ctx := testCtx(t)
+	select {
+	case w := <-f.waiters:
+		w <- now
+	case <-ctx.Done():
+		t.Fatal("the pool's janitor never waited on the clock")
+	}
+	select {
+	case w := <-f.waiters:
+		f.waiters <- w // keep it for the next tick
+	case <-ctx.Done():
+		t.Fatal("the pool's janitor did not finish its sweep")
+	}
+}
+
+func newTestPool(t *testing.T, opts PoolOptions) *Pool {
+	t.Helper()
+	if buildSkip != "" {
+		t.Skip(buildSkip)
+	}
+	p, err := NewPool(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func TestPoolShares(t *testing.T) {
+	p := newTestPool(t, PoolOptions{Clock: newFakeClock()})
+	dir := t.TempDir()
+	cfgA := target{region: "eu-west-1", prefix: "a-", dir: dir}.value()
+	cfgB := target{region: "us-east-2", prefix: "b-", dir: dir}.value()
+	opts := Options{Path: providers[6]}
+
+	const n = 8
+	leases := make([]*Lease, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := p.Acquire(testCtx(t), opts, cfgA)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			leases[i] = l
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for _, l := range leases[1:] {
+		if l.PID() != leases[0].PID() {
+			t.Errorf("callers with one configuration got processes %d and %d, want one", leases[0].PID(), l.PID())
+		}
+	}
+	b, err := p.Acquire(testCtx(t), opts, cfgB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.PID() == leases[0].PID() {
+		t.Error("another configuration shares the process")
+	}
+	if got := p.Len(); got != 2 {
+		t.Errorf("Len() = %d, want 2", got)
+	}
+	// Both processes are configured for their own target.
+	for _, tc := range []struct {
+		l      *Lease
+		id, rg string
+	}{{leases[0], "a-x", "eu-west-1"}, {b, "b-x", "us-east-2"}} {
+		s, _ := tc.l.Schema(testCtx(t))
+		tcase := &thingCase{c: tc.l, typ: "p6_thing", b: s.ResourceTypes["p6_thing"].Block}
+		if _, err := tcase.apply(t, cty.NilVal, tcase.config(map[string]cty.Value{"name": cty.StringVal("x")})); err != nil {
+			t.Fatal(err)
+		}
+		if got := readObject(t, dir, tc.id)["region"]; got != tc.rg {
+			t.Errorf("object %s region = %v, want %s", tc.id, got, tc.rg)
+		}
+	}
+	for _, l := range leases {
+		l.Release()
+		l.Release() // idempotent
+	}
+	b.Release()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if processAlive(leases[0].PID()) || processAlive(b.PID()) {
+		t.Error("processes outlive Pool.Close")
+	}
+	if _, err := p.Acquire(testCtx(t), opts, cfgA); !errors.Is(err, ErrPoolClosed) {
+		t.Errorf("Acquire after Close: %v, want ErrPoolClosed", err)
+	}
+}
+
+func TestPoolIdleEviction(t *testing.T) {
+	fc := newFakeClock()
+	p := newTestPool(t, PoolOptions{Clock: fc, IdleTimeout: time.Minute})
+	cfg := target{region: "eu-west-1", dir: t.TempDir()}.value()
+	opts := Options{Path: providers[5]}
+
+	busy, err := p.Acquire(testCtx(t), opts, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.tick(t, 10*time.Minute)
+	if !processAlive(busy.PID()) || p.Len() != 1 {
+		t.Fatal("a process in use was evicted")
+	}
+	busy.Release()
+	fc.tick(t, 30*time.Second)
+	if !processAlive(busy.PID()) || p.Len() != 1 {
+		t.Fatal("a process idle for less than IdleTimeout was evicted")
+	}
+	fc.tick(t, 31*time.Second)
+	if processAlive(busy.PID()) || p.Len() != 0 {
+		t.Errorf("a process idle for 61s with IdleTimeout 1m is still there (Len %d)", p.Len())
+	}
+	again, err := p.Acquire(testCtx(t), opts, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Release()
+	if again.PID() == busy.PID() {
+		t.Error("Acquire after eviction reused the ended process")
+	}
+}
+
+func TestPoolCap(t *testing.T) {
+	p := newTestPool(t, PoolOptions{Clock: newFakeClock(), MaxProcesses: 1})
+	dir := t.TempDir()
+	opts := Options{Path: providers[6]}
+	a, err := p.Acquire(testCtx(t), opts, target{region: "eu-west-1", dir: dir}.value())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan error, 1)
+	var b *Lease
+	go func() {
+		var err error
+		b, err = p.Acquire(ctx, opts, target{region: "us-east-2", dir: dir}.value())
+		got <- err
+	}()
+	// The second configuration waits for the only process to be released.
+	cancel()
+	if err := <-got; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire beyond the cap with a cancelled context: %v, want context.Canceled", err)
+	}
+	go func() {
+		var err error
+		b, err = p.Acquire(testCtx(t), opts, target{region: "us-east-2", dir: dir}.value())
+		got <- err
+	}()
+	a.Release()
+	if err := <-got; err != nil {
+		t.Fatalf("Acquire after the release: %v", err)
+	}
+	defer b.Release()
+	if p.Len() != 1 {
+		t.Errorf("Len() = %d, want the cap 1", p.Len())
+	}
+	if processAlive(a.PID()) {
+		t.Error("the idle process was not ended to make room")
+	}
+}
+
+func TestPoolRestartsCrashed(t *testing.T) {
+	p := newTestPool(t, PoolOptions{Clock: newFakeClock()})
+	cfg := target{region: "eu-west-1", dir: t.TempDir()}.value()
+	opts := Options{Path: providers[6]}
+	l, err := p.Acquire(testCtx(t), opts, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := l.Schema(testCtx(t))
+	tc := &thingCase{c: l, typ: "p6_thing", b: s.ResourceTypes["p6_thing"].Block}
+	if _, err := tc.apply(t, cty.NilVal, tc.config(map[string]cty.Value{"name": cty.StringVal("x"), "crash": cty.True})); !errors.Is(err, ErrProviderExited) {
+		t.Fatalf("apply with crash: %v, want ErrProviderExited", err)
+	}
+	l.Release()
+	l2, err := p.Acquire(testCtx(t), opts, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Release()
+	if l2.PID() == l.PID() {
+		t.Fatal("Acquire after a crash returned the dead process")
+	}
+	tc.c = l2
+	if _, err := tc.apply(t, cty.NilVal, tc.config(map[string]cty.Value{"name": cty.StringVal("y")})); err != nil {
+		t.Errorf("apply on the restarted process: %v", err)
+	}
+}
+
+func TestConfigHash(t *testing.T) {
+	a := cty.ObjectVal(map[string]cty.Value{"region": cty.StringVal("eu-west-1"), "n": cty.NumberIntVal(1)})
+	b := cty.ObjectVal(map[string]cty.Value{"n": cty.NumberIntVal(1), "region": cty.StringVal("eu-west-1").Mark("sensitive")})
+	c := cty.ObjectVal(map[string]cty.Value{"region": cty.StringVal("eu-west-2"), "n": cty.NumberIntVal(1)})
+	ha, err := ConfigHash(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hb, _ := ConfigHash(b); hb != ha {
+		t.Error("equal configurations (one marked) hash differently")
+	}
+	if hc, _ := ConfigHash(c); hc == ha {
+		t.Error("different configurations hash the same")
+	}
+	if _, err := ConfigHash(cty.ObjectVal(map[string]cty.Value{"r": cty.UnknownVal(cty.String)})); err == nil {
+		t.Error("ConfigHash of an unknown value: no error")
+	}
+}
