@@ -239,10 +239,21 @@ func Start(ctx context.Context, opts Options) (Client, error) {
 	lw := &logWriter{log: logger, redact: opts.Redactor}
 	stderr := &lineWriter{emit: func(line string) { lw.line("stderr", line) }}
 
+	// The provider makes its socket in a directory of its own, removed on
+	// Close even when the provider crashed and could not remove the socket.
+	sockDir, err := os.MkdirTemp("", "tfplugin-")
+	if err != nil {
+		return nil, fmt.Errorf("start provider %s: %w", opts.Name, err)
+	}
 	// procCtx kills the process if the start is abandoned (ctx ends first).
-	procCtx, procCancel := context.WithCancel(context.Background())
+	procCtx, procCtxCancel := context.WithCancel(context.Background())
+	procCancel := func() {
+		procCtxCancel()
+		_ = os.RemoveAll(sockDir)
+	}
 	cmd := exec.CommandContext(procCtx, opts.Path, opts.Args...)
 	cmd.Env = append(os.Environ(), opts.Env...)
+	cmd.Env = append(cmd.Env, plugin.EnvUnixSocketDir+"="+sockDir)
 
 	gp := &grpcPlugin{}
 	pc := plugin.NewClient(&plugin.ClientConfig{

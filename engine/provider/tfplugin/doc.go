@@ -23,7 +23,13 @@
 //   - Calls on one Client may run concurrently; the schema is fetched once
 //     per Client.
 //   - Close ends the process (go-plugin's graceful shutdown, then a kill)
-//     and waits until it is reaped: no process outlives its Client.
+//     and waits until it is reaped: no process outlives its Client. Each
+//     process makes its Unix socket in a temporary directory of its own
+//     (PLUGIN_UNIX_SOCKET_DIR), removed on Close, so a crashed provider
+//     leaves no socket behind.
+//   - PlanResourceChange reports no RequiresReplace for a create (Prior
+//     null): terraform-plugin-sdk lists its ForceNew attributes even then,
+//     and Terraform ignores them too.
 //   - The provider's log lines and stderr go to the zerolog logger of
 //     Options at debug level, through Options.Redactor. Values sent or
 //     received are never logged, and errors name types and attributes,
