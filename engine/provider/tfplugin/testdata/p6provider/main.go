@@ -6,7 +6,9 @@
 //
 // Test hooks: fail = true makes create and update fail with an error
 // diagnostic on "fail"; crash = true makes the process exit with status 2
-// in the middle of create or update.
+// in the middle of create or update; sleep_ms makes create wait that long
+// (or until the call is cancelled) after writing "sleeping <name>" to
+// stderr.
 package main
 
 import (
@@ -19,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	dschema "github.com/hashicorp/terraform-plugin-framework/datasource/schema"
@@ -130,6 +133,7 @@ type thingModel struct {
 	Region   types.String   `tfsdk:"region"`
 	Fail     types.Bool     `tfsdk:"fail"`
 	Crash    types.Bool     `tfsdk:"crash"`
+	SleepMS  types.Int64    `tfsdk:"sleep_ms"`
 	Settings *settingsModel `tfsdk:"settings"`
 	Tags     []tagModel     `tfsdk:"tag"`
 }
@@ -210,12 +214,13 @@ func (r *thing) Schema(_ context.Context, _ resource.SchemaRequest, resp *resour
 			"name": rschema.StringAttribute{Required: true, Description: "Name; changing it replaces the object.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				Validators:    []validator.String{pattern{regexp.MustCompile(`^[a-z0-9-]+$`)}}},
-			"content": rschema.StringAttribute{Optional: true},
-			"mode":    rschema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("0644")},
-			"secret":  rschema.StringAttribute{Optional: true, Sensitive: true},
-			"region":  rschema.StringAttribute{Computed: true},
-			"fail":    rschema.BoolAttribute{Optional: true},
-			"crash":   rschema.BoolAttribute{Optional: true},
+			"content":  rschema.StringAttribute{Optional: true},
+			"mode":     rschema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("0644")},
+			"secret":   rschema.StringAttribute{Optional: true, Sensitive: true},
+			"region":   rschema.StringAttribute{Computed: true},
+			"fail":     rschema.BoolAttribute{Optional: true},
+			"crash":    rschema.BoolAttribute{Optional: true},
+			"sleep_ms": rschema.Int64Attribute{Optional: true},
 			"settings": rschema.SingleNestedAttribute{Optional: true, Attributes: map[string]rschema.Attribute{
 				"color": rschema.StringAttribute{Optional: true},
 				"size":  rschema.Int64Attribute{Optional: true},
@@ -267,6 +272,15 @@ func (r *thing) Create(ctx context.Context, req resource.CreateRequest, resp *re
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
 	if resp.Diagnostics.HasError() || !r.hooks(&m, &resp.Diagnostics) {
 		return
+	}
+	if ms := m.SleepMS.ValueInt64(); ms > 0 {
+		fmt.Fprintf(os.Stderr, "sleeping %s\n", m.Name.ValueString())
+		select {
+		case <-time.After(time.Duration(ms) * time.Millisecond):
+		case <-ctx.Done():
+			resp.Diagnostics.AddError("Cancelled", ctx.Err().Error())
+			return
+		}
 	}
 	m.ID = types.StringValue(r.cfg.Prefix + m.Name.ValueString())
 	m.Region = types.StringValue(r.cfg.Region)
