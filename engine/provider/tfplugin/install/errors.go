@@ -81,22 +81,27 @@ func (e *NoMatchingVersionError) Error() string {
 
 func (e *NoMatchingVersionError) Unwrap() error { return ErrNoMatchingVersion }
 
-// ChecksumError is a downloaded archive whose SHA-256 differs from what the
-// registry announced. It wraps ErrChecksumMismatch.
+// ChecksumError is a downloaded archive whose SHA-256 differs from what
+// the registry announced, or a registry whose shasum and SHA256SUMS
+// disagree. It wraps ErrChecksumMismatch.
 type ChecksumError struct {
 	Address  Address
 	Version  string
 	Filename string
-	// What was compared: "registry shasum", "SHA256SUMS".
+	// Subject is what was checked, Against what it was checked against:
+	// "the SHA-256 of the downloaded" / "the registry's shasum and
+	// SHA256SUMS", or "the registry's shasum of" / "the SHA256SUMS
+	// document".
+	Subject string
 	Against string
 	Want    string // hex SHA-256
 	Got     string // hex SHA-256
 }
 
 func (e *ChecksumError) Error() string {
-	return fmt.Sprintf("provider %s %s: archive %s has SHA-256 %s, but the %s says %s; "+
-		"the download is corrupt or was tampered with, refusing to install it",
-		e.Address, e.Version, e.Filename, e.Got, e.Against, e.Want)
+	return fmt.Sprintf("provider %s %s: %s %s is %s, but %s say %s; "+
+		"the download or the registry's metadata is corrupt or was tampered with, refusing to install it",
+		e.Address, e.Version, e.Subject, e.Filename, e.Got, e.Against, e.Want)
 }
 
 func (e *ChecksumError) Unwrap() error { return ErrChecksumMismatch }

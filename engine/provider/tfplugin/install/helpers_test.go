@@ -133,7 +133,7 @@ type testVersion struct {
 // versions, download metadata, SHA256SUMS with its detached signature and
 // the archives (whose URLs carry a secret query, as pre-signed URLs do).
 type testRegistry struct {
-	t        *testing.T
+	t        testing.TB
 	srv      *httptest.Server
 	ns, typ  string
 	versions []testVersion
@@ -146,6 +146,7 @@ type testRegistry struct {
 	sumsFor     func(version string, doc []byte) []byte             // SHA256SUMS served
 	sigFor      func(version string, sig []byte) []byte             // signature served
 	noSignature bool                                                // omit shasums_signature_url
+	noKeys      bool                                                // name no signing key
 	onDownload  func(w http.ResponseWriter, r *http.Request) bool   // true: handled
 
 	requests atomic.Int64
@@ -153,7 +154,7 @@ type testRegistry struct {
 
 const secretQuery = "X-Amz-Signature=s3cr3tv4lue"
 
-func newTestRegistry(t *testing.T, ns, typ string, versions ...testVersion) *testRegistry {
+func newTestRegistry(t testing.TB, ns, typ string, versions ...testVersion) *testRegistry {
 	t.Helper()
 	signer, pub := newKey(t, "registry")
 	r := &testRegistry{t: t, ns: ns, typ: typ, versions: versions, signer: signer, signKey: pub}
@@ -227,7 +228,7 @@ func (r *testRegistry) handleDownloadMeta(w http.ResponseWriter, req *http.Reque
 		return
 	}
 	r.mu.Lock()
-	noSig := r.noSignature
+	noSig, noKeys := r.noSignature, r.noKeys
 	r.mu.Unlock()
 	base := "/files/" + tv.Version + "/"
 	meta := map[string]any{
@@ -242,6 +243,9 @@ func (r *testRegistry) handleDownloadMeta(w http.ResponseWriter, req *http.Reque
 	}
 	if !noSig {
 		meta["shasums_signature_url"] = base + "SHA256SUMS.sig"
+	}
+	if noKeys {
+		meta["signing_keys"] = map[string]any{"gpg_public_keys": []any{}}
 	}
 	writeJSON(w, meta)
 }

@@ -502,13 +502,18 @@ func (i *Installer) fromRegistry(ctx context.Context, log zerolog.Logger, req Re
 	}
 	ring := slices.Clone(i.keys)
 	if i.TrustRegistryKeys {
-		for n, k := range meta.SigningKeys.GPGPublicKeys {
-			el, err := parseKeys([]string{k.ASCIIArmor}, fmt.Sprintf("registry signing key %d of", n+1))
-			if err != nil {
-				return Package{}, wrapf(ErrSignature, err, "provider %s %s", a, v)
-			}
-			ring = append(ring, el...)
+		var armored []string
+		for _, k := range meta.SigningKeys.GPGPublicKeys {
+			armored = append(armored, k.ASCIIArmor)
 		}
+		el, err := parseKeys(armored, "registry signing key")
+		if err != nil {
+			return Package{}, wrapf(ErrSignature, err, "provider %s %s", a, v)
+		}
+		if len(el) == 0 && len(ring) == 0 {
+			return Package{}, errorf(ErrSignature, "provider %s %s: registry signing keys are trusted, but the registry names none; refusing an unsigned package", a, v)
+		}
+		ring = append(ring, el...)
 	}
 
 	sweepStages(i.CacheDir, log)
@@ -555,7 +560,8 @@ func (i *Installer) fromRegistry(ctx context.Context, log zerolog.Logger, req Re
 		return Package{}, errorf(ErrChecksumMismatch, "provider %s %s: SHA256SUMS has no line for %s", a, v, meta.Filename)
 	}
 	if want != meta.SHASum {
-		return Package{}, &ChecksumError{Address: a, Version: v.String(), Filename: meta.Filename, Against: "SHA256SUMS document", Want: want, Got: meta.SHASum + " (the registry's shasum)"}
+		return Package{}, &ChecksumError{Address: a, Version: v.String(), Filename: meta.Filename,
+			Subject: "the registry's shasum of", Against: "the SHA256SUMS document", Want: want, Got: meta.SHASum}
 	}
 
 	log.Info().Str("version", v.String()).Str("url", redact(meta.downloadURL)).Msg("downloading provider")
@@ -565,7 +571,8 @@ func (i *Installer) fromRegistry(ctx context.Context, log zerolog.Logger, req Re
 		return Package{}, fmt.Errorf("provider %s %s: %w", a, v, err)
 	}
 	if got := fmt.Sprintf("%x", sum); got != meta.SHASum {
-		return Package{}, &ChecksumError{Address: a, Version: v.String(), Filename: meta.Filename, Against: "registry's shasum and SHA256SUMS", Want: meta.SHASum, Got: got}
+		return Package{}, &ChecksumError{Address: a, Version: v.String(), Filename: meta.Filename,
+			Subject: "the SHA-256 of the downloaded", Against: "the registry's shasum and SHA256SUMS", Want: meta.SHASum, Got: got}
 	}
 	log.Debug().Str("version", v.String()).Int64("bytes", n).Msg("provider archive verified")
 
