@@ -228,8 +228,9 @@ type Package struct {
 	// announced; nil when unknown (mirrors do not say — the handshake
 	// negotiates).
 	Protocols []int
-	// Hashes are the hashes recorded in the lock file for this version
-	// (sorted): h1: of the package and, from a registry, zh: of every
+	// Hashes are the hashes Install recorded in the lock file for this
+	// version (or would have, for a nil lock file), sorted: those already
+	// locked, h1: of the package and, from a registry, zh: of every
 	// platform's archive.
 	Hashes []string
 	Origin Origin
@@ -287,12 +288,11 @@ func (i *Installer) Install(ctx context.Context, req Requirement, locks *LockFil
 	if err != nil {
 		return Package{}, err
 	}
+	if lock != nil {
+		pkg.Hashes = append(slices.Clone(lock.Hashes), pkg.Hashes...)
+	}
+	pkg.Hashes = normalizeHashes(pkg.Hashes)
 	if locks != nil {
-		hashes := pkg.Hashes
-		if lock != nil {
-			hashes = append(slices.Clone(lock.Hashes), hashes...)
-		}
-		pkg.Hashes = normalizeHashes(hashes)
 		locks.SetProvider(ProviderLock{Address: a, Version: pkg.Version.String(), Constraints: req.Constraints.String(), Hashes: pkg.Hashes})
 	}
 	log.Info().Str("version", pkg.Version.String()).Str("origin", pkg.Origin.String()).Str("dir", pkg.Dir).Msg("provider installed")
