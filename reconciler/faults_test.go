@@ -32,6 +32,7 @@ func (m *faultMetrics) ReconcileDone(time.Duration, error)     {}
 func (m *faultMetrics) FetchDone(time.Duration, error)         {}
 func (m *faultMetrics) QueueLength(int)                        {}
 func (m *faultMetrics) PhaseTime(string, time.Duration)        {}
+func (m *faultMetrics) Drift(string, int)                      {}
 func (m *faultMetrics) GitFault(kind string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

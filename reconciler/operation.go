@@ -51,7 +51,7 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) (*state.Operation, erro
 	op, created, err := st.ClaimOperation(state.Operation{
 		ID: state.NewOperationID(), StackSetID: j.recorded.ID, StackSet: j.name,
 		Kind: j.kind, Revision: rev, Status: state.OperationRunning, Created: now, Started: now,
-		Instances: len(j.works),
+		Instances: len(j.works), Claim: j.claim,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim operation: %w", err)
@@ -521,9 +521,25 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 
 // plan re-plans an instance right before applying it (its stack set id is
 // known now), so the plan matches the recorded state it will change.
+//
+// A DriftCorrection reads the instance first and plans against what it
+// found (engine.InstanceDrift.Refresh): the plan restores what drifted,
+// even if the drift changed since it was detected.
 func (o *opRun) plan(ctx context.Context, t engine.Target, recorded []engine.ResourceState, out **engine.InstancePlan) error {
 	defer o.r.spent(PhasePlan, time.Now())
-	p, diags := o.r.opts.Engine.PlanContext(ctx, &engine.Instance{StackSet: o.j.desired, StackSetID: o.j.recorded.ID, Target: t}, recorded)
+	inst := &engine.Instance{StackSet: o.j.desired, StackSetID: o.j.recorded.ID, Target: t}
+	if o.op.Kind == state.KindDriftCorrection {
+		var ignore []string
+		if d := o.j.desired.Drift; d != nil {
+			ignore = d.Ignore
+		}
+		d, err := o.r.opts.Engine.CheckDrift(ctx, inst, recorded, ignore)
+		if err != nil {
+			return err
+		}
+		recorded, inst.Drifted = d.Refresh(recorded)
+	}
+	p, diags := o.r.opts.Engine.PlanContext(ctx, inst, recorded)
 	if diags.HasErrors() {
 		return engine.DiagsError(diags)
 	}
@@ -581,6 +597,9 @@ func (o *opRun) record(w *work, known *state.Instance, writes []state.ResourceWr
 			in.Revision, in.ConfigHash, in.Outputs = o.op.Revision, w.hash, outputs
 			in.Overrides = overridesOf(o.j.desired, t)
 			in.OutOfService = ""
+			// What a drift check found is stale once the instance is
+			// applied again (the next check tells).
+			in.Drift = nil
 			if o.ro != nil {
 				// A rollout's instance serves once its batch passes its gate.
 				in.OutOfService = "deployed at revision " + short(o.op.Revision) + "; waiting for its batch's gate"

@@ -64,6 +64,9 @@ type Options struct {
 	Events EventSink
 	// Metrics, if set, receives measurements (the api package's Metrics).
 	Metrics Metrics
+	// DriftConcurrency bounds the instances a drift check reads at once
+	// (default DefaultDriftConcurrency).
+	DriftConcurrency int
 	// Progress, if set, is told how far operations are (stackd apply's
 	// progress bar on a terminal).
 	Progress Progress
@@ -114,6 +117,9 @@ type Metrics interface {
 	// PhaseTime adds d to the time spent in phase (one of Phases), summed
 	// over instances applied at the same time: where the time goes.
 	PhaseTime(phase string, d time.Duration)
+	// Drift sets the number of resources the last drift check of stackSet
+	// found drifted.
+	Drift(stackSet string, drifted int)
 }
 
 // Progress is told how far the operations are: each operation's instance
@@ -174,6 +180,7 @@ func (noMetrics) FetchDone(time.Duration, error)         {}
 func (noMetrics) QueueLength(int)                        {}
 func (noMetrics) GitFault(string)                        {}
 func (noMetrics) PhaseTime(string, time.Duration)        {}
+func (noMetrics) Drift(string, int)                      {}
 
 // Validate checks the options and fills defaults.
 func (o *Options) Validate() error {
@@ -256,6 +263,11 @@ type Reconciler struct {
 	inflight chan struct{}
 	// gitTypes are the resource types declared by the last applied revision.
 	gitTypes atomic.Pointer[map[string]string]
+	// driftSpecs are the drift blocks of the revision last reconciled, by
+	// stack set name (driftLoop).
+	driftSpecs atomic.Pointer[map[string]*engine.DriftSpec]
+	// driftSpecsChanged is told when driftSpecs is replaced.
+	driftSpecsChanged chan struct{}
 	// rollouts holds the running rollouts by stack set name (*rolloutRun),
 	// for Promote and Abort.
 	rollouts sync.Map
@@ -280,6 +292,7 @@ func New(opts Options) (*Reconciler, error) {
 	return &Reconciler{
 		opts: opts, log: opts.Log, runners: map[string]*runner{}, mu: newPassLock(),
 		inflight: make(chan struct{}, opts.MaxInFlight), planSem: make(chan struct{}, 1),
+		driftSpecsChanged: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -559,6 +572,9 @@ type job struct {
 	// plans and instance hashes use it).
 	newID string
 	kind  state.OperationKind
+	// claim, when set, registers the operation instead of rev
+	// (state.Operation.Claim): a DriftCorrection's.
+	claim string
 	works []*work
 	// changeSet is filled while planning.
 	changeSet *changeset.StackSetChangeSet
@@ -632,6 +648,15 @@ func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...
 				if op.StackSet != j.name {
 					continue
 				}
+				if j.recorded != nil && op.StackSetID == j.recorded.ID && op.Kind == state.KindDriftCorrection && j.desired != nil {
+					// A drift correction interrupted: re-apply what is
+					// still drifted, in the same operation.
+					j.kind, j.claim = op.Kind, op.Claim
+					if j.works, err = r.driftWorks(j); err != nil {
+						return nil, nil, err
+					}
+					continue
+				}
 				if j.recorded != nil && op.StackSetID == j.recorded.ID {
 					// Run an operation at this revision with nothing to
 					// apply: it ends the interrupted one (the same, or
@@ -688,6 +713,17 @@ func (r *Reconciler) prepare(ctx context.Context, rev string, mode planMode, unt
 	}
 	if mode == modeApply {
 		r.gitTypes.Store(&defs.ResourceTypes)
+		specs := map[string]*engine.DriftSpec{}
+		for _, ss := range defs.StackSets {
+			if ss.Drift != nil {
+				specs[ss.Name] = ss.Drift
+			}
+		}
+		r.driftSpecs.Store(&specs)
+		select {
+		case r.driftSpecsChanged <- struct{}{}:
+		default:
+		}
 	}
 	recorded, err := r.opts.Store.ListStackSets()
 	if err != nil {

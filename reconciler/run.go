@@ -91,6 +91,11 @@ func (r *Reconciler) Run(ctx context.Context, trigger <-chan struct{}, grace tim
 	var branchWorker sync.WaitGroup
 	branchWorker.Go(func() { r.planBranchesLoop(ctx, branches) })
 	defer branchWorker.Wait()
+	// Drift is checked by a worker of its own too (drift blocks with an
+	// interval); it stops at once on a stop.
+	var driftWorker sync.WaitGroup
+	driftWorker.Go(func() { r.driftLoop(ctx) })
+	defer driftWorker.Wait()
 	retryPolicy := backoff.Policy{Min: time.Second, Max: 5 * time.Minute, Jitter: true}
 	failures := 0
 	for {

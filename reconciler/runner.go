@@ -16,6 +16,9 @@ import (
 type runner struct {
 	busy   bool
 	queued *job
+	// drift is the drift check running while no operation does (it is
+	// stopped before one starts).
+	drift *driftRun
 }
 
 // pass collects what the operations a reconcile pass dispatched did.
@@ -101,9 +104,27 @@ func (r *Reconciler) dispatch(ctx context.Context, j *job, p *pass) {
 		return
 	}
 	ru.busy = true
+	checking := stopDrift(ru)
 	r.runMu.Unlock()
+	if checking != nil {
+		<-checking // a drift check of the stack set ends at once
+	}
 	r.wg.Add(1)
 	go r.runLoop(ctx, ru, j)
+}
+
+// dispatchIfIdle dispatches j only when no operation of its stack set runs
+// or waits (a drift correction must not replace a queued deploy).
+func (r *Reconciler) dispatchIfIdle(ctx context.Context, j *job, p *pass) bool {
+	r.runMu.Lock()
+	ru := r.runners[j.name]
+	busy := ru != nil && (ru.busy || ru.queued != nil)
+	r.runMu.Unlock()
+	if busy {
+		return false
+	}
+	r.dispatch(ctx, j, p)
+	return true
 }
 
 // runLoop runs a job, then whatever was queued behind it.
@@ -158,6 +179,11 @@ func (r *Reconciler) refresh(ctx context.Context, j *job) error {
 		return err
 	default:
 		j.recorded = &rec
+	}
+	if j.kind == state.KindDriftCorrection && j.recorded != nil {
+		// Still drifted after the operation it waited for?
+		j.works, err = r.driftWorks(j)
+		return err
 	}
 	_, err = r.planJob(ctx, j, modeWorks)
 	return err

@@ -33,7 +33,27 @@ type StackSetStatus struct {
 	Revision      string               `json:"revision,omitempty"` // last revision deployed to every instance
 	Status        state.StackSetStatus `json:"status,omitempty"`
 	LastOperation *OperationStatus     `json:"last_operation,omitempty"`
-	Instances     []InstanceStatus     `json:"instances"`
+	// Drift sums up the instances' last drift checks (absent before the
+	// first).
+	Drift     *DriftSummary    `json:"drift,omitempty"`
+	Instances []InstanceStatus `json:"instances"`
+}
+
+// DriftSummary is a stack set's drift in its status document.
+type DriftSummary struct {
+	Status           engine.DriftStatus `json:"status"`
+	Checked          *time.Time         `json:"checked,omitempty"`
+	DriftedInstances int                `json:"drifted_instances"`
+	DriftedResources int                `json:"drifted_resources"`
+}
+
+// InstanceDriftStatus is an instance's last drift check in its status
+// document: per resource IN_SYNC, DRIFTED, NOT_CHECKED or UNKNOWN, with
+// the differing properties (sensitive ones <sensitive>).
+type InstanceDriftStatus struct {
+	Status    engine.DriftStatus `json:"status"`
+	Checked   time.Time          `json:"checked"`
+	Resources json.RawMessage    `json:"resources,omitempty"`
 }
 
 // OperationStatus summarises an operation in a status document.
@@ -125,6 +145,8 @@ type InstanceStatus struct {
 	// with (OverridesView), absent when none applies.
 	Overrides json.RawMessage `json:"overrides,omitempty"`
 	Outputs   json.RawMessage `json:"outputs,omitempty"`
+	// Drift is the instance's last drift check since it was last applied.
+	Drift *InstanceDriftStatus `json:"drift,omitempty"`
 }
 
 // IndexStatus is status/stackd.json: whether the latest revision validated.
@@ -171,11 +193,21 @@ func BuildStatus(st *state.Store, ss *state.StackSet) (*StackSetStatus, error) {
 	if err != nil {
 		return nil, err
 	}
+	checked := false
 	for _, in := range ins {
-		doc.Instances = append(doc.Instances, InstanceStatus{
+		is := InstanceStatus{
 			Region: in.Region, Account: in.Account, Status: in.Status, Reason: in.StatusReason,
 			Revision: in.Revision, Overrides: OverridesView(in.Overrides), Outputs: in.Outputs,
-		})
+		}
+		if d := in.Drift; d != nil {
+			is.Drift = &InstanceDriftStatus{Status: engine.DriftStatus(d.Status), Checked: d.Checked, Resources: d.Resources}
+			checked = true
+		}
+		doc.Instances = append(doc.Instances, is)
+	}
+	if checked {
+		rep := driftReport(ss.Name, ins)
+		doc.Drift = &DriftSummary{Status: rep.Status, Checked: rep.Checked, DriftedInstances: rep.DriftedInstances, DriftedResources: rep.DriftedResources}
 	}
 	return doc, nil
 }

@@ -47,6 +47,9 @@ type Event struct {
 	Failed    int `json:"failed,omitempty"`
 	// Errors counts a rejected revision's errors.
 	Errors int `json:"errors,omitempty"`
+	// DriftedResources counts the resources a drift check found drifted
+	// (Instances: the instances holding them).
+	DriftedResources int `json:"drifted_resources,omitempty"`
 }
 
 // Event types.
@@ -56,6 +59,9 @@ const (
 	TypeOperationFailed     = "operation_failed"
 	TypeOperationRolledBack = "operation_rolled_back"
 	TypeRevisionRejected    = "revision_rejected"
+	// TypeDriftDetected: a drift check found drifted resources where the
+	// previous check found none or others.
+	TypeDriftDetected = "drift_detected"
 )
 
 // Text is the one-line human form of e (Slack's message).
@@ -69,6 +75,8 @@ func (e Event) Text() string {
 		return fmt.Sprintf("stackd: revision %s rejected (%d errors): nothing applied, the last good revision stays deployed", rev, e.Errors)
 	case TypeOperationStarted:
 		return fmt.Sprintf("stackd: %s %s started at %s (%d instances)", e.StackSet, e.Kind, rev, e.Instances)
+	case TypeDriftDetected:
+		return fmt.Sprintf("stackd: %s drifted: %d resources in %d instances differ from revision %s (%s)", e.StackSet, e.DriftedResources, e.Instances, rev, e.Reason)
 	}
 	s := fmt.Sprintf("stackd: %s %s at %s %s (%d/%d succeeded, %d failed)", e.StackSet, e.Kind, rev, e.Status, e.Succeeded, e.Instances, e.Failed)
 	if e.Reason != "" {

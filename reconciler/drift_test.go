@@ -1,0 +1,247 @@
+package reconciler_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/provider"
+	"github.com/stackd/stackd/engine/provider/file"
+	"github.com/stackd/stackd/internal/clock"
+	"github.com/stackd/stackd/internal/testkit"
+	"github.com/stackd/stackd/reconciler"
+	"github.com/stackd/stackd/state"
+)
+
+const driftTemplate = `
+resource "file" "conf" {
+  path    = "app.conf"
+  content = "port=80\n"
+}
+resource "file" "motd" {
+  path    = "motd"
+  content = "hello"
+}
+`
+
+func driftDefs(mode, extra string) map[string]string {
+	return map[string]string{
+		"templates/files/main.hcl": driftTemplate,
+		"stacks.hcl": `stack_set "web" {
+  template = "./templates/files"
+  drift {
+    interval = "1h"
+    mode     = "` + mode + `"
+    ` + extra + `
+  }
+  deployment_targets {
+    regions  = ["eu", "us"]
+    accounts = ["111111111111", "222222222222"]
+  }
+}
+`,
+	}
+}
+
+func newDriftHarness(t *testing.T, clk *testkit.Clock, mode string) (*harness, string) {
+	t.Helper()
+	root := t.TempDir()
+	var clock clock.Clock
+	if clk != nil {
+		clock = clk
+	}
+	h, _, _ := newHarnessWith(t, newCtl(), clock, provider.Registry{"file": file.New(file.Options{Root: root})}, driftDefs(mode, ""))
+	res, err := h.rec.Reconcile(t.Context())
+	if err != nil || res.Failed() {
+		t.Fatalf("first deploy: %v %+v", err, res)
+	}
+	return h, root
+}
+
+func driftOf(t *testing.T, st *state.Store, region, account string) *state.Drift {
+	t.Helper()
+	ss, err := st.StackSetByName("web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := st.Instance(ss.ID, region, account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in.Drift
+}
+
+func TestDriftReportThenCorrect(t *testing.T) {
+	h, root := newDriftHarness(t, nil, "report")
+	ctx := t.Context()
+	rep, err := h.rec.CheckDrift(ctx, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Status != engine.DriftInSync || len(rep.Instances) != 4 || rep.Checked == nil {
+		t.Fatalf("fresh fleet: %+v", rep)
+	}
+
+	// Edit one instance's file, delete another's.
+	edited := filepath.Join(root, "111111111111", "eu", "app.conf")
+	deleted := filepath.Join(root, "222222222222", "us", "motd")
+	if err := os.WriteFile(edited, []byte("port=8080\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(deleted); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = h.rec.CheckDrift(ctx, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Status != engine.DriftDrifted || rep.DriftedInstances != 2 || rep.DriftedResources != 2 || rep.Correction != "" {
+		t.Fatalf("after edits (report mode): %+v", rep)
+	}
+	var resources []engine.ResourceDrift
+	if err := json.Unmarshal(driftOf(t, h.store, "eu", "111111111111").Resources, &resources); err != nil {
+		t.Fatal(err)
+	}
+	if len(resources) != 2 || resources[0].Address != "file.conf" || resources[0].Status != engine.DriftDrifted ||
+		resources[0].Differences[0].Actual != "port=8080\n" {
+		t.Errorf("recorded drift of eu/111111111111: %+v", resources)
+	}
+	// The status branch says so, per instance.
+	doc, _ := statusDoc(t, h.repo, "web")
+	n := 0
+	for _, in := range doc.Instances {
+		if in.Drift != nil && in.Drift.Status == engine.DriftDrifted {
+			n++
+		}
+	}
+	if n != 2 || doc.Drift == nil || doc.Drift.Status != engine.DriftDrifted {
+		t.Errorf("status document: drift %+v, %d drifted instances", doc.Drift, n)
+	}
+	// Report only: nothing was changed back.
+	if b, _ := os.ReadFile(edited); string(b) != "port=8080\n" {
+		t.Errorf("report mode changed the file: %q", b)
+	}
+
+	// mode = "correct": a DriftCorrection re-applies the two instances.
+	commitFiles(t, h.repo, driftDefs("correct", ""), "correct drift")
+	if res, err := h.rec.Reconcile(ctx); err != nil || len(res.Operations) != 0 {
+		t.Fatalf("changing the drift block only: %v %+v (want no operation)", err, res)
+	}
+	rep, err = h.rec.CheckDrift(ctx, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Correction == "" {
+		t.Fatalf("correct mode started no correction: %+v", rep)
+	}
+	h.rec.Wait()
+	ss, _ := h.store.StackSetByName("web")
+	op, err := h.store.Operation(ss.LastOperation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op.Kind != state.KindDriftCorrection || op.Status != state.OperationSucceeded || len(op.Results) != 2 {
+		t.Fatalf("correction operation: %+v", op)
+	}
+	if b, _ := os.ReadFile(edited); string(b) != "port=80\n" {
+		t.Errorf("edited file after correction: %q", b)
+	}
+	if b, err := os.ReadFile(deleted); err != nil || string(b) != "hello" {
+		t.Errorf("deleted file after correction: %q %v", b, err)
+	}
+	if _, subject := statusDoc(t, h.repo, "web"); !strings.Contains(subject, "DriftCorrection") {
+		t.Errorf("status commit %q does not name the DriftCorrection", subject)
+	}
+	rep, err = h.rec.CheckDrift(ctx, "web")
+	if err != nil || rep.Status != engine.DriftInSync {
+		t.Errorf("after the correction: %v %+v", err, rep)
+	}
+}
+
+// TestDriftIgnore: ignored resources are NOT_CHECKED and do not make the
+// stack set drift.
+func TestDriftIgnore(t *testing.T) {
+	root := t.TempDir()
+	h, _, _ := newHarnessWith(t, newCtl(), nil, provider.Registry{"file": file.New(file.Options{Root: root})}, driftDefs("report", `ignore = ["file.motd", "file.conf.mode"]`))
+	if res, err := h.rec.Reconcile(t.Context()); err != nil || res.Failed() {
+		t.Fatal(err, res)
+	}
+	if err := os.Remove(filepath.Join(root, "111111111111", "eu", "motd")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(root, "111111111111", "eu", "app.conf"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := h.rec.CheckDrift(t.Context(), "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Status != engine.DriftInSync {
+		t.Errorf("ignored changes made it %s: %+v", rep.Status, rep)
+	}
+}
+
+// TestDriftNeverWithAnOperation: a check while an operation of the stack
+// set runs is refused (it comes after), and the loop checks every interval
+// on its clock.
+func TestDriftNeverWithAnOperation(t *testing.T) {
+	c := newCtl()
+	root := t.TempDir()
+	files := driftDefs("report", "")
+	files["stacks.hcl"] += stackSetHCL("slow", "v1", []string{"eu"}, []string{"111111111111"}, "")
+	h, _, _ := newHarnessWith(t, c, nil, provider.Registry{"file": file.New(file.Options{Root: root})}, files)
+	if res, err := h.rec.Reconcile(t.Context()); err != nil || res.Failed() {
+		t.Fatal(err, res)
+	}
+	c.gate("slow")
+	files["stacks.hcl"] = strings.Replace(files["stacks.hcl"], `"v1"`, `"v2"`, 1)
+	commitFiles(t, h.repo, files, "v2")
+	d := runDriver(t, h)
+	defer d.stop(t)
+	d.submit()
+	c.waitFor(t, "the slow operation to call its provider", func() bool { return len(c.blockedIn("slow", "eu")) > 0 })
+	if _, err := h.rec.CheckDrift(t.Context(), "slow"); !errors.Is(err, reconciler.ErrDriftBusy) {
+		t.Errorf("check during an operation: %v, want ErrDriftBusy", err)
+	}
+	// Another stack set is not held up.
+	if _, err := h.rec.CheckDrift(t.Context(), "web"); err != nil {
+		t.Errorf("check of an idle stack set: %v", err)
+	}
+	c.openAll()
+}
+
+func TestDriftLoopChecksEveryInterval(t *testing.T) {
+	clk := testkit.NewClock(false)
+	h, root := newDriftHarness(t, clk, "report")
+	d := runDriver(t, h)
+	defer d.stop(t)
+	if err := os.Remove(filepath.Join(root, "111111111111", "us", "motd")); err != nil {
+		t.Fatal(err)
+	}
+	// Never checked: due at the first tick.
+	clk.WaitForWaiter(t, time.Minute, waitLimit)
+	clk.Advance(time.Minute)
+	eventually(t, "the first periodic check", func() (bool, string) {
+		dr := driftOf(t, h.store, "us", "111111111111")
+		return dr != nil && dr.Status == string(engine.DriftDrifted), "not checked yet"
+	})
+	first := driftOf(t, h.store, "us", "111111111111").Checked
+	// Within the hour: no new check.
+	for range 3 {
+		clk.WaitForWaiter(t, time.Minute, waitLimit)
+		clk.Advance(time.Minute)
+	}
+	clk.WaitForWaiter(t, time.Minute, waitLimit)
+	if got := driftOf(t, h.store, "us", "111111111111").Checked; !got.Equal(first) {
+		t.Errorf("checked again after 4 minutes of a 1h interval")
+	}
+	clk.Advance(time.Hour)
+	eventually(t, "the check an hour later", func() (bool, string) {
+		return !driftOf(t, h.store, "us", "111111111111").Checked.Equal(first), "not checked again"
+	})
+}
