@@ -18,7 +18,7 @@ import (
 // Planner computes the change sets of a ref without applying anything.
 // *reconciler.Reconciler satisfies it.
 type Planner interface {
-	Plan(ctx context.Context, ref string) (*reconciler.PlanResult, error)
+	PlanWith(ctx context.Context, ref string, o reconciler.PlanOptions) (*reconciler.PlanResult, error)
 }
 
 var _ Planner = (*reconciler.Reconciler)(nil)
@@ -103,6 +103,8 @@ type Options struct {
 	// Controller backs POST /v1/stack_sets/{name}/promote and /abort. Nil:
 	// 404.
 	Controller Controller
+	// Drift backs /v1/stack_sets/{name}/drift. Nil: 404.
+	Drift DriftChecker
 	// Passes backs POST /v1/reconcile?wait=true (with Trigger). Nil: the
 	// reconcile endpoint answers 404.
 	Passes Passes

@@ -132,7 +132,7 @@ func responseError(status int, body []byte) *ResponseError {
 	return e
 }
 
-// do sends a request (with the token and microversion 1.2) and returns the
+// do sends a request (with the token and microversion 1.3) and returns the
 // response when its status is want; otherwise the *ResponseError. With
 // long set, the call is bounded by ctx only (a backup, a wait for a pass),
 // not by the client's timeout.
@@ -144,7 +144,7 @@ func (c *Client) do(ctx context.Context, method, path string, want int, long boo
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	req.Header.Set(VersionHeader, "1.2")
+	req.Header.Set(VersionHeader, "1.3")
 	hc := c.http
 	if long {
 		copy := *c.http
@@ -211,9 +211,22 @@ func (c *Client) StackSet(ctx context.Context, name string) (*reconciler.StackSe
 // Plan returns what reconciling ref would do (GET /v1/changesets); an
 // empty ref plans the deploy branch.
 func (c *Client) Plan(ctx context.Context, ref string) (*reconciler.PlanResult, error) {
-	path := "/v1/changesets"
+	return c.PlanWith(ctx, ref, reconciler.PlanOptions{})
+}
+
+// PlanWith is Plan with options (refresh=true: read the deployed instances
+// first).
+func (c *Client) PlanWith(ctx context.Context, ref string, o reconciler.PlanOptions) (*reconciler.PlanResult, error) {
+	q := url.Values{}
 	if ref != "" {
-		path += "?ref=" + url.QueryEscape(ref)
+		q.Set("ref", ref)
+	}
+	if o.Refresh {
+		q.Set("refresh", "true")
+	}
+	path := "/v1/changesets"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
 	}
 	var doc changeSetsDoc
 	if err := c.getJSON(ctx, path, &doc); err != nil {

@@ -67,6 +67,8 @@
 //	     once the pass is over) and GET /v1/state/backup (an online,
 //	     consistent backup); GET /v1/changesets without ref plans the
 //	     deploy branch (a 400 before).
+//	1.3  GET and POST /v1/stack_sets/{name}/drift (the last drift check;
+//	     a check now).
 //
 // # Serving
 //

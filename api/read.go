@@ -290,13 +290,26 @@ func (s *Server) changeSets(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("The ref must be at most %d printable characters without spaces.", maxRefLen))
 		return
 	}
+	var o reconciler.PlanOptions
+	switch v := r.URL.Query().Get("refresh"); v {
+	case "", "false":
+	case "true":
+		o.Refresh = true
+	default:
+		writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("refresh is %q; it must be true or false.", v))
+		return
+	}
 	if s.opts.Planner == nil {
 		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "Planning is not available in this process.")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.PlanTimeout)
 	defer cancel()
-	res, err := s.opts.Planner.Plan(ctx, ref)
+	res, err := s.opts.Planner.PlanWith(ctx, ref, o)
+	if errors.Is(err, reconciler.ErrRefreshUntrusted) {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("Cannot refresh %s: %s.", ref, err))
+		return
+	}
 	if err != nil {
 		if se, ok := errors.AsType[StatusError](err); ok {
 			writeError(w, clampStatus(se.HTTPStatus()), se.ErrorCode(), se.Error())

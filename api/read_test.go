@@ -264,7 +264,7 @@ type fakePlanner struct {
 	block bool
 }
 
-func (p *fakePlanner) Plan(ctx context.Context, ref string) (*reconciler.PlanResult, error) {
+func (p *fakePlanner) PlanWith(ctx context.Context, ref string, _ reconciler.PlanOptions) (*reconciler.PlanResult, error) {
 	p.mu.Lock()
 	p.refs = append(p.refs, ref)
 	p.mu.Unlock()

@@ -68,6 +68,7 @@ func (s *Server) routeTable() []route {
 		{path: "/v1/stack_sets/{name}/instances", auth: authBearer, methods: get(s.listInstances)},
 		{path: "/v1/stack_sets/{name}/promote", auth: authBearer, methods: map[string]http.HandlerFunc{http.MethodPost: s.promote}},
 		{path: "/v1/stack_sets/{name}/abort", auth: authBearer, methods: map[string]http.HandlerFunc{http.MethodPost: s.abort}},
+		{path: "/v1/stack_sets/{name}/drift", auth: authBearer, methods: map[string]http.HandlerFunc{http.MethodGet: s.getDrift, http.MethodPost: s.checkDrift}},
 		{path: "/v1/operations/{id}", auth: authBearer, methods: get(s.getOperation)},
 		{path: "/v1/operations/{id}/events", auth: authBearer, methods: get(s.listEvents)},
 		{path: "/v1/changesets", auth: authBearer, methods: get(s.changeSets)},

@@ -245,3 +245,51 @@ func TestDriftLoopChecksEveryInterval(t *testing.T) {
 		return !driftOf(t, h.store, "us", "111111111111").Checked.Equal(first), "not checked again"
 	})
 }
+
+// TestPlanRefresh: a plan that reads first shows the changes that correct
+// drift, their BeforeValue the value found; without a read nothing
+// changes; another ref cannot refresh.
+func TestPlanRefresh(t *testing.T) {
+	h, root := newDriftHarness(t, nil, "report")
+	if err := os.WriteFile(filepath.Join(root, "222222222222", "eu", "app.conf"), []byte("port=9999\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plain, err := h.rec.Plan(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ic := range plain.ChangeSets[0].Instances {
+		if len(ic.Changes) > 0 {
+			t.Errorf("a plan without a read shows changes for %s/%s", ic.Region, ic.Account)
+		}
+	}
+	res, err := h.rec.PlanWith(t.Context(), "", reconciler.PlanOptions{Refresh: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, ic := range res.ChangeSets[0].Instances {
+		for _, c := range ic.Changes {
+			rc := c.ResourceChange
+			found++
+			if ic.Region != "eu" || ic.Account != "222222222222" || rc.LogicalResourceId != "file.conf" ||
+				rc.ResourceDriftStatus != "MODIFIED" || rc.PropertyChanges[0].BeforeValue != "port=9999\n" || rc.PropertyChanges[0].AfterValue != "port=80\n" {
+				t.Errorf("refreshed change of %s/%s: %+v", ic.Region, ic.Account, rc)
+			}
+		}
+	}
+	if found != 1 {
+		t.Errorf("refreshed plan has %d changes, want 1", found)
+	}
+	main := strings.TrimSpace(runGit(t, h.repo, "rev-parse", "--abbrev-ref", "HEAD"))
+	runGit(t, h.repo, "checkout", "-q", "-b", "feature")
+	commitFiles(t, h.repo, map[string]string{"notes.txt": "x"}, "feature")
+	runGit(t, h.repo, "checkout", "-q", main)
+	if _, err := h.rec.PlanWith(t.Context(), "feature", reconciler.PlanOptions{Refresh: true}); !errors.Is(err, reconciler.ErrRefreshUntrusted) {
+		t.Errorf("refresh of another ref: %v, want ErrRefreshUntrusted", err)
+	}
+	// Planning changed nothing in the world.
+	if b, _ := os.ReadFile(filepath.Join(root, "222222222222", "eu", "app.conf")); string(b) != "port=9999\n" {
+		t.Errorf("a plan changed the file: %q", b)
+	}
+}

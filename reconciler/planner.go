@@ -59,7 +59,7 @@ func (r *Reconciler) planContained(ctx context.Context, rev string, untrusted bo
 			}}}, nil
 		}
 	}()
-	return r.planRevision(ctx, rev, untrusted)
+	return r.planRevision(ctx, rev, untrusted, modePlan)
 }
 
 // planCacheSize bounds the plans kept: a few branches' heads, each a

@@ -575,6 +575,9 @@ type job struct {
 	// claim, when set, registers the operation instead of rev
 	// (state.Operation.Claim): a DriftCorrection's.
 	claim string
+	// refresh: the plan reads the deployed instances first
+	// (modePlanRefresh).
+	refresh bool
 	works []*work
 	// changeSet is filled while planning.
 	changeSet *changeset.StackSetChangeSet
@@ -603,6 +606,9 @@ type work struct {
 	// inService: the instance served (state.Instance.InService) when the
 	// operation was planned (rollout min_in_service counts it).
 	inService bool
+	// refreshOnly: planned for a change set after a read (modePlanRefresh),
+	// not part of an operation.
+	refreshOnly bool
 }
 
 // actionSkip marks an instance of a suspended account: it is recorded as
@@ -807,6 +813,10 @@ const (
 	// modePlan plans every instance for a change set only: a new stack
 	// set's id is left unknown.
 	modePlan
+	// modePlanRefresh is modePlan that reads every deployed instance first
+	// (stackd plan --refresh): the change set also shows the changes that
+	// would correct drift, their BeforeValue the value found.
+	modePlanRefresh
 	// modeWorks only decides the instances of the operation (a queued job
 	// about to start); each instance is planned right before it is applied.
 	modeWorks
@@ -821,14 +831,14 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 	plan := mode != modeWorks
 	// Change sets are kept for stackd plan only: an applying pass needs the
 	// plans, and 10,000 instances' change records are a lot of memory.
-	keep := mode == modePlan
+	keep := mode == modePlan || mode == modePlanRefresh
 	addChange := func(ic changeset.InstanceChangeSet) {
 		if keep {
 			j.changeSet.Add(ic)
 		}
 	}
 	j.works, j.kind, j.files = nil, "", nil
-	if j.recorded == nil && j.desired != nil && mode != modePlan && j.newID == "" {
+	if j.recorded == nil && j.desired != nil && !keep && j.newID == "" {
 		j.newID = uuid.NewString()
 	}
 	id := j.id()
@@ -862,6 +872,16 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 		return append(diags, d...), nil
 	}
 	dec := decideOperation(ss, j.recorded, id, existing)
+	j.refresh = mode == modePlanRefresh && ss != nil
+	if j.refresh {
+		// Every deployed instance left as it is gets planned too, after
+		// a read: drift makes it change.
+		for i, dc := range dec.instances {
+			if dc.work == nil && dc.recorded != nil && dc.recorded.Revision != "" {
+				dec.instances[i].work = &work{target: dc.target, action: changeset.InstanceUpdate, hash: dc.recorded.ConfigHash, refreshOnly: true}
+			}
+		}
+	}
 	var prior *priorStackSets
 	if keep {
 		prior = newPriorStackSets(r, j)
@@ -914,7 +934,7 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 			}
 			addChange(ic)
 		}
-		if w != nil {
+		if w != nil && !w.refreshOnly {
 			j.works = append(j.works, w)
 		}
 	}
@@ -994,7 +1014,21 @@ func (r *Reconciler) planInstances(ctx context.Context, j *job, decided []instan
 					}
 				}
 				began := time.Now()
-				p, diags := r.opts.Engine.PlanContext(ctx, &engine.Instance{StackSet: j.desired, StackSetID: id, Target: t, Untrusted: j.untrusted, Prior: priors[i]}, recorded)
+				inst := &engine.Instance{StackSet: j.desired, StackSetID: id, Target: t, Untrusted: j.untrusted, Prior: priors[i]}
+				if j.refresh && len(recorded) > 0 {
+					var ignore []string
+					if d := j.desired.Drift; d != nil {
+						ignore = d.Ignore
+					}
+					d, err := r.opts.Engine.CheckDrift(ctx, inst, recorded, ignore)
+					if err != nil {
+						out[i].err = err
+						lowerTo(&firstFailed, int64(i))
+						continue
+					}
+					recorded, inst.Drifted = d.Refresh(recorded)
+				}
+				p, diags := r.opts.Engine.PlanContext(ctx, inst, recorded)
 				r.spent(PhasePlan, began)
 				if diags.HasErrors() {
 					out[i].diags = diags

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"sync"
@@ -172,6 +173,24 @@ var commitRe = regexp.MustCompile(`^[0-9a-f]{40}$`)
 // cache (what PlanBranches or an earlier call planned). Calls plan one at
 // a time; one that waits gives up when ctx ends (the client went away).
 func (r *Reconciler) Plan(ctx context.Context, ref string) (*PlanResult, error) {
+	return r.PlanWith(ctx, ref, PlanOptions{})
+}
+
+// PlanOptions change what Plan does.
+type PlanOptions struct {
+	// Refresh reads every deployed instance before planning (stackd plan
+	// --refresh): the change sets also show the changes that would correct
+	// drift. Only the deploy branch: what a read finds is not shown to a
+	// ref anyone may push. Never cached.
+	Refresh bool
+}
+
+// ErrRefreshUntrusted is returned by PlanWith for a refresh of a ref that
+// is not the deploy branch.
+var ErrRefreshUntrusted = errors.New("a refresh plans only the deploy branch: what it reads is not shown to other refs")
+
+// PlanWith is Plan with options.
+func (r *Reconciler) PlanWith(ctx context.Context, ref string, o PlanOptions) (*PlanResult, error) {
 	defer r.reportGitFaults()
 	fctx, cancel := r.gitContext(ctx)
 	defer cancel()
@@ -190,6 +209,18 @@ func (r *Reconciler) Plan(ctx context.Context, ref string) (*PlanResult, error) 
 	}
 	deployHead, err := r.opts.Source.Head(fctx, r.opts.Branch)
 	untrusted := err != nil || rev != deployHead
+	if o.Refresh {
+		if untrusted {
+			return nil, ErrRefreshUntrusted
+		}
+		select {
+		case r.planSem <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		defer func() { <-r.planSem }()
+		return r.planRevision(ctx, rev, false, modePlanRefresh)
+	}
 	if res := r.plans.get(rev, untrusted, r.stateGen.Load()); res != nil {
 		return res, nil
 	}
@@ -203,8 +234,8 @@ func (r *Reconciler) Plan(ctx context.Context, ref string) (*PlanResult, error) 
 }
 
 // planRevision plans a commit for a change set. untrusted: see job.untrusted.
-func (r *Reconciler) planRevision(ctx context.Context, rev string, untrusted bool) (*PlanResult, error) {
-	jobs, diags, err := r.prepare(ctx, rev, modePlan, untrusted)
+func (r *Reconciler) planRevision(ctx context.Context, rev string, untrusted bool, mode planMode) (*PlanResult, error) {
+	jobs, diags, err := r.prepare(ctx, rev, mode, untrusted)
 	if err != nil {
 		return nil, err
 	}

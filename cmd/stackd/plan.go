@@ -18,6 +18,7 @@ func newPlanCommand() *cobra.Command {
 		ref      string
 		output   string
 		detailed bool
+		refresh  bool
 		daemon   daemonFlags
 	)
 	cmd := &cobra.Command{
@@ -38,7 +39,7 @@ func newPlanCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if res, err = client.Plan(cmd.Context(), ref); err != nil {
+				if res, err = client.PlanWith(cmd.Context(), ref, reconciler.PlanOptions{Refresh: refresh}); err != nil {
 					return daemonError(where, err)
 				}
 			} else {
@@ -47,7 +48,7 @@ func newPlanCommand() *cobra.Command {
 					return err
 				}
 				defer a.Close()
-				if res, err = a.rec.Plan(cmd.Context(), ref); err != nil {
+				if res, err = a.rec.PlanWith(cmd.Context(), ref, reconciler.PlanOptions{Refresh: refresh}); err != nil {
 					return err
 				}
 			}
@@ -67,6 +68,7 @@ func newPlanCommand() *cobra.Command {
 	}
 	daemon.add(cmd.Flags())
 	cmd.Flags().StringVar(&ref, "ref", "", "branch or commit to plan (default: the deploy branch)")
+	cmd.Flags().BoolVar(&refresh, "refresh", false, "read every deployed instance first: the change set also shows what would correct drift (deploy branch only)")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 0 when nothing changes, 2 when something does, 1 on error (Terraform's convention)")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or markdown (as pull requests get it)")
 	return cmd

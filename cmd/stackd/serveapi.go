@@ -14,7 +14,7 @@ import (
 // apiHandler is the HTTP API of an opened app (run, and apply --listen).
 func (a *app) apiHandler(token, webhookSecret string, kick func()) (http.Handler, error) {
 	opts := api.Options{
-		Store: a.store, Planner: a.rec, Controller: a.rec, Responses: a.broker, Signals: a.signals, Metrics: a.metrics, Log: a.log,
+		Store: a.store, Planner: a.rec, Controller: a.rec, Drift: a.rec, Responses: a.broker, Signals: a.signals, Metrics: a.metrics, Log: a.log,
 		GitTypes: a.rec.GitTypes, InUse: a.store.ResourceTypeInUse, Trigger: kick, Passes: a.rec,
 		ReconcileHealth: func() any { return a.rec.Health() },
 		Readiness: func() (bool, string) {

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/reconciler"
 	"github.com/stackd/stackd/state"
 )
@@ -135,7 +137,22 @@ func printStatus(w io.Writer, all []*reconciler.StackSetStatus, only []string, a
 				fmt.Fprintf(w, "  reason: %s\n", op.Reason)
 			}
 		}
+		if dr := d.Drift; dr != nil {
+			when := ""
+			if dr.Checked != nil {
+				when = ", checked " + dr.Checked.Local().Format(time.DateTime)
+			}
+			fmt.Fprintf(w, "  drift: %s (%d of %s drifted, %s%s)\n", dr.Status, dr.DriftedInstances,
+				plural(len(d.Instances), "instance"), plural(dr.DriftedResources, "resource"), when)
+		}
 		var lines []instanceLine
+		for _, in := range d.Instances {
+			if in.Drift != nil && in.Drift.Status == engine.DriftDrifted {
+				lines = append(lines, instanceLine{in.Region + "/" + in.Account, "DRIFTED", "stackd drift " + d.Name + " shows what differs"})
+			}
+		}
+		printInstanceLines(w, lines)
+		lines = nil
 		for _, in := range d.Instances {
 			if in.Status != state.InstanceOperationComplete {
 				lines = append(lines, instanceLine{in.Region + "/" + in.Account, string(in.Status), in.Reason})

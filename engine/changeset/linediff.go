@@ -207,3 +207,8 @@ func printableLine(s string) string {
 	}
 	return s
 }
+
+// PrintableLine makes a value safe to print on one line of a terminal:
+// control characters (newlines included) are escaped and it is cut at a
+// length a line can show.
+func PrintableLine(s string) string { return printableLine(s) }
