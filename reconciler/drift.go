@@ -400,6 +400,9 @@ func (r *Reconciler) correctDrift(ctx context.Context, rec *state.StackSet, desi
 	for _, t := range drifted {
 		j.works = append(j.works, &work{target: t, action: changeset.InstanceUpdate, hash: desired.InstanceHash(rec.ID, t)})
 	}
+	if oc := r.opsCtx.Load(); oc != nil {
+		ctx = *oc // the daemon's: the operation outlives the request
+	}
 	if !r.dispatchIfIdle(ctx, j, &pass{}) {
 		return "", errors.New("an operation of the stack set started meanwhile; the next check corrects what it leaves drifted")
 	}
@@ -496,4 +499,36 @@ func (r *Reconciler) periodicDrift() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// resumeDriftCorrections resumes each DriftCorrection a crash or stop
+// interrupted, before the head's jobs (which queue behind it): it
+// re-applies the instances still recorded DRIFTED, those it had not
+// finished. Its ids join resumedIDs.
+func (r *Reconciler) resumeDriftCorrections(ctx context.Context, unfinished []state.Operation, resumedIDs map[string]bool) *pass {
+	var p *pass
+	for _, op := range unfinished {
+		if op.Kind != state.KindDriftCorrection || op.Status != state.OperationRunning || resumedIDs[op.ID] {
+			continue
+		}
+		rec, err := r.opts.Store.StackSetByName(op.StackSet)
+		if err != nil || rec.ID != op.StackSetID {
+			continue // gone: the head's pass ends the operation
+		}
+		desired, _ := r.driftSpec(ctx, &rec)
+		if desired == nil {
+			continue // the configuration changed: the head's operation applies it
+		}
+		j := &job{name: rec.Name, rev: op.Revision, desired: desired, recorded: &rec, kind: op.Kind, claim: op.Claim}
+		if j.works, err = r.driftWorks(j); err != nil {
+			r.log.Warn().Err(err).Str("stack_set", op.StackSet).Msg("cannot resume the interrupted drift correction")
+			continue
+		}
+		r.log.Info().Str("stack_set", op.StackSet).Str("operation", op.ID).Int("instances", len(j.works)).Msg("resuming interrupted drift correction")
+		q := &pass{}
+		r.dispatch(ctx, j, q)
+		resumedIDs[op.ID] = true
+		p = p.join(q)
+	}
+	return p
 }

@@ -266,6 +266,11 @@ type Reconciler struct {
 	// driftSpecs are the drift blocks of the revision last reconciled, by
 	// stack set name (driftLoop).
 	driftSpecs atomic.Pointer[map[string]*engine.DriftSpec]
+	// opsCtx is Run's context for operations (it outlives a stop by the
+	// grace period): operations started outside a pass (a drift
+	// correction asked for through the API) run under it, not under the
+	// request's.
+	opsCtx atomic.Pointer[context.Context]
 	// driftSpecsChanged is told when driftSpecs is replaced.
 	driftSpecsChanged chan struct{}
 	// rollouts holds the running rollouts by stack set name (*rolloutRun),
@@ -413,6 +418,7 @@ func (r *Reconciler) start(ctx context.Context) (res *Result, p *pass, err error
 		return res, nil, err
 	}
 	resumed, resumedIDs := r.resumeRollouts(ctx, head, unfinished)
+	resumed = resumed.join(r.resumeDriftCorrections(ctx, unfinished, resumedIDs))
 	res, p, err = r.reconcileRevision(ctx, head)
 	p = resumed.join(p)
 	if err != nil || !res.Rejected {
@@ -578,7 +584,7 @@ type job struct {
 	// refresh: the plan reads the deployed instances first
 	// (modePlanRefresh).
 	refresh bool
-	works []*work
+	works   []*work
 	// changeSet is filled while planning.
 	changeSet *changeset.StackSetChangeSet
 	// pass is the reconcile pass that dispatched the job; queuedOp the

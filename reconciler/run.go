@@ -67,6 +67,7 @@ func (r *Reconciler) Run(ctx context.Context, trigger <-chan struct{}, grace tim
 	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	r.stop = stopSignal{done: ctx.Done()}
+	r.opsCtx.Store(&work)
 	go func() {
 		select {
 		case <-ctx.Done():
