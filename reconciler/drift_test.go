@@ -1,13 +1,17 @@
 package reconciler_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/zclconf/go-cty/cty"
 
 	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/provider"
@@ -291,5 +295,75 @@ func TestPlanRefresh(t *testing.T) {
 	// Planning changed nothing in the world.
 	if b, _ := os.ReadFile(filepath.Join(root, "222222222222", "eu", "app.conf")); string(b) != "port=9999\n" {
 		t.Errorf("a plan changed the file: %q", b)
+	}
+}
+
+// readGate is the ctl provider with a Read for drift that blocks until its
+// context ends (a slow read), recording whether an apply ever ran while a
+// read was in flight.
+type readGate struct {
+	*ctl
+	entered  chan struct{}
+	reading  atomic.Int32
+	overlaps atomic.Int32
+}
+
+func (g *readGate) Readable(cty.Value) bool { return true }
+
+func (g *readGate) Read(ctx context.Context, req provider.Request) (provider.Result, error) {
+	g.reading.Add(1)
+	defer g.reading.Add(-1)
+	select {
+	case g.entered <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return provider.Result{}, ctx.Err()
+}
+
+func (g *readGate) Update(ctx context.Context, req provider.Request) (provider.Result, error) {
+	if g.reading.Load() > 0 {
+		g.overlaps.Add(1)
+	}
+	return g.ctl.Update(ctx, req)
+}
+
+// TestOperationStopsARunningDriftCheck: a commit arriving while a drift
+// check reads its stack set is not held up by it — the check is stopped
+// (ErrDriftBusy) before the operation applies anything.
+func TestOperationStopsARunningDriftCheck(t *testing.T) {
+	c := newCtl()
+	g := &readGate{ctl: c, entered: make(chan struct{}, 1)}
+	files := map[string]string{"stacks.hcl": stackSetHCL("web", "v1", []string{"eu"}, []string{"111111111111", "222222222222"}, "")}
+	h, _, _ := newHarnessWith(t, c, nil, provider.Registry{"ctl": g}, files)
+	if res, err := h.rec.Reconcile(t.Context()); err != nil || res.Failed() {
+		t.Fatal(err, res)
+	}
+	checked := make(chan error, 1)
+	go func() {
+		_, err := h.rec.CheckDrift(context.Background(), "web")
+		checked <- err
+	}()
+	select {
+	case <-g.entered:
+	case <-time.After(waitLimit):
+		t.Fatal("the drift check never read")
+	}
+	files["stacks.hcl"] = stackSetHCL("web", "v2", []string{"eu"}, []string{"111111111111", "222222222222"}, "")
+	commitFiles(t, h.repo, files, "v2")
+	res, err := h.rec.Reconcile(t.Context())
+	if err != nil || res.Failed() || len(res.Operations) != 1 || res.Operations[0].Status != state.OperationSucceeded {
+		t.Fatalf("the operation behind a drift check: %v %+v", err, res)
+	}
+	select {
+	case err := <-checked:
+		if !errors.Is(err, reconciler.ErrDriftBusy) {
+			t.Errorf("the interrupted check returned %v, want ErrDriftBusy", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("the drift check did not end when the operation started")
+	}
+	if n := g.overlaps.Load(); n > 0 {
+		t.Errorf("%d updates ran while a drift read was in flight", n)
 	}
 }

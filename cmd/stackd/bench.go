@@ -22,11 +22,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stackd/stackd/api"
+	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/reconciler"
 )
 
 // benchScenarios are the end-to-end scenarios of `stackd bench`, in order.
-var benchScenarios = []string{"fleet-create", "fleet-update", "fleet-noop", "big-template", "push-latency", "push-latency-busy", "scale"}
+var benchScenarios = []string{"fleet-create", "fleet-update", "fleet-noop", "big-template", "push-latency", "push-latency-busy", "scale", "drift"}
 
 type benchConfig struct {
 	scenario                     string
@@ -101,7 +102,7 @@ func newBenchCommand() *cobra.Command {
 the scenarios fleet-create, fleet-update, fleet-noop, big-template, push-latency,
 push-latency-busy (the same while a pull-request branch that takes tens of
 seconds to plan is pushed before every commit; plan_seconds is one plan of that
-branch) and scale. With --scenario all (the default) each scenario runs in its own
+branch), scale and drift (a drift check of the created fleet). With --scenario all (the default) each scenario runs in its own
 process, so that peak RSS is the scenario's own.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -469,6 +470,21 @@ func runBench(ctx context.Context, c benchConfig) (*benchResult, error) {
 		}
 	case "push-latency-busy":
 		err = fl.pushLatencyBusy(ctx, 20, res)
+	case "drift":
+		// A drift check of the whole fleet: every file read and compared,
+		// the results recorded.
+		if err = fl.reconcile(ctx); err != nil {
+			return nil, err
+		}
+		var rep *reconciler.DriftReport
+		res.WallSeconds, err = timed(func() error {
+			var err error
+			rep, err = fl.app.rec.CheckDrift(ctx, "fleet")
+			return err
+		})
+		if err == nil && (rep.Status != engine.DriftInSync || len(rep.Instances) != res.Instances) {
+			err = fmt.Errorf("drift check of the fleet: %s over %d instances, want IN_SYNC over %d", rep.Status, len(rep.Instances), res.Instances)
+		}
 	default:
 		return nil, fmt.Errorf("unknown scenario %q (want all, %s)", c.scenario, strings.Join(benchScenarios, ", "))
 	}
