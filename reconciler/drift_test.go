@@ -367,3 +367,38 @@ func TestOperationStopsARunningDriftCheck(t *testing.T) {
 		t.Errorf("%d updates ran while a drift read was in flight", n)
 	}
 }
+
+// TestDriftCorrectionFollowsTheRollout: a DriftCorrection of a stack set
+// with a rollout block goes batch by batch, like any operation.
+func TestDriftCorrectionFollowsTheRollout(t *testing.T) {
+	root := t.TempDir()
+	files := driftDefs("correct", "")
+	files["stacks.hcl"] = strings.Replace(files["stacks.hcl"], "  deployment_targets {", "  rollout {\n    pattern    = \"rolling\"\n    batch_size = 1\n  }\n  deployment_targets {", 1)
+	h, _, _ := newHarnessWith(t, newCtl(), nil, provider.Registry{"file": file.New(file.Options{Root: root})}, files)
+	if res, err := h.rec.Reconcile(t.Context()); err != nil || res.Failed() {
+		t.Fatal(err, res)
+	}
+	for _, dir := range []string{"111111111111/eu", "222222222222/us", "222222222222/eu"} {
+		if err := os.Remove(filepath.Join(root, dir, "motd")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := h.rec.CheckDrift(t.Context(), "web")
+	if err != nil || rep.Correction == "" {
+		t.Fatalf("check: %v %+v", err, rep)
+	}
+	h.rec.Wait()
+	ss, _ := h.store.StackSetByName("web")
+	op, err := h.store.Operation(ss.LastOperation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op.Kind != state.KindDriftCorrection || op.Status != state.OperationSucceeded || op.Rollout == nil || len(op.Rollout.Plan) != 3 {
+		t.Fatalf("correction with a rollout: %s %s, rollout %+v", op.Kind, op.Status, op.Rollout)
+	}
+	for _, dir := range []string{"111111111111/eu", "222222222222/us", "222222222222/eu"} {
+		if _, err := os.Stat(filepath.Join(root, dir, "motd")); err != nil {
+			t.Errorf("%s/motd not restored: %v", dir, err)
+		}
+	}
+}
