@@ -257,12 +257,13 @@ func (e *Engine) waitFor(ctx context.Context, target provider.Target, m *member,
 // syncer is the provider of typ when its calls are durable only after a
 // Sync (provider.Syncer), else nil.
 func (e *Engine) syncer(typ string) provider.Syncer {
-	sy, _ := e.providers[typ].(provider.Syncer)
+	p, _ := e.lookup(typ)
+	sy, _ := p.(provider.Syncer)
 	return sy
 }
 
 func (e *Engine) provider(typ string) (provider.Provider, error) {
-	p, ok := e.providers[typ]
+	p, ok := e.lookup(typ)
 	if !ok {
 		return nil, fmt.Errorf("no provider for resource type %q", typ)
 	}
@@ -303,7 +304,7 @@ func (e *Engine) remove(ctx context.Context, target provider.Target, rr *recorde
 // deleteInWorld journals the delete as pending and has the provider
 // delete rr; it returns how long the provider call took.
 func (e *Engine) deleteInWorld(ctx context.Context, target provider.Target, rr *recordedResource, requestID string, j Journal) (time.Duration, error) {
-	p, err := e.provider(rr.Type)
+	p, err := e.recordedProvider(&rr.ResourceState)
 	if err != nil {
 		return 0, err
 	}
@@ -316,10 +317,10 @@ func (e *Engine) deleteInWorld(ctx context.Context, target provider.Target, rr *
 		return 0, fmt.Errorf("journal: %w", err)
 	}
 	began := time.Now()
-	err = p.Delete(ctx, provider.Request{
+	err = p.Delete(ctx, pluginRequest(provider.Request{
 		Target: target, LogicalID: rr.Address, RequestID: requestID,
 		PhysicalID: rr.PhysicalID, Properties: rr.inputs(),
-	})
+	}, &rr.ResourceState, cty.NilVal))
 	if errors.Is(err, provider.ErrNotFound) {
 		err = nil
 	}
@@ -356,7 +357,14 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 	rec := ResourceState{
 		Address: rp.Address, Type: rp.Type, Inputs: inputs, Sensitive: sensitive,
 		DependsOn: rp.deps, DeletionPolicy: tr.DeletionPolicy, Metadata: rp.metadata,
+		Provider: e.origin(rp.Type),
 	}
+	if rp.providerConfig != cty.NilVal {
+		if rec.ProviderConfig, err = encodeProviderConfig(rp.providerConfig); err != nil {
+			return fail(fmt.Errorf("provider configuration: %w", err))
+		}
+	}
+	pcfg := unmarked(rp.providerConfig)
 	if rr != nil {
 		// An old object an earlier create_before_destroy left: deleted
 		// once this action succeeded.
@@ -419,7 +427,7 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 			return fail(fmt.Errorf("journal: %w", err))
 		}
 		began := time.Now()
-		result, err = p.Create(ctx, provider.Request{Target: target, LogicalID: rp.Address, RequestID: reqID, Properties: clean})
+		result, err = p.Create(ctx, provider.Request{Target: target, LogicalID: rp.Address, RequestID: reqID, Properties: clean, ProviderConfig: pcfg})
 		ev.Duration += time.Since(began)
 		rec.RequestID = reqID
 	case Update:
@@ -433,7 +441,7 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 			return fail(fmt.Errorf("journal: %w", err))
 		}
 		began := time.Now()
-		result, err = p.Update(ctx, provider.Request{Target: target, LogicalID: rp.Address, RequestID: reqID, PhysicalID: rr.PhysicalID, Properties: clean, OldProperties: rr.inputs()})
+		result, err = p.Update(ctx, pluginRequest(provider.Request{Target: target, LogicalID: rp.Address, RequestID: reqID, PhysicalID: rr.PhysicalID, Properties: clean, OldProperties: rr.inputs()}, &rr.ResourceState, pcfg))
 		ev.Duration += time.Since(began)
 		rec.RequestID = reqID
 	}
@@ -466,6 +474,7 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 	}
 	rec.Sensitive = resultSensitive(p, target, rp.After, rec, rr, result)
 	rec.PhysicalID = result.PhysicalID
+	rec.Private, rec.SchemaVersion = result.Private, result.SchemaVersion
 	rec.Status = StatusApplied
 	if err := j.Save(ctx, rec); err != nil {
 		return fail(fmt.Errorf("journal: %w", err))

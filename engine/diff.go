@@ -102,6 +102,24 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 			}
 		}
 	}
+	var replaces map[string]bool
+	if cp, ok := w.lookupProvider(r.Type).(provider.ChangePlanner); ok && len(changed) > 0 {
+		// A Terraform provider says itself which changes replace.
+		var err error
+		if replaces, err = w.planChange(cp, rp, rr, after); err != nil {
+			rp.planErr = err
+		}
+		for _, name := range changed {
+			if !replaces[name] {
+				continue
+			}
+			if after.GetAttr(name).IsWhollyKnown() {
+				strongest = changeset.ReplacementTrue
+			} else if strongest != changeset.ReplacementTrue {
+				strongest = changeset.ReplacementConditional
+			}
+		}
+	}
 	switch {
 	case rr.Status == StatusPendingUpdate && strongest != changeset.ReplacementTrue:
 		// Repeat the update a crash interrupted (same RequestID); if the
@@ -133,6 +151,11 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 	}
 	rp.Change = w.modifyChange(r, rp, schema, changed)
 	rc := &rp.Change.ResourceChange
+	for i, d := range rc.Details {
+		if replaces[d.Target.Name] {
+			rc.Details[i].Target.RequiresRecreation = provider.Always.String()
+		}
+	}
 	if rr.Status == StatusPendingUpdate && len(changed) == 0 {
 		// Nothing changed in the template, but an update a crash
 		// interrupted is repeated: the seed's System change source.
@@ -210,4 +233,36 @@ func valuesEqual(a, b cty.Value) bool {
 	aj, err1 := plainJSON(a)
 	bj, err2 := plainJSON(b)
 	return err1 == nil && err2 == nil && string(aj) == string(bj)
+}
+
+// planChange asks a provider that plans its own changes which of the
+// changed properties of rp replace the resource.
+func (w *walker) planChange(cp provider.ChangePlanner, rp *ResourcePlan, rr *recordedResource, after cty.Value) (map[string]bool, error) {
+	clean, _ := after.UnmarkDeep()
+	var attrs map[string]cty.Value
+	if a := rr.attrs(); a.Type().IsObjectType() {
+		attrs = a.AsValueMap()
+	}
+	pc, err := cp.PlanChange(w.meter.ctx, provider.Request{
+		Target: w.inst.providerTarget(), LogicalID: rp.Address, PhysicalID: rr.PhysicalID,
+		Properties: clean, OldProperties: rr.inputs(), Attributes: attrs,
+		Private: rr.Private, SchemaVersion: rr.SchemaVersion, ProviderConfig: unmarked(w.providerCfg),
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(pc.RequiresReplace))
+	for _, n := range pc.RequiresReplace {
+		out[n] = true
+	}
+	return out, nil
+}
+
+// unmarked is v without marks (cty.NilVal stays).
+func unmarked(v cty.Value) cty.Value {
+	if v == cty.NilVal {
+		return v
+	}
+	u, _ := v.UnmarkDeep()
+	return u
 }

@@ -166,7 +166,7 @@ func (e *Engine) CheckDrift(ctx context.Context, inst *Instance, recorded []Reso
 // readDrift reads one applied resource and fills rd; found gets the
 // record as read when it drifted.
 func (e *Engine) readDrift(ctx context.Context, target provider.Target, rec ResourceState, ignore []string, rd *ResourceDrift, found map[string]ResourceState) {
-	p, err := e.provider(rec.Type)
+	p, err := e.recordedProvider(&rec)
 	if err != nil {
 		rd.Status, rd.Reason = DriftUnknown, err.Error()
 		return
@@ -181,7 +181,7 @@ func (e *Engine) readDrift(ctx context.Context, target provider.Target, rec Reso
 		rd.Reason = fmt.Sprintf("this %s resource cannot be read (a command needs a read script)", rec.Type)
 		return
 	}
-	req := provider.Request{Target: target, LogicalID: rec.Address, RequestID: rec.RequestID, PhysicalID: rec.PhysicalID, Properties: applied}
+	req := pluginRequest(provider.Request{Target: target, LogicalID: rec.Address, RequestID: rec.RequestID, PhysicalID: rec.PhysicalID, Properties: applied}, &rec, cty.NilVal)
 	res, err := p.Read(ctx, req)
 	switch {
 	case errors.Is(err, provider.ErrNotFound):

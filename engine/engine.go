@@ -44,6 +44,9 @@ type Engine struct {
 	providers provider.Registry
 	clock     clock.Clock     // times the pauses of update patterns
 	log       *zerolog.Logger // see SetLogger
+	// plugins are the resource types of Terraform/OpenTofu providers
+	// templates required (plugins.go).
+	plugins plugins
 }
 
 // New returns an engine using the given providers.
@@ -62,7 +65,7 @@ func (e *Engine) Load(fsys fs.FS, dir string) (defs *Definitions, diags hcl.Diag
 		}
 	}()
 	defer e.contain(&diags, "loading the definitions", nil)
-	return loadRedacted(Load(fsys, dir, e.providers))
+	return loadRedacted(loadDefinitions(fsys, dir, e.registry(), e))
 }
 
 // Plan is PlanContext without a context of the caller's: it plans under

@@ -43,6 +43,16 @@ type ResourceState struct {
 	// recorded from before the new one is created until the old one is
 	// deleted; an apply that finds one deletes it.
 	Deposed *Deposed
+	// Private and SchemaVersion are what a Terraform provider returned
+	// with the resource (provider.Result), given back with each request.
+	Private       []byte
+	SchemaVersion int64
+	// Provider names the Terraform provider of a plugin resource
+	// ("LOCAL|SOURCE|VERSION"), and ProviderConfig is the configuration it
+	// was last applied with: enough to delete the resource once its
+	// template (or stack set) is gone.
+	Provider       string
+	ProviderConfig json.RawMessage
 }
 
 // Deposed is an object superseded by its create_before_destroy
@@ -54,6 +64,8 @@ type Deposed struct {
 	Sensitive      []string
 	RequestID      string
 	DeletionPolicy string
+	Private        []byte
+	SchemaVersion  int64
 }
 
 // Action is what applying a plan does to one resource.
@@ -126,6 +138,11 @@ func (in *Instance) providerTarget() provider.Target {
 
 // ResourcePlan is the planned action for one resource instance.
 type ResourcePlan struct {
+	// providerConfig is the evaluated provider block of a plugin resource
+	// (cty.NilVal for built-ins).
+	providerConfig cty.Value
+	// planErr is why a provider could not plan the change (ChangePlanner).
+	planErr error
 	Address     string
 	Base        string // "TYPE.NAME" without instance key
 	Type        string

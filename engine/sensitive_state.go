@@ -111,7 +111,7 @@ func (w *walker) recordedAttrs(rr *recordedResource) cty.Value {
 	if attrs.Type().IsObjectType() {
 		props := markAttrs(rr.inputs(), rr.Sensitive)
 		var derived []string
-		for _, n := range derivedAttributes(w.e.providers[rr.Type], w.inst.providerTarget(), props, attrs.AsValueMap()) {
+		for _, n := range derivedAttributes(w.lookupProvider(rr.Type), w.inst.providerTarget(), props, attrs.AsValueMap()) {
 			if n != physicalIDAttr {
 				derived = append(derived, n)
 			}

@@ -29,6 +29,10 @@ type Template struct {
 	Resources map[string]*Resource // by "TYPE.NAME"
 	Outputs   map[string]*Output
 	Modules   map[string]*ModuleCall
+	// RequiredProviders are the Terraform/OpenTofu providers the template
+	// requires; Providers its provider blocks by "NAME" or "NAME.ALIAS".
+	RequiredProviders []ProviderRequirement
+	Providers         map[string]*ProviderBlock
 	// order is every node ("local.x", "TYPE.NAME", "output.x") in dependency order.
 	order []string
 	// refs lists, per node, the locals and resources its expressions reference.
@@ -113,6 +117,9 @@ type Resource struct {
 	// UpdatePattern paces changes to the members of a count/for_each
 	// resource; nil without an update_pattern block.
 	UpdatePattern *UpdatePattern
+	// Provider is the provider meta-argument of a plugin resource: the
+	// provider block it uses ("aws" or "aws.west"); "" for the default.
+	Provider string
 	DeclRange     hcl.Range
 	// deps lists the resources ("TYPE.NAME") this one depends on.
 	deps []string
@@ -131,6 +138,8 @@ var templateSchema = &hcl.BodySchema{
 		{Type: "resource", LabelNames: []string{"type", "name"}},
 		{Type: "output", LabelNames: []string{"name"}},
 		{Type: "module", LabelNames: []string{"name"}},
+		{Type: "terraform"},
+		{Type: "provider", LabelNames: []string{"name"}},
 	},
 }
 
@@ -228,6 +237,9 @@ type loader struct {
 	parser *hclparse.Parser
 	fsys   fs.FS
 	reg    provider.Registry
+	// e resolves the Terraform providers templates require (nil: none
+	// may be required).
+	e *Engine
 	cache  map[string]*Template
 	// stack is the chain of template directories being loaded (cycles).
 	stack []string
@@ -294,6 +306,8 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 	}
 	var modules []*hcl.Block
 	t.funcs = map[string]bool{}
+	contents := make([]*hcl.BodyContent, 0, len(files))
+	var tfBlocks, providerBlocks []*hcl.Block
 	for _, f := range files {
 		if body, ok := f.Body.(*hclsyntax.Body); ok {
 			hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
@@ -305,6 +319,39 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 		}
 		content, cdiags := f.Body.Content(templateSchema)
 		diags = append(diags, cdiags...)
+		contents = append(contents, content)
+		for _, b := range content.Blocks {
+			switch b.Type {
+			case "terraform":
+				tfBlocks = append(tfBlocks, b)
+			case "provider":
+				providerBlocks = append(providerBlocks, b)
+			}
+		}
+	}
+	// Required providers first: their resource types are validated below.
+	if len(tfBlocks) > 0 {
+		reqs, rdiags := requiredProviders(tfBlocks)
+		diags = append(diags, rdiags...)
+		t.RequiredProviders = reqs
+		if len(reqs) > 0 && !rdiags.HasErrors() {
+			if ld.e == nil {
+				diags = diags.Append(errorf(tfBlocks[0].DefRange, "Terraform providers are not enabled", "This template requires providers (%s), which this loader cannot install.", requirementNames(reqs)))
+			} else if r, pdiags := ld.e.resolvePlugins(reqs, tfBlocks[0].DefRange); pdiags.HasErrors() {
+				diags = append(diags, pdiags...)
+			} else {
+				ld.reg, reg = r, r
+			}
+		}
+	}
+	for _, b := range providerBlocks {
+		if ld.e == nil {
+			diags = diags.Append(errorf(b.DefRange, "Terraform providers are not enabled", "provider blocks configure Terraform providers, which this loader cannot install."))
+			continue
+		}
+		diags = append(diags, t.addProvider(ld.e, b)...)
+	}
+	for _, content := range contents {
 		for _, b := range content.Blocks {
 			switch b.Type {
 			case "variable":
@@ -312,7 +359,7 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 			case "locals":
 				diags = append(diags, t.addLocals(b)...)
 			case "resource":
-				diags = append(diags, t.addResource(b, reg)...)
+				diags = append(diags, t.addResource(b, reg, ld.e)...)
 			case "output":
 				diags = append(diags, t.addOutput(b)...)
 			case "module":
@@ -509,7 +556,7 @@ func (t *Template) addOutput(b *hcl.Block) hcl.Diagnostics {
 	return diags
 }
 
-func (t *Template) addResource(b *hcl.Block, reg provider.Registry) hcl.Diagnostics {
+func (t *Template) addResource(b *hcl.Block, reg provider.Registry, e *Engine) hcl.Diagnostics {
 	typ, name := b.Labels[0], b.Labels[1]
 	var diags hcl.Diagnostics
 	r := &Resource{Type: typ, Name: name, DeclRange: b.DefRange, DeletionPolicy: "Delete", refs: map[string][]string{}}
@@ -538,18 +585,36 @@ func (t *Template) addResource(b *hcl.Block, reg provider.Registry) hcl.Diagnost
 		}
 		bs.Attributes = append(bs.Attributes, hcl.AttributeSchema{Name: m})
 	}
+	plugin := e != nil && e.typeOwner(typ) != ""
+	if plugin {
+		bs.Attributes = append(bs.Attributes, hcl.AttributeSchema{Name: "provider"})
+	}
+	nested := map[string]provider.Property{}
 	for _, n := range sortedKeys(schema.Properties) {
+		if p := schema.Properties[n]; p.Block != nil {
+			// A nested block type of a Terraform provider's schema.
+			bs.Blocks = append(bs.Blocks, hcl.BlockHeaderSchema{Type: n})
+			nested[n] = p
+			continue
+		}
 		bs.Attributes = append(bs.Attributes, hcl.AttributeSchema{Name: n, Required: schema.Properties[n].Required})
 	}
 	content, cdiags := b.Body.Content(bs)
 	diags = append(diags, cdiags...)
-	r.Properties = map[string]*hcl.Attribute{}
+	r.Properties = properties(schema, content, nested)
 	for n, a := range content.Attributes {
 		if _, ok := schema.Properties[n]; ok {
-			r.Properties[n] = a
 			continue
 		}
 		switch n {
+		case "provider":
+			key, pdiags := providerRef(a)
+			diags = append(diags, pdiags...)
+			if name, _, _ := strings.Cut(key, "."); key != "" && name != e.typeOwner(typ) {
+				diags = diags.Append(errorf(a.Expr.Range(), "Invalid provider for resource type",
+					"%s is a resource type of provider %q; provider = %s names another provider.", typ, e.typeOwner(typ), key))
+			}
+			r.Provider = key
 		case "count":
 			r.Count = a.Expr
 		case "for_each":
@@ -581,6 +646,9 @@ func (t *Template) addResource(b *hcl.Block, reg provider.Registry) hcl.Diagnost
 		})
 	}
 	for _, lb := range content.Blocks {
+		if _, ok := nested[lb.Type]; ok {
+			continue // a property (properties above)
+		}
 		if lb.Type == "update_pattern" {
 			if r.UpdatePattern != nil {
 				diags = diags.Append(errorf(lb.DefRange, "Duplicate update_pattern block",

@@ -12,6 +12,7 @@ import (
 	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/provider"
 )
 
 // The walker: it evaluates a template node by node in dependency order,
@@ -81,6 +82,14 @@ type walker struct {
 	// meter (shared) measures the work against the limits and stops it
 	// when the plan's context ends (limits.go).
 	meter *meter
+	// rootW is the walker of the instance's template (nil for it): provider
+	// blocks live there, and their evaluated configurations (providerCfgs,
+	// root only) serve every module.
+	rootW        *walker
+	providerCfgs map[string]cty.Value
+	// providerCfg is the provider configuration of the resource being
+	// diffed (ChangePlanner).
+	providerCfg cty.Value
 
 	// Attribution (attribution.go, changes.go): prior holds this template's variables as
 	// the instance last applied them (nil when unknown), priorLocals the
@@ -273,7 +282,7 @@ func (w *walker) module(mc *ModuleCall) hcl.Diagnostics {
 		},
 		locals: map[string]cty.Value{}, resources: map[string]cty.Value{},
 		changing: map[string]bool{}, modules: map[string]cty.Value{}, outputs: map[string]cty.Value{},
-		plan: w.plan, desired: w.desired, planned: w.planned,
+		plan: w.plan, desired: w.desired, planned: w.planned, rootW: w.root(),
 		prefix:   w.prefix + "module." + mc.Name + ".",
 		modPath:  append(append([]string{}, w.modPath...), mc.Name),
 		modTypes: append(append([]string{}, w.modTypes...), mc.Source),
@@ -408,4 +417,18 @@ func withExtra(ctx *hcl.EvalContext, extra map[string]cty.Value) *hcl.EvalContex
 	child := ctx.NewChild()
 	child.Variables = extra
 	return child
+}
+
+// root is the walker of the instance's template.
+func (w *walker) root() *walker {
+	if w.rootW != nil {
+		return w.rootW
+	}
+	return w
+}
+
+// lookupProvider is the provider of a resource type (nil if none).
+func (w *walker) lookupProvider(typ string) provider.Provider {
+	p, _ := w.e.lookup(typ)
+	return p
 }

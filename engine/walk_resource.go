@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
@@ -26,8 +27,12 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 			return nil, diags.Append(d)
 		}
 	}
-	p := w.e.providers[r.Type]
+	p, _ := w.e.lookup(r.Type)
 	schema := p.Schema()
+	pcfg, pdiags := w.providerConfig(r)
+	if pdiags.HasErrors() {
+		return nil, append(diags, pdiags...)
+	}
 	base := w.ctx(r.Addr())
 	names := sortedKeys(schema.Properties)
 	members := make([]*member, 0, len(exps))
@@ -42,6 +47,10 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 			a := r.Properties[name]
 			if a == nil {
 				props[name] = cty.NullVal(ps.Type)
+				if ps.Block != nil {
+					// No block of the type: what its spec makes of none.
+					props[name], _ = hcldec.Decode(&blockList{}, ps.Block, ctx)
+				}
 				continue
 			}
 			v, d := a.Expr.Value(ctx)
@@ -97,7 +106,12 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 			meta, _ = EncodeValue(mv)
 		}
 		w.extra = ex.extra
+		w.providerCfg = pcfg
 		rp := w.diff(r, w.prefix+ex.addr, schema, obj, meta)
+		rp.providerConfig = pcfg
+		if rp.planErr != nil {
+			return nil, diags.Append(errorf(r.DeclRange, "Provider cannot plan the change", "%s: %s.", ex.addr, strings.TrimSuffix(rp.planErr.Error(), ".")))
+		}
 		if rr := w.plan.recorded[rp.Address]; rr != nil && rr.Deposed != nil {
 			rp.DeposedCleanup = true
 		}

@@ -49,11 +49,12 @@ func resourceRecord(r engine.ResourceState, now time.Time) state.Resource {
 		Inputs: r.Inputs, Attributes: r.Attributes, Sensitive: r.Sensitive,
 		DependsOn: r.DependsOn, Status: r.Status, RequestID: r.RequestID,
 		DeletionPolicy: r.DeletionPolicy, Metadata: r.Metadata, Updated: now,
+		Private: r.Private, SchemaVersion: r.SchemaVersion, Provider: r.Provider, ProviderConfig: r.ProviderConfig,
 	}
 	if d := r.Deposed; d != nil {
 		rec.Deposed = &state.DeposedResource{
 			PhysicalID: d.PhysicalID, Inputs: d.Inputs, Attributes: d.Attributes, Sensitive: d.Sensitive,
-			RequestID: d.RequestID, DeletionPolicy: d.DeletionPolicy,
+			RequestID: d.RequestID, DeletionPolicy: d.DeletionPolicy, Private: d.Private, SchemaVersion: d.SchemaVersion,
 		}
 	}
 	return rec
@@ -65,11 +66,12 @@ func resourceState(rec state.Resource) engine.ResourceState {
 		Inputs: rec.Inputs, Attributes: rec.Attributes, Sensitive: rec.Sensitive,
 		DependsOn: rec.DependsOn, Status: rec.Status, RequestID: rec.RequestID,
 		DeletionPolicy: rec.DeletionPolicy, Metadata: rec.Metadata,
+		Private: rec.Private, SchemaVersion: rec.SchemaVersion, Provider: rec.Provider, ProviderConfig: rec.ProviderConfig,
 	}
 	if d := rec.Deposed; d != nil {
 		r.Deposed = &engine.Deposed{
 			PhysicalID: d.PhysicalID, Inputs: d.Inputs, Attributes: d.Attributes, Sensitive: d.Sensitive,
-			RequestID: d.RequestID, DeletionPolicy: d.DeletionPolicy,
+			RequestID: d.RequestID, DeletionPolicy: d.DeletionPolicy, Private: d.Private, SchemaVersion: d.SchemaVersion,
 		}
 	}
 	return r

@@ -25,12 +25,16 @@ func fill(t *testing.T, v reflect.Value, path string) {
 		}
 	case reflect.String:
 		v.SetString(path)
+	case reflect.Int64:
+		v.SetInt(int64(len(path)))
 	case reflect.Slice:
 		switch v.Type() {
 		case reflect.TypeFor[json.RawMessage]():
 			v.Set(reflect.ValueOf(json.RawMessage(`"` + path + `"`)))
 		case reflect.TypeFor[[]string]():
 			v.Set(reflect.ValueOf([]string{path}))
+		case reflect.TypeFor[[]byte]():
+			v.Set(reflect.ValueOf([]byte(path)))
 		default:
 			t.Fatalf("%s: no filler for %s", path, v.Type())
 		}

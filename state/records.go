@@ -187,7 +187,15 @@ type Resource struct {
 	// Deposed is the object a create_before_destroy replacement superseded,
 	// recorded until it is deleted.
 	Deposed *DeposedResource `json:"deposed,omitempty"`
-	Updated time.Time        `json:"updated"`
+	// Private and SchemaVersion are a Terraform provider's private state
+	// bytes and state schema version for the resource.
+	Private       []byte `json:"private,omitempty"`
+	SchemaVersion int64  `json:"schema_version,omitempty"`
+	// Provider names a plugin resource's Terraform provider, and
+	// ProviderConfig is the configuration it was last applied with.
+	Provider       string          `json:"provider,omitempty"`
+	ProviderConfig json.RawMessage `json:"provider_config,omitempty"`
+	Updated        time.Time       `json:"updated"`
 }
 
 // DeposedResource is the old object of a create_before_destroy replacement.
@@ -198,6 +206,8 @@ type DeposedResource struct {
 	Sensitive      []string        `json:"sensitive,omitempty"`
 	RequestID      string          `json:"request_id,omitempty"`
 	DeletionPolicy string          `json:"deletion_policy,omitempty"`
+	Private        []byte          `json:"private,omitempty"`
+	SchemaVersion  int64           `json:"schema_version,omitempty"`
 }
 
 // InstanceResult is the outcome of one instance in an operation.

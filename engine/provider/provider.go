@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
 )
 
@@ -43,6 +44,11 @@ type Property struct {
 	Recreation Recreation
 	// Sensitive values are never printed (change sets, logs, status).
 	Sensitive bool
+	// Block, for a nested block type of a Terraform provider's schema, is
+	// the decoder of its blocks: the property's value is the blocks of
+	// that type in the resource's body, decoded with it (Type is its
+	// implied type). Nil for an attribute.
+	Block hcldec.Spec
 }
 
 // Schema is what a provider declares about its resource type.
@@ -91,6 +97,19 @@ type Request struct {
 	Properties cty.Value
 	// OldProperties is set for Update: the last applied properties.
 	OldProperties cty.Value
+	// Attributes are the attributes recorded with the resource (Update,
+	// Delete, Read): with the properties, the whole prior state, which
+	// Terraform providers need.
+	Attributes map[string]cty.Value
+	// Private and SchemaVersion are what the provider returned with the
+	// resource's last result (Terraform providers' private state and
+	// state schema version).
+	Private       []byte
+	SchemaVersion int64
+	// ProviderConfig is the evaluated provider block the resource uses
+	// (Terraform providers: configured per target); cty.NilVal for the
+	// built-in providers.
+	ProviderConfig cty.Value
 }
 
 // Result is what Create, Read and Update return.
@@ -101,6 +120,10 @@ type Result struct {
 	Attributes map[string]cty.Value
 	// SensitiveAttributes names attributes whose values must never be shown.
 	SensitiveAttributes []string
+	// Private and SchemaVersion are recorded with the resource and given
+	// back in the next Request (Terraform providers).
+	Private       []byte
+	SchemaVersion int64
 	// Properties, from Read only, are the configurable properties as found
 	// in the world, in the shape of the request's Properties: a property
 	// found as last applied keeps the request's value (so "644" and "0644"
@@ -154,6 +177,25 @@ type Syncer interface {
 // implement it is never read for drift: its resources are NOT_CHECKED.
 type DriftReader interface {
 	Readable(properties cty.Value) bool
+}
+
+// ChangePlanner is implemented by providers that plan a change
+// themselves (Terraform providers' PlanResourceChange): the engine asks
+// them when a resource's properties changed, to learn which changes
+// replace it and what its attributes will be.
+type ChangePlanner interface {
+	PlanChange(ctx context.Context, req Request) (PlannedChange, error)
+}
+
+// PlannedChange is a provider's plan of an update of Request.OldProperties
+// (and Attributes) to Request.Properties.
+type PlannedChange struct {
+	// Attributes are the attributes as planned; unknown where only the
+	// apply tells.
+	Attributes map[string]cty.Value
+	// RequiresReplace names the properties whose change makes the
+	// provider replace the resource.
+	RequiresReplace []string
 }
 
 // Registry maps resource type names ("file", "command", "custom", ...) to providers.
