@@ -198,26 +198,6 @@ func fill(b *Block, attrs map[string]cty.Value) cty.Value {
 	return cty.ObjectVal(vals)
 }
 
-// proposedNew is a top-level version of Terraform's proposed new state:
-// the configuration, with computed attributes it leaves null taken from
-// the prior state.
-func proposedNew(b *Block, prior, config cty.Value) cty.Value {
-	if prior.IsNull() {
-		prior = cty.NullVal(config.Type())
-	}
-	vals := config.AsValueMap()
-	for name, a := range b.Attributes {
-		if a.Computed && vals[name].IsNull() {
-			if prior.IsNull() {
-				vals[name] = cty.NullVal(vals[name].Type())
-			} else {
-				vals[name] = prior.GetAttr(name)
-			}
-		}
-	}
-	return cty.ObjectVal(vals)
-}
-
 // processAlive reports whether pid is a live process (not a zombie).
 func processAlive(pid int) bool {
 	if err := syscall.Kill(pid, 0); err != nil {

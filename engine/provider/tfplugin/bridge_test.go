@@ -1,0 +1,271 @@
+package tfplugin
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+
+	"github.com/rs/zerolog"
+
+	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/provider"
+	"github.com/stackd/stackd/engine/provider/file"
+	"github.com/stackd/stackd/engine/provider/tfplugin/install"
+)
+
+// pluginDir lays the test provider of proto out in a plugin directory as
+// `terraform providers mirror` writes it, at version 1.0.0.
+func pluginDir(t *testing.T, proto int) string {
+	t.Helper()
+	if buildSkip != "" {
+		t.Skip(buildSkip)
+	}
+	dir := t.TempDir()
+	typ := prefixOf[proto]
+	pkg := filepath.Join(dir, "registry.example.com", "stackd", typ, "1.0.0", runtime.GOOS+"_"+runtime.GOARCH)
+	if err := os.MkdirAll(pkg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(providers[proto])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pkg, "terraform-provider-"+typ+"_v1.0.0"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// memJournal records what an apply journals.
+type memJournal struct {
+	mu   sync.Mutex
+	recs map[string]engine.ResourceState
+}
+
+func (j *memJournal) Save(_ context.Context, r engine.ResourceState) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.recs[r.Address] = r
+	return nil
+}
+
+func (j *memJournal) Remove(_ context.Context, addr string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.recs, addr)
+	return nil
+}
+
+func (j *memJournal) list() []engine.ResourceState {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []engine.ResourceState
+	for _, r := range j.recs {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Address < out[b].Address })
+	return out
+}
+
+const bridgeTemplate = `
+terraform {
+  required_providers {
+    p6 = { source = "registry.example.com/stackd/p6", version = "~> 1.0" }
+  }
+}
+variable "dir" { type = string }
+variable "name" { type = string }
+variable "content" { type = string }
+
+provider "p6" {
+  region = target.region
+  dir    = "${var.dir}/${target.account}"
+  prefix = "pre"
+  token  = "provider-token-secret"
+}
+
+resource "p6_thing" "a" {
+  name    = "${var.name}-${target.region}"
+  content = var.content
+  secret  = "resource-secret"
+  tag {
+    key   = "env"
+    value = "prod"
+  }
+  tag {
+    key = "team"
+  }
+}
+
+output "id" { value = p6_thing.a.id }
+output "region" { value = p6_thing.a.region }
+`
+
+func bridgeDefs(dir, name, content string) fstest.MapFS {
+	return fstest.MapFS{
+		"d.hcl": {Data: []byte(`stack_set "s" {
+  template = "./t"
+  vars = {
+    dir     = "` + dir + `"
+    name    = "` + name + `"
+    content = "` + content + `"
+  }
+  deployment_targets {
+    regions  = ["eu", "us"]
+    accounts = ["111", "222"]
+  }
+}`)},
+		"t/main.hcl": {Data: []byte(bridgeTemplate)},
+	}
+}
+
+func newBridgeEngine(t *testing.T, proto int) (*engine.Engine, *Pool, string) {
+	t.Helper()
+	pool, err := NewPool(PoolOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Close() })
+	lock := filepath.Join(t.TempDir(), ".terraform.lock.hcl")
+	e := engine.New(provider.Registry{"file": file.New(file.Options{Root: t.TempDir()})})
+	e.SetPluginResolver(&Resolver{
+		Installer: &install.Installer{PluginDirs: []string{pluginDir(t, proto)}, CacheDir: t.TempDir(), Log: zerolog.Nop()},
+		LockFile:  lock, Pool: pool, Log: zerolog.Nop(),
+	})
+	return e, pool, lock
+}
+
+// TestBridgeLifecycle drives the protocol 6 test provider through the
+// engine for one target: create with nested blocks and per-target
+// provider configuration, an in-place update, a replacement the provider
+// asks for, drift, and a delete after the template is gone.
+func TestBridgeLifecycle(t *testing.T) {
+	e, pool, lock := newBridgeEngine(t, 6)
+	world := t.TempDir()
+	for _, acct := range []string{"111", "222"} {
+		if err := os.MkdirAll(filepath.Join(world, acct), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load := func(name, content string) *engine.Instance {
+		t.Helper()
+		defs, diags := e.Load(bridgeDefs(world, name, content), ".")
+		if diags.HasErrors() {
+			t.Fatalf("load: %s", diags.Error())
+		}
+		return &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu", Account: "111"}}
+	}
+	ctx := testCtx(t)
+	j := &memJournal{recs: map[string]engine.ResourceState{}}
+	apply := func(inst *engine.Instance) (*engine.InstancePlan, *engine.ApplyResult) {
+		t.Helper()
+		p, diags := e.PlanContext(ctx, inst, j.list())
+		if diags.HasErrors() {
+			t.Fatalf("plan: %s", diags.Error())
+		}
+		res, err := e.Apply(ctx, p, j, nil)
+		if err != nil {
+			t.Fatalf("apply: %v", err)
+		}
+		return p, res
+	}
+	object := func(id string) map[string]any {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(world, "111", id+".json"))
+		if err != nil {
+			t.Fatalf("object %s: %v", id, err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+
+	p, res := apply(load("a", "one"))
+	if res.Created != 1 {
+		t.Fatalf("create: %+v", res)
+	}
+	recs := j.list()
+	if len(recs) != 1 || recs[0].Provider != "p6|registry.example.com/stackd/p6|1.0.0" || len(recs[0].ProviderConfig) == 0 {
+		t.Fatalf("recorded: %+v", recs)
+	}
+	id := res.Outputs["id"].AsString()
+	obj := object(id)
+	if obj["region"] != "eu" || obj["content"] != "one" || obj["name"] != "a-eu" {
+		t.Errorf("the object written: %v", obj)
+	}
+	if res.Outputs["region"].AsString() != "eu" {
+		t.Errorf("computed attribute region = %v", res.Outputs["region"])
+	}
+	// The change set never shows a sensitive value.
+	text, _ := json.Marshal(p.Changes())
+	if strings.Contains(string(text), "resource-secret") || strings.Contains(string(text), "provider-token-secret") {
+		t.Errorf("a secret is in the change set: %s", text)
+	}
+	if b, err := os.ReadFile(lock); err != nil || !strings.Contains(string(b), `provider "registry.example.com/stackd/p6"`) || !strings.Contains(string(b), `version     = "1.0.0"`) {
+		t.Errorf("lock file: %v\n%s", err, b)
+	}
+
+	// No change: nothing to do, and no provider call needed.
+	p, _ = apply(load("a", "one"))
+	for _, rp := range p.Resources {
+		if rp.Action != engine.NoOp {
+			t.Errorf("unchanged: %s %s", rp.Address, rp.Action)
+		}
+	}
+
+	// content changes in place.
+	p, res = apply(load("a", "two"))
+	if res.Updated != 1 || p.Resources[0].Replacement != "False" {
+		t.Errorf("in-place update: %+v, replacement %s", res, p.Resources[0].Replacement)
+	}
+	if obj := object(id); obj["content"] != "two" {
+		t.Errorf("after the update: %v", obj)
+	}
+
+	// name requires replacement (the provider says so).
+	p, res = apply(load("b", "two"))
+	if res.Replaced != 1 || p.Resources[0].Replacement != "True" {
+		t.Errorf("replacement: %+v, replacement %s", res, p.Resources[0].Replacement)
+	}
+	newID := res.Outputs["id"].AsString()
+	if _, err := os.Stat(filepath.Join(world, "111", id+".json")); !os.IsNotExist(err) {
+		t.Errorf("the replaced object is still there (%v)", err)
+	}
+
+	// Drift: the object changed out of band.
+	obj = object(newID)
+	obj["content"] = "edited"
+	b, _ := json.Marshal(obj)
+	if err := os.WriteFile(filepath.Join(world, "111", newID+".json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.CheckDrift(ctx, load("b", "two"), j.list(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status != engine.DriftDrifted {
+		t.Errorf("drift after an edit: %+v", d)
+	}
+
+	// Deleted with the template gone: what the resource recorded is enough.
+	e2, _, _ := newBridgeEngine(t, 6)
+	dp := engine.PlanDestroy(&engine.Instance{Name: "s", StackSetID: "ss-1", Target: engine.Target{Region: "eu", Account: "111"}}, j.list())
+	if _, err := e2.Apply(ctx, dp, j, nil); err != nil {
+		t.Fatalf("destroy: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(world, "111", newID+".json")); !os.IsNotExist(err) {
+		t.Errorf("the object outlived its destroy (%v)", err)
+	}
+	if pool.Len() != 1 {
+		t.Errorf("%d provider processes for one configuration", pool.Len())
+	}
+}
