@@ -142,7 +142,7 @@ type ResourcePlan struct {
 	// (cty.NilVal for built-ins).
 	providerConfig cty.Value
 	// planErr is why a provider could not plan the change (ChangePlanner).
-	planErr error
+	planErr     error
 	Address     string
 	Base        string // "TYPE.NAME" without instance key
 	Type        string

@@ -119,8 +119,8 @@ type Resource struct {
 	UpdatePattern *UpdatePattern
 	// Provider is the provider meta-argument of a plugin resource: the
 	// provider block it uses ("aws" or "aws.west"); "" for the default.
-	Provider string
-	DeclRange     hcl.Range
+	Provider  string
+	DeclRange hcl.Range
 	// deps lists the resources ("TYPE.NAME") this one depends on.
 	deps []string
 	// refs lists, per property, the entities it references
@@ -239,8 +239,8 @@ type loader struct {
 	reg    provider.Registry
 	// e resolves the Terraform providers templates require (nil: none
 	// may be required).
-	e *Engine
-	cache  map[string]*Template
+	e     *Engine
+	cache map[string]*Template
 	// stack is the chain of template directories being loaded (cycles).
 	stack []string
 }
