@@ -21,6 +21,7 @@ import (
 	"github.com/stackd/stackd/api"
 	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/provider/custom"
+	"github.com/stackd/stackd/engine/provider/tfplugin"
 	"github.com/stackd/stackd/engine/provider/waitcondition"
 	"github.com/stackd/stackd/gitsource"
 	"github.com/stackd/stackd/gitsource/forge"
@@ -41,6 +42,7 @@ type repoConfig struct {
 	forgeURL, forgeRepo, forgeToken    string
 	notifyWebhookFile, notifySlackFile string
 	git                                gitAuthFlags
+	plugins                            pluginFlags
 	stateKey                           stateKeyFlag
 	ageKeyFile                         string
 	externalURL                        string
@@ -79,6 +81,7 @@ func (c *repoConfig) addFlags(cmd *cobra.Command) {
 	f.StringVar(&c.forgeRepo, "forge-repo", "", "owner/name of the repository on the forge")
 	f.StringVar(&c.forgeToken, "forge-token-file", "", "file holding the forge API token")
 	c.git.add(f)
+	c.plugins.add(f)
 	c.stateKey.add(f)
 	f.StringVar(&c.ageKeyFile, "age-key-file", "", "age identities that decrypt SOPS-encrypted vars_file files (default: SOPS_AGE_KEY_FILE, as for sops)")
 	f.StringVar(&c.notifyWebhookFile, "notify-webhook-url-file", "", "file holding the URL of a webhook that gets every event (operation started, succeeded, failed, rolled back; revision rejected) as JSON")
@@ -177,10 +180,13 @@ type app struct {
 	metrics *api.Metrics
 	space   *diskspace.Checker
 	events  *notify.Notifier
+	// plugins runs the Terraform providers' processes.
+	plugins *tfplugin.Pool
 }
 
 func (a *app) Close() error {
 	a.events.Close()
+	a.plugins.Close()
 	return a.store.Close()
 }
 
@@ -240,15 +246,23 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	}
 	eng := engine.New(providers(c.targetsRoot, c.allowCommand, cp, wp))
 	eng.SetLogger(log)
+	resolver, plugins, err := c.plugins.resolver(c.stateDir, log)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	eng.SetPluginResolver(resolver)
 	metrics := api.NewMetrics()
 	space := c.spaceChecker(log, metrics)
 	notifier, err := c.notifier()
 	if err != nil {
+		plugins.Close()
 		st.Close()
 		return nil, err
 	}
 	events, err := c.events(log)
 	if err != nil {
+		plugins.Close()
 		st.Close()
 		return nil, err
 	}
@@ -266,11 +280,12 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	rec, err := reconciler.New(ropts)
 	if err != nil {
 		events.Close()
+		plugins.Close()
 		st.Close()
 		return nil, err
 	}
 	metrics.WatchStackSets(st, func() string { return rec.Health().Rejected })
-	return &app{store: st, source: src, engine: eng, rec: rec, log: log, broker: broker, signals: wp, metrics: metrics, space: space, events: events}, nil
+	return &app{store: st, source: src, engine: eng, rec: rec, log: log, broker: broker, signals: wp, metrics: metrics, space: space, events: events, plugins: plugins}, nil
 }
 
 // secretSource is the definitions repository with its SOPS-encrypted files

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// testProvider builds the protocol 6 test provider of
+// engine/provider/tfplugin/testdata once per test binary and lays it out
+// in a plugin directory (the filesystem-mirror layout) at version 1.0.0.
+var testProvider struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func providerPluginDir(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the Go toolchain is not on PATH: the test provider cannot be built")
+	}
+	testProvider.once.Do(func() {
+		dir, err := os.MkdirTemp("", "stackd-plugins-")
+		if err != nil {
+			testProvider.err = err
+			return
+		}
+		pkg := filepath.Join(dir, "registry.example.com", "stackd", "p6", "1.0.0", runtime.GOOS+"_"+runtime.GOARCH)
+		if err := os.MkdirAll(pkg, 0o755); err != nil {
+			testProvider.err = err
+			return
+		}
+		cmd := exec.Command(goTool, "build", "-o", filepath.Join(pkg, "terraform-provider-p6_v1.0.0"), ".")
+		cmd.Dir = filepath.Join("..", "..", "engine", "provider", "tfplugin", "testdata", "p6provider")
+		cmd.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			testProvider.err = err
+			testProvider.dir = string(out)
+			return
+		}
+		testProvider.dir = dir
+	})
+	if testProvider.err != nil {
+		t.Fatalf("build the test provider: %v\n%s", testProvider.err, testProvider.dir)
+	}
+	return testProvider.dir
+}
+
+const p6Template = `terraform {
+  required_providers {
+    p6 = { source = "registry.example.com/stackd/p6", version = "~> 1.0" }
+  }
+}
+variable "world" { type = string }
+variable "name" { type = string }
+variable "crash_account" {
+  type    = string
+  default = ""
+}
+
+provider "p6" {
+  region = target.region
+  dir    = "${var.world}/${target.account}"
+  prefix = "${target.region}-"
+  token  = "provider-token-secret"
+}
+
+resource "p6_thing" "app" {
+  name    = var.name
+  content = "hello ${target.account}"
+  secret  = "resource-secret-value"
+  crash   = var.crash_account == target.account
+  tag {
+    key   = "owner"
+    value = "platform"
+  }
+}
+
+output "id" { value = p6_thing.app.id }
+`
+
+func p6StackSet(world, name, crashAccount string) string {
+	return `stack_set "things" {
+  template = "./templates/things"
+  vars = {
+    world         = "` + world + `"
+    name          = "` + name + `"
+    crash_account = "` + crashAccount + `"
+  }
+  deployment_targets {
+    regions  = ["eu", "us"]
+    accounts = ["111111111111", "222222222222"]
+  }
+  operation_preferences {
+    region_concurrency_type = "PARALLEL"
+    max_concurrent_count    = 2
+    failure_tolerance_count = 2
+  }
+}
+`
+}
+
+// TestTerraformProviderEndToEnd: a real Terraform provider plugin (built
+// from Go source, protocol 6) installed from a plugin directory deploys
+// per-target objects through stackd apply; plan shows the provider's own
+// replacement in the JSON change set without a secret; a provider crashing
+// mid-apply fails its instances and nothing else; deleting the stack set
+// deletes the objects.
+func TestTerraformProviderEndToEnd(t *testing.T) {
+	plugins := providerPluginDir(t)
+	dir := t.TempDir()
+	f := &fixture{repo: filepath.Join(dir, "repo"), state: filepath.Join(dir, "stackd", "state"), targets: filepath.Join(dir, "targets")}
+	world := filepath.Join(dir, "world")
+	for _, acct := range []string{"111111111111", "222222222222"} {
+		if err := os.MkdirAll(filepath.Join(world, acct), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeTree(t, f.repo, map[string]string{
+		"things.hcl":                p6StackSet(world, "app", ""),
+		"templates/things/main.hcl": p6Template,
+	})
+	runGit(t, f.repo, "init", "-q")
+	f.commit(t, "things")
+	flags := f.flags("--plugin-dir", plugins)
+	binary := stackdBinary(t)
+
+	res := runBinary(t, binary, append([]string{"apply"}, flags...)...)
+	if res.err != nil || !strings.Contains(res.stdout, "SUCCEEDED (4/4") {
+		t.Fatalf("first apply: %s", res)
+	}
+	for _, tg := range [][2]string{{"eu", "111111111111"}, {"us", "222222222222"}} {
+		b, err := os.ReadFile(filepath.Join(world, tg[1], tg[0]+"-app.json"))
+		if err != nil || !strings.Contains(string(b), `"region":"`+tg[0]+`"`) {
+			t.Errorf("object of %s/%s: %v %s", tg[0], tg[1], err, b)
+		}
+	}
+	for _, out := range []string{res.stdout, res.stderr} {
+		if strings.Contains(out, "resource-secret-value") || strings.Contains(out, "provider-token-secret") {
+			t.Errorf("a secret reached the output:\n%s", out)
+		}
+	}
+	if lock, err := os.ReadFile(filepath.Join(dir, "stackd", ".terraform.lock.hcl")); err != nil || !strings.Contains(string(lock), "h1:") {
+		t.Errorf("lock file: %v\n%s", err, lock)
+	}
+
+	// A new name replaces every object: the provider says so.
+	writeTree(t, f.repo, map[string]string{"things.hcl": p6StackSet(world, "app2", "")})
+	f.commit(t, "rename")
+	plan := runBinary(t, binary, append([]string{"plan", "-o", "json"}, flags...)...)
+	if plan.err != nil {
+		t.Fatalf("plan: %s", plan)
+	}
+	if !strings.Contains(plan.stdout, `"Replacement": "True"`) || !strings.Contains(plan.stdout, `"RequiresRecreation": "Always"`) {
+		t.Errorf("plan -o json does not show the provider's replacement:\n%s", plan.stdout)
+	}
+	if strings.Contains(plan.stdout, "resource-secret-value") || strings.Contains(plan.stdout, "provider-token-secret") {
+		t.Errorf("a secret is in the change set")
+	}
+	if res := runBinary(t, binary, append([]string{"apply"}, flags...)...); res.err != nil {
+		t.Fatalf("apply of the rename: %s", res)
+	}
+	if _, err := os.Stat(filepath.Join(world, "111111111111", "eu-app.json")); !os.IsNotExist(err) {
+		t.Errorf("the replaced object is still there (%v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(world, "111111111111", "eu-app2.json")); err != nil {
+		t.Errorf("the replacement: %v", err)
+	}
+
+	// The provider process crashes in the middle of the applies of one
+	// account: those instances fail, the others are untouched, stackd
+	// goes on; the next commit converges.
+	writeTree(t, f.repo, map[string]string{"things.hcl": p6StackSet(world, "app3", "222222222222")})
+	f.commit(t, "crash in 222222222222")
+	crash := runBinary(t, binary, append([]string{"apply"}, flags...)...)
+	if crash.code() != 1 || strings.Count(crash.stdout, "OPERATION_FAILED") != 2 || !strings.Contains(crash.stdout, "provider process exited") {
+		t.Fatalf("apply with a crashing provider: %s", crash)
+	}
+	if _, err := os.Stat(filepath.Join(world, "111111111111", "eu-app3.json")); err != nil {
+		t.Errorf("an account without the crash was not deployed: %v", err)
+	}
+	writeTree(t, f.repo, map[string]string{"things.hcl": p6StackSet(world, "app3", "")})
+	f.commit(t, "no crash")
+	if res := runBinary(t, binary, append([]string{"apply"}, flags...)...); res.err != nil {
+		t.Fatalf("apply after the crash: %s", res)
+	}
+	if _, err := os.Stat(filepath.Join(world, "222222222222", "us-app3.json")); err != nil {
+		t.Errorf("the crashed account did not converge: %v", err)
+	}
+
+	// Drift: an object deleted out of band is found by ReadResource.
+	if err := os.Remove(filepath.Join(world, "222222222222", "eu-app3.json")); err != nil {
+		t.Fatal(err)
+	}
+	drift := runBinary(t, binary, append([]string{"drift", "--json"}, flags...)...)
+	var reps []struct {
+		Status           string `json:"status"`
+		DriftedResources int    `json:"drifted_resources"`
+	}
+	if err := json.Unmarshal([]byte(drift.stdout), &reps); err != nil || len(reps) != 1 || reps[0].Status != "DRIFTED" || reps[0].DriftedResources != 1 {
+		t.Errorf("drift: %v %s", err, drift)
+	}
+
+	// The stack set removed: its objects are deleted, its template gone.
+	if err := os.RemoveAll(filepath.Join(f.repo, "templates")); err != nil {
+		t.Fatal(err)
+	}
+	writeTree(t, f.repo, map[string]string{"things.hcl": "# nothing deployed\n"})
+	f.commit(t, "remove")
+	if res := runBinary(t, binary, append([]string{"apply"}, flags...)...); res.err != nil || !strings.Contains(res.stdout, "DeleteStackSet") {
+		t.Fatalf("apply of the removal: %s", res)
+	}
+	left, _ := filepath.Glob(filepath.Join(world, "*", "*.json"))
+	if len(left) != 0 {
+		t.Errorf("objects left after the stack set was deleted: %v", left)
+	}
+}
