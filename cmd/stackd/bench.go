@@ -27,7 +27,7 @@ import (
 )
 
 // benchScenarios are the end-to-end scenarios of `stackd bench`, in order.
-var benchScenarios = []string{"fleet-create", "fleet-update", "fleet-noop", "big-template", "push-latency", "push-latency-busy", "scale", "drift"}
+var benchScenarios = []string{"fleet-create", "fleet-update", "fleet-noop", "big-template", "push-latency", "push-latency-busy", "scale", "drift", "tf-fleet-create"}
 
 type benchConfig struct {
 	scenario                     string
@@ -36,6 +36,8 @@ type benchConfig struct {
 	cpuProfile                   string
 	memProfile                   string
 	targetsDir                   string
+	// pluginDir holds hashicorp/local for tf-fleet-create.
+	pluginDir string
 }
 
 // benchResult is the JSON line printed per scenario.
@@ -64,6 +66,9 @@ type benchResult struct {
 	// CPUSeconds is the process's user and system CPU time in the measured
 	// part; against WallSeconds × CPUs it tells CPU-bound from waiting.
 	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
+	// ProviderProcesses counts the Terraform provider processes running
+	// at the end (tf-fleet-create).
+	ProviderProcesses int `json:"provider_processes,omitempty"`
 	CPUs       int     `json:"cpus"`
 }
 
@@ -139,6 +144,7 @@ process, so that peak RSS is the scenario's own.`,
 	f.IntVar(&c.resources, "resources", 10, "file resources per instance (big-template: default 1000, in one instance)")
 	f.StringVar(&c.targetsDir, "targets-dir", "", "parent directory of the targets root (default: the working directory, on a disk); e.g. /dev/shm to take the disk out of the figures")
 	f.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the scenario to this file")
+	f.StringVar(&c.pluginDir, "plugin-dir", "", "plugin directory holding hashicorp/local (filesystem-mirror layout) for tf-fleet-create: the fleet writes its files through that Terraform provider")
 	f.StringVar(&c.memProfile, "memprofile", "", "write a heap profile to this file, taken when the live heap was largest")
 	f.StringVar(&c.dir, "dir", "", "working directory (default: a new temporary directory, removed afterwards; under the user cache directory when the temporary directory is in memory)")
 	return cmd
@@ -321,7 +327,28 @@ func fleetDefs(regions, accounts, resources int, counted bool, version string) m
 	return map[string]string{"fleet.hcl": defs, "template/main.hcl": t.String()}
 }
 
-func newBenchFleet(ctx context.Context, dir, targetsDir string, files map[string]string) (*benchFleet, error) {
+// localFleetDefs is the fleet of defs with its files written by
+// hashicorp/local's local_file under root instead of the file provider.
+func localFleetDefs(defs map[string]string, resources int, root string) map[string]string {
+	out := map[string]string{"fleet.hcl": defs["fleet.hcl"]}
+	out["template/main.hcl"] = fmt.Sprintf(`terraform {
+  required_providers {
+    local = { source = "hashicorp/local", version = ">= 2.4" }
+  }
+}
+variable "version" { type = string }
+variable "owner" { type = string }
+
+resource "local_file" "f" {
+  count    = %d
+  filename = "%s/${target.account}/${target.region}/fleet/${count.index}.conf"
+  content  = "version=${var.version}\nowner=${var.owner}\nregion=${target.region}\naccount=${target.account}\nindex=${count.index}\n"
+}
+`, resources, root)
+	return out
+}
+
+func newBenchFleet(ctx context.Context, dir, targetsDir string, files map[string]string, pluginDirs ...string) (*benchFleet, error) {
 	repoDir := filepath.Join(dir, "repo")
 	repo, err := git.PlainInitWithOptions(repoDir, &git.PlainInitOptions{
 		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")},
@@ -333,6 +360,7 @@ func newBenchFleet(ctx context.Context, dir, targetsDir string, files map[string
 		repo: repoDir, branch: "main", statusBranch: "stackd/status", path: ".",
 		stateDir: filepath.Join(dir, "state"), targetsRoot: filepath.Join(targetsDir, "targets"),
 		allowCommand: true, logLevel: "warn", logFormat: "json", externalURL: "http://127.0.0.1:7070",
+		plugins: pluginFlags{dirs: pluginDirs, noRegistry: true, maxProcesses: 16},
 	}}
 	if err := f.commit(files); err != nil {
 		return nil, err
@@ -408,7 +436,16 @@ func runBench(ctx context.Context, c benchConfig) (*benchResult, error) {
 		targetsDir = td
 	}
 	res.TargetsFS = fsType(targetsDir)
-	fl, err := newBenchFleet(ctx, dir, targetsDir, fleetDefs(res.Regions, res.Accounts, res.ResourcesPerInst, counted, "v1"))
+	defs := fleetDefs(res.Regions, res.Accounts, res.ResourcesPerInst, counted, "v1")
+	var plugins []string
+	if c.scenario == "tf-fleet-create" {
+		if c.pluginDir == "" {
+			return nil, fmt.Errorf("tf-fleet-create needs --plugin-dir with hashicorp/local (see docs/performance.md)")
+		}
+		defs = localFleetDefs(defs, res.ResourcesPerInst, filepath.Join(targetsDir, "targets"))
+		plugins = []string{c.pluginDir}
+	}
+	fl, err := newBenchFleet(ctx, dir, targetsDir, defs, plugins...)
 	if err != nil {
 		return nil, err
 	}
@@ -427,8 +464,11 @@ func runBench(ctx context.Context, c benchConfig) (*benchResult, error) {
 		return wall, err
 	}
 	switch c.scenario {
-	case "fleet-create":
+	case "fleet-create", "tf-fleet-create":
 		res.WallSeconds, err = timed(func() error { return fl.reconcile(ctx) })
+		if c.scenario == "tf-fleet-create" {
+			res.ProviderProcesses = fl.app.plugins.Len()
+		}
 	case "fleet-update", "fleet-noop", "scale":
 		if err = fl.reconcile(ctx); err != nil {
 			return nil, err
@@ -491,7 +531,7 @@ func runBench(ctx context.Context, c benchConfig) (*benchResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if res.WallSeconds > 0 && (c.scenario == "fleet-create" || c.scenario == "fleet-update") {
+	if res.WallSeconds > 0 && (c.scenario == "fleet-create" || c.scenario == "fleet-update" || c.scenario == "tf-fleet-create") {
 		res.InstancesPerSecond = float64(res.Instances) / res.WallSeconds
 		res.ResourcesPerSecond = resources / res.WallSeconds
 	}

@@ -38,6 +38,8 @@ type Resolver struct {
 	Pool *Pool
 	// Log receives the providers' log lines at debug level.
 	Log zerolog.Logger
+	// MTLS: see Options.MTLS.
+	MTLS bool
 
 	mu      sync.Mutex
 	lock    *install.LockFile
@@ -107,7 +109,7 @@ func (r *Resolver) schema(ctx context.Context, name string, pkg install.Package)
 	if s, ok := r.schemas[pkg.Executable]; ok {
 		return s, nil
 	}
-	c, err := Start(ctx, Options{Path: pkg.Executable, Name: name, Logger: &r.Log})
+	c, err := Start(ctx, Options{Path: pkg.Executable, Name: name, Logger: &r.Log, MTLS: r.MTLS})
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: %w", name, err)
 	}
@@ -136,7 +138,7 @@ func (pp *pluginProvider) client(ctx context.Context, cfg cty.Value) (*Lease, er
 	if err != nil {
 		return nil, fmt.Errorf("provider %s configuration: %w", pp.name, err)
 	}
-	return pp.r.Pool.Acquire(ctx, Options{Path: pp.pkg.Executable, Name: pp.name, Logger: &pp.r.Log}, full)
+	return pp.r.Pool.Acquire(ctx, Options{Path: pp.pkg.Executable, Name: pp.name, Logger: &pp.r.Log, MTLS: pp.r.MTLS}, full)
 }
 
 // resourceType is one resource type of a provider, as a stackd provider.

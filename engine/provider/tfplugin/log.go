@@ -38,6 +38,9 @@ func (w *logWriter) entry(line []byte) {
 	if len(line) == 0 {
 		return
 	}
+	if w.log.GetLevel() > zerolog.DebugLevel && !bytes.Contains(line, []byte("plugin process exited")) {
+		return // not logged: not worth parsing
+	}
 	var m map[string]any
 	if err := json.Unmarshal(line, &m); err != nil {
 		w.line("log", string(line))
