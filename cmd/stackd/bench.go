@@ -69,7 +69,7 @@ type benchResult struct {
 	// ProviderProcesses counts the Terraform provider processes running
 	// at the end (tf-fleet-create).
 	ProviderProcesses int `json:"provider_processes,omitempty"`
-	CPUs       int     `json:"cpus"`
+	CPUs              int `json:"cpus"`
 }
 
 // summary is the human line of a result: the wall time and where it went.
