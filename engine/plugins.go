@@ -44,6 +44,10 @@ type ProviderRequirement struct {
 type ResolvedProviders struct {
 	// Resources are the resource types, by type name ("aws_s3_bucket").
 	Resources provider.Registry
+	// DataSources are the data sources, by type name
+	// ("aws_caller_identity"); TypeProvider names their providers too,
+	// under "data." + type.
+	DataSources map[string]provider.DataSource
 	// Configs are the schemas of the provider blocks, by local name.
 	Configs map[string]provider.Schema
 	// TypeProvider is the local name of each resource type's provider.
@@ -93,6 +97,7 @@ type plugins struct {
 	configs  map[string]provider.Schema
 	owner    map[string]string // resource type → provider local name
 	origin   map[string]string // resource type → originString
+	data     map[string]provider.DataSource
 }
 
 // SetPluginResolver lets templates require Terraform/OpenTofu providers.
@@ -172,6 +177,13 @@ func (e *Engine) resolvePlugins(reqs []ProviderRequirement, rng hcl.Range) (prov
 		}
 	}
 	maps.Copy(e.plugins.configs, res.Configs)
+	if e.plugins.data == nil {
+		e.plugins.data = map[string]provider.DataSource{}
+	}
+	for typ, ds := range res.DataSources {
+		e.plugins.data[typ] = ds
+		e.plugins.owner["data."+typ] = res.TypeProvider["data."+typ]
+	}
 	e.plugins.mu.Unlock()
 	return e.registry(), nil
 }
@@ -251,6 +263,7 @@ func (t *Template) addProvider(e *Engine, b *hcl.Block) hcl.Diagnostics {
 	if a := content.Attributes["alias"]; a != nil {
 		diags = append(diags, stringAttr(a, &pb.Alias)...)
 	}
+	diags = append(diags, checkBlocks(content, blocks)...)
 	pb.Properties = properties(schema, content, blocks)
 	if t.Providers == nil {
 		t.Providers = map[string]*ProviderBlock{}
@@ -281,6 +294,56 @@ func bodySchema(schema provider.Schema, extra ...string) (*hcl.BodySchema, map[s
 		bs.Attributes = append(bs.Attributes, hcl.AttributeSchema{Name: n, Required: p.Required})
 	}
 	return bs, blocks
+}
+
+// checkBlocks validates the nested blocks of content statically (their
+// arguments and blocks, at any depth) against their specs.
+func checkBlocks(content *hcl.BodyContent, blocks map[string]provider.Property) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, b := range content.Blocks {
+		p, ok := blocks[b.Type]
+		if !ok {
+			continue
+		}
+		diags = append(diags, checkBlockBody(b.Body, nestedSpec(p.Block))...)
+	}
+	return diags
+}
+
+// checkBlockBody validates one block body against the object spec of its
+// type, recursing into its nested blocks.
+func checkBlockBody(body hcl.Body, spec hcldec.Spec) hcl.Diagnostics {
+	if spec == nil {
+		return nil
+	}
+	content, diags := body.Content(hcldec.ImpliedSchema(spec))
+	if obj, ok := spec.(hcldec.ObjectSpec); ok {
+		for _, b := range content.Blocks {
+			if inner, ok := obj[b.Type]; ok {
+				diags = append(diags, checkBlockBody(b.Body, nestedSpec(inner))...)
+			}
+		}
+	}
+	return diags
+}
+
+// nestedSpec is the spec of one block of a block spec.
+func nestedSpec(spec hcldec.Spec) hcldec.Spec {
+	switch s := spec.(type) {
+	case *hcldec.BlockSpec:
+		return s.Nested
+	case *hcldec.BlockListSpec:
+		return s.Nested
+	case *hcldec.BlockSetSpec:
+		return s.Nested
+	case *hcldec.BlockMapSpec:
+		return s.Nested
+	case *hcldec.BlockTupleSpec:
+		return s.Nested
+	case *hcldec.BlockObjectSpec:
+		return s.Nested
+	}
+	return nil
 }
 
 // properties are the attributes of content that are properties of schema,
@@ -382,11 +445,17 @@ func providerRef(a *hcl.Attribute) (string, hcl.Diagnostics) {
 // this instance (cached per walk). A resource without a provider block
 // gets its provider's empty configuration.
 func (w *walker) providerConfig(r *Resource) (cty.Value, hcl.Diagnostics) {
-	owner := w.e.typeOwner(r.Type)
+	return w.providerConfigFor(r.Type, r.Provider)
+}
+
+// providerConfigFor is providerConfig of a type ("data.TYPE" for a data
+// source) and a provider meta-argument.
+func (w *walker) providerConfigFor(typ, ref string) (cty.Value, hcl.Diagnostics) {
+	owner := w.e.typeOwner(typ)
 	if owner == "" {
 		return cty.NilVal, nil // a built-in type
 	}
-	key := r.Provider
+	key := ref
 	if key == "" {
 		key = owner
 	}
@@ -396,6 +465,10 @@ func (w *walker) providerConfig(r *Resource) (cty.Value, hcl.Diagnostics) {
 	name, _, _ := strings.Cut(key, ".")
 	schema, _ := w.e.providerConfigSchema(name)
 	pb := w.root().tmpl.Providers[key]
+	if pb == nil && strings.Contains(key, ".") {
+		return cty.NilVal, hcl.Diagnostics{errorf(w.nodeRange(typ), "Provider configuration not present",
+			"provider = %s names a provider block with alias %q, which the template does not have; add provider %q { alias = %q … }.", key, strings.TrimPrefix(key, name+"."), name, strings.TrimPrefix(key, name+"."))}
+	}
 	props := map[string]*hcl.Attribute{}
 	if pb != nil {
 		props = pb.Properties
@@ -506,4 +579,84 @@ func pluginRequest(req provider.Request, rr *ResourceState, cfg cty.Value) provi
 		}
 	}
 	return req
+}
+
+// dataSource is the data source of a type.
+func (e *Engine) dataSource(typ string) (provider.DataSource, bool) {
+	e.plugins.mu.RLock()
+	defer e.plugins.mu.RUnlock()
+	ds, ok := e.plugins.data[typ]
+	return ds, ok
+}
+
+// addData records a data block: a data source of a required provider,
+// read at plan and apply time; its attributes are data.TYPE.NAME.ATTR.
+func (t *Template) addData(e *Engine, b *hcl.Block) hcl.Diagnostics {
+	typ, name := b.Labels[0], b.Labels[1]
+	addr := "data." + typ + "." + name
+	if prev, ok := t.Data[addr]; ok {
+		return hcl.Diagnostics{duplicate("data", addr, prev.DeclRange, b.DefRange)}
+	}
+	var ds provider.DataSource
+	ok := false
+	if e != nil {
+		ds, ok = e.dataSource(typ)
+	}
+	if !ok {
+		return hcl.Diagnostics{errorf(b.LabelRanges[0], "Unknown data source", "There is no data source %q in the providers this template requires.", typ)}
+	}
+	schema := ds.Schema()
+	bs, blocks := bodySchema(schema, "provider", "depends_on")
+	content, diags := b.Body.Content(bs)
+	r := &Resource{Type: typ, Name: name, DeclRange: b.DefRange, refs: map[string][]string{}}
+	diags = append(diags, checkBlocks(content, blocks)...)
+	r.Properties = properties(schema, content, blocks)
+	if a := content.Attributes["provider"]; a != nil {
+		key, pdiags := providerRef(a)
+		diags = append(diags, pdiags...)
+		r.Provider = key
+	}
+	if a := content.Attributes["depends_on"]; a != nil {
+		deps, ddiags := dependsOn(a.Expr, e.registry())
+		diags = append(diags, ddiags...)
+		r.DependsOn = deps
+	}
+	if t.Data == nil {
+		t.Data = map[string]*Resource{}
+	}
+	t.Data[addr] = r
+	return diags
+}
+
+// readData evaluates a data block for this instance and reads it: its
+// value is the data source's attributes, unknown while its configuration
+// is (a plan before what it refers to exists).
+func (w *walker) readData(node string) hcl.Diagnostics {
+	r := w.tmpl.Data[node]
+	ds, _ := w.e.dataSource(r.Type)
+	schema := ds.Schema()
+	cfg, diags := w.providerConfigFor("data."+r.Type, r.Provider)
+	if diags.HasErrors() {
+		return diags
+	}
+	props, d := evalProperties(schema, r.Properties, w.ctx(node), node)
+	diags = append(diags, d...)
+	if diags.HasErrors() {
+		return diags
+	}
+	if !props.IsWhollyKnown() || cfg != cty.NilVal && !cfg.IsWhollyKnown() {
+		w.resources[node] = cty.DynamicVal
+		return diags
+	}
+	clean, marks := props.UnmarkDeep()
+	attrs, err := ds.ReadData(w.meter.ctx, provider.Request{Target: w.inst.providerTarget(), LogicalID: w.prefix + node, Properties: clean, ProviderConfig: unmarked(cfg)})
+	if err != nil {
+		return diags.Append(errorf(r.DeclRange, "Cannot read data source", "%s: %s.", w.prefix+node, strings.TrimSuffix(err.Error(), ".")))
+	}
+	v := cty.ObjectVal(attrs)
+	if len(marks) > 0 {
+		v = v.WithMarks(marks)
+	}
+	w.resources[node] = v
+	return diags
 }

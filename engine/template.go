@@ -33,6 +33,8 @@ type Template struct {
 	// requires; Providers its provider blocks by "NAME" or "NAME.ALIAS".
 	RequiredProviders []ProviderRequirement
 	Providers         map[string]*ProviderBlock
+	// Data are the data blocks, by "data.TYPE.NAME".
+	Data map[string]*Resource
 	// order is every node ("local.x", "TYPE.NAME", "output.x") in dependency order.
 	order []string
 	// refs lists, per node, the locals and resources its expressions reference.
@@ -140,6 +142,7 @@ var templateSchema = &hcl.BodySchema{
 		{Type: "module", LabelNames: []string{"name"}},
 		{Type: "terraform"},
 		{Type: "provider", LabelNames: []string{"name"}},
+		{Type: "data", LabelNames: []string{"type", "name"}},
 	},
 }
 
@@ -364,6 +367,8 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 				diags = append(diags, t.addOutput(b)...)
 			case "module":
 				modules = append(modules, b)
+			case "data":
+				diags = append(diags, t.addData(ld.e, b)...)
 			}
 		}
 	}
@@ -601,6 +606,7 @@ func (t *Template) addResource(b *hcl.Block, reg provider.Registry, e *Engine) h
 	}
 	content, cdiags := b.Body.Content(bs)
 	diags = append(diags, cdiags...)
+	diags = append(diags, checkBlocks(content, nested)...)
 	r.Properties = properties(schema, content, nested)
 	for n, a := range content.Attributes {
 		if _, ok := schema.Properties[n]; ok {
@@ -813,6 +819,18 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 			}
 		}
 	}
+	for addr, r := range t.Data {
+		g.add(addr)
+		ranges[addr] = r.DeclRange
+		for _, a := range r.Properties {
+			check(addr, a.Expr, false, false)
+		}
+		for _, d := range r.DependsOn {
+			if _, ok := t.Resources[d]; ok && d != addr {
+				g.connect(addr, d)
+			}
+		}
+	}
 	for name, mc := range t.Modules {
 		node := "module." + name
 		g.add(node)
@@ -964,6 +982,20 @@ func (t *Template) resolve(tr hcl.Traversal, reg provider.Registry, allowCount, 
 			return bad("Unsupported attribute", "each has the attributes key and value.")
 		}
 		return "", "", nil
+	}
+	if root == "data" {
+		typ, n := attr(1), attr(2)
+		addr := "data." + typ + "." + n
+		if _, ok := t.Data[addr]; !ok {
+			return bad("Reference to undeclared data source", fmt.Sprintf("A data block %s has not been declared in this template.", addr))
+		}
+		ent = addr
+		for _, step := range tr[3:] {
+			if a, ok := step.(hcl.TraverseAttr); ok {
+				ent += "." + a.Name
+			}
+		}
+		return ent, addr, nil
 	}
 	if root == "module" {
 		n, out := attr(1), attr(2)

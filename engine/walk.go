@@ -197,6 +197,12 @@ func (w *walker) walkNodes() hcl.Diagnostics {
 				v = v.Mark(markSensitive)
 			}
 			w.outputs[o.Name] = v
+		case strings.HasPrefix(node, "data."):
+			d := w.readData(node)
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				return diags
+			}
 		case strings.HasPrefix(node, "module."):
 			d := w.module(w.tmpl.Modules[strings.TrimPrefix(node, "module.")])
 			diags = append(diags, d...)
@@ -229,6 +235,10 @@ func (w *walker) nodeRange(node string) hcl.Range {
 		return w.tmpl.Outputs[name].DeclRange
 	case "module":
 		return w.tmpl.Modules[name].DeclRange
+	case "data":
+		if r := w.tmpl.Data[node]; r != nil {
+			return r.DeclRange
+		}
 	}
 	if r := w.tmpl.Resources[node]; r != nil {
 		return r.DeclRange
@@ -404,6 +414,23 @@ func (w *walker) ctx(node string) *hcl.EvalContext {
 	vars["local"] = cty.ObjectVal(locals)
 	vars["module"] = cty.ObjectVal(modules)
 	for typ, m := range byType {
+		if typ == "data" {
+			// data.TYPE.NAME: one object per data source type.
+			byDataType := map[string]map[string]cty.Value{}
+			for tn, v := range m {
+				dt, n, _ := strings.Cut(tn, ".")
+				if byDataType[dt] == nil {
+					byDataType[dt] = map[string]cty.Value{}
+				}
+				byDataType[dt][n] = v
+			}
+			types := map[string]cty.Value{}
+			for dt, ns := range byDataType {
+				types[dt] = cty.ObjectVal(ns)
+			}
+			vars["data"] = cty.ObjectVal(types)
+			continue
+		}
 		vars[typ] = cty.ObjectVal(m)
 	}
 	return &hcl.EvalContext{Variables: vars, Functions: w.meter.functions()}

@@ -198,6 +198,16 @@ type PlannedChange struct {
 	RequiresReplace []string
 }
 
+// DataSource reads data from the world: a Terraform provider's data
+// source, read during every plan and apply.
+type DataSource interface {
+	Schema() Schema
+	// ReadData returns the data source's attributes for the configuration
+	// req.Properties (known), with the provider configured by
+	// req.ProviderConfig.
+	ReadData(ctx context.Context, req Request) (map[string]cty.Value, error)
+}
+
 // Registry maps resource type names ("file", "command", "custom", ...) to providers.
 type Registry map[string]Provider
 

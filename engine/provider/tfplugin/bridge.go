@@ -65,7 +65,7 @@ func (r *Resolver) Resolve(ctx context.Context, reqs []engine.ProviderRequiremen
 	}
 	before := string(r.lock.Bytes())
 	out := &engine.ResolvedProviders{
-		Resources: provider.Registry{}, Configs: map[string]provider.Schema{},
+		Resources: provider.Registry{}, Configs: map[string]provider.Schema{}, DataSources: map[string]provider.DataSource{},
 		TypeProvider: map[string]string{}, Origin: map[string]engine.ProviderRequirement{},
 	}
 	for _, req := range reqs {
@@ -94,6 +94,10 @@ func (r *Resolver) Resolve(ctx context.Context, reqs []engine.ProviderRequiremen
 			out.Resources[typ] = &resourceType{p: pp, typ: typ, schema: s, pschema: blockSchema(s.Block, true)}
 			out.TypeProvider[typ] = req.LocalName
 			out.Origin[typ] = origin
+		}
+		for typ, s := range ps.DataSources {
+			out.DataSources[typ] = &dataSource{p: pp, typ: typ, schema: s, pschema: blockSchema(s.Block, true)}
+			out.TypeProvider["data."+typ] = req.LocalName
 		}
 	}
 	if r.LockFile != "" && string(r.lock.Bytes()) != before {
@@ -524,4 +528,46 @@ func proposedNew(b *Block, prior, config cty.Value) cty.Value {
 		}
 	}
 	return cty.ObjectVal(m)
+}
+
+// dataSource is one data source of a provider.
+type dataSource struct {
+	p       *pluginProvider
+	typ     string
+	schema  *Schema
+	pschema provider.Schema
+}
+
+var _ provider.DataSource = (*dataSource)(nil)
+
+func (ds *dataSource) Schema() provider.Schema { return ds.pschema }
+
+// ReadData is ReadDataSource.
+func (ds *dataSource) ReadData(ctx context.Context, req provider.Request) (map[string]cty.Value, error) {
+	cfg, err := fullObject(ds.schema.Block, req.Properties, ds.schema.Block.ImpliedType())
+	if err != nil {
+		return nil, err
+	}
+	lease, err := ds.p.client(ctx, req.ProviderConfig)
+	if err != nil {
+		return nil, err
+	}
+	defer lease.Release()
+	read, err := lease.ReadDataSource(ctx, ds.typ, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if read.Diagnostics.HasErrors() {
+		return nil, read.Diagnostics.Err()
+	}
+	if read.State.IsNull() || !read.State.Type().IsObjectType() {
+		return map[string]cty.Value{}, nil
+	}
+	out := read.State.AsValueMap()
+	for name, v := range out {
+		if ds.schema.Block.IsSensitive(cty.GetAttrPath(name)) {
+			out[name] = v.Mark("sensitive")
+		}
+	}
+	return out, nil
 }

@@ -106,6 +106,11 @@ resource "p6_thing" "a" {
 
 output "id" { value = p6_thing.a.id }
 output "region" { value = p6_thing.a.region }
+
+data "p6_object" "seen" {
+  id = p6_thing.a.id
+}
+output "seen_content" { value = data.p6_object.seen.content }
 `
 
 func bridgeDefs(dir, name, content string) fstest.MapFS {
@@ -205,6 +210,13 @@ func TestBridgeLifecycle(t *testing.T) {
 	if res.Outputs["region"].AsString() != "eu" {
 		t.Errorf("computed attribute region = %v", res.Outputs["region"])
 	}
+	// The data source read what the resource wrote, once it existed.
+	if v := res.Outputs["seen_content"]; !v.IsKnown() || v.AsString() != "one" {
+		t.Errorf("data source output = %#v, want \"one\"", v)
+	}
+	if v := p.Outputs["seen_content"]; v.IsKnown() {
+		t.Errorf("at plan time the data source's id is unknown, so must be its content: %#v", v)
+	}
 	// The change set never shows a sensitive value.
 	text, _ := json.Marshal(p.Changes())
 	if strings.Contains(string(text), "resource-secret") || strings.Contains(string(text), "provider-token-secret") {
@@ -267,5 +279,68 @@ func TestBridgeLifecycle(t *testing.T) {
 	}
 	if pool.Len() != 1 {
 		t.Errorf("%d provider processes for one configuration", pool.Len())
+	}
+}
+
+// TestBridgeDiagnostics: resources, nested blocks, data sources and
+// provider blocks are validated against the provider's schema when the
+// definitions load, with file:line diagnostics; a provider alias without
+// its block when the instance plans.
+func TestBridgeDiagnostics(t *testing.T) {
+	e, _, _ := newBridgeEngine(t, 6)
+	const head = `terraform {
+  required_providers {
+    p6 = { source = "registry.example.com/stackd/p6" }
+  }
+}
+provider "p6" {
+  region = target.region
+  dir    = "/nonexistent"
+}
+`
+	defs := func(body string) fstest.MapFS {
+		return fstest.MapFS{
+			"d.hcl": {Data: []byte(`stack_set "s" {
+  template = "./t"
+  deployment_targets {
+    regions  = ["eu"]
+    accounts = ["111"]
+  }
+}`)},
+			"t/main.hcl": {Data: []byte(head + body)},
+		}
+	}
+	for _, tc := range []struct {
+		body, at, want string
+	}{
+		{"resource \"p6_thing\" \"a\" {\n  name  = \"x\"\n  color = \"red\"\n}", "t/main.hcl:12,", `An argument named "color" is not expected here`},
+		{"resource \"p6_thing\" \"a\" {\n  content = \"x\"\n}", "t/main.hcl:10,", `The argument "name" is required`},
+		{"resource \"p6_thing\" \"a\" {\n  name = \"x\"\n  tag {\n    value = \"v\"\n  }\n}", "t/main.hcl:12,", `The argument "key" is required`},
+		{"data \"p6_nope\" \"x\" {}", "t/main.hcl:10,", "Unknown data source"},
+		{"provider \"p7\" {}", "t/main.hcl:10,", "Provider not required"},
+		{"provider \"p6\" {\n  alias = \"west\"\n  region = 3\n  bogus = 1\n}", "t/main.hcl:13,", `An argument named "bogus" is not expected here`},
+	} {
+		_, diags := e.Load(defs(tc.body), ".")
+		if !diags.HasErrors() {
+			t.Errorf("%s: no error", tc.body)
+			continue
+		}
+		found := false
+		for _, d := range diags {
+			if d.Subject != nil && strings.HasPrefix(d.Subject.String(), tc.at) && strings.Contains(d.Summary+" "+d.Detail, tc.want) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s:\n got %s\nwant %s %s", tc.body, diags.Error(), tc.at, tc.want)
+		}
+	}
+	defsOK, diags := e.Load(defs("resource \"p6_thing\" \"a\" {\n  name     = \"x\"\n  provider = p6.west\n}"), ".")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: defsOK.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "eu", Account: "111"}}, nil)
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), "p6.west") {
+		t.Errorf("provider = p6.west without its block: %v", diags)
 	}
 }
