@@ -220,6 +220,9 @@ func (e *Engine) readDrift(ctx context.Context, target provider.Target, rec Reso
 		}
 	}
 	recAttrs := decodeObject(rec.Attributes)
+	if res.Upgraded != nil {
+		recAttrs = cty.ObjectVal(res.Upgraded)
+	}
 	declared := map[string]bool{}
 	for _, a := range schema.Attributes {
 		declared[a] = true

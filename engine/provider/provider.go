@@ -124,6 +124,11 @@ type Result struct {
 	// back in the next Request (Terraform providers).
 	Private       []byte
 	SchemaVersion int64
+	// Upgraded, from Read only, are the request's recorded attributes as
+	// the provider understands them now, when it had to upgrade them (a
+	// Terraform provider's newer state schema version); nil otherwise.
+	// Drift compares what Read found against them.
+	Upgraded map[string]cty.Value
 	// Properties, from Read only, are the configurable properties as found
 	// in the world, in the shape of the request's Properties: a property
 	// found as last applied keeps the request's value (so "644" and "0644"

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/provider"
@@ -173,28 +174,39 @@ func (rt *resourceType) config(props cty.Value) (cty.Value, error) {
 }
 
 // prior is the recorded state: the recorded attributes (the whole state
-// object the provider last returned).
-func (rt *resourceType) prior(req provider.Request) (cty.Value, error) {
+// object the provider last returned), upgraded by the provider
+// (UpgradeResourceState) when it was recorded with an older schema
+// version.
+func (rt *resourceType) prior(ctx context.Context, c Client, req provider.Request) (cty.Value, error) {
 	if len(req.Attributes) == 0 {
 		return cty.NullVal(rt.ty()), nil
+	}
+	if req.SchemaVersion < rt.schema.Version {
+		obj, _ := cty.ObjectVal(req.Attributes).UnmarkDeep()
+		raw, err := ctyjson.Marshal(obj, obj.Type())
+		if err != nil {
+			return cty.NilVal, err
+		}
+		up, err := c.UpgradeResourceState(ctx, rt.typ, req.SchemaVersion, raw)
+		if err != nil {
+			return cty.NilVal, fmt.Errorf("upgrade the recorded state from schema version %d to %d: %w", req.SchemaVersion, rt.schema.Version, err)
+		}
+		return up.Upgraded, nil
 	}
 	return fullObject(rt.schema.Block, cty.ObjectVal(req.Attributes), rt.ty())
 }
 
 func (rt *resourceType) Create(ctx context.Context, req provider.Request) (provider.Result, error) {
-	return rt.change(ctx, req, cty.NullVal(rt.ty()), nil)
+	return rt.change(ctx, req, false)
 }
 
 func (rt *resourceType) Update(ctx context.Context, req provider.Request) (provider.Result, error) {
-	prior, err := rt.prior(req)
-	if err != nil {
-		return provider.Result{}, err
-	}
-	return rt.change(ctx, req, prior, req.Private)
+	return rt.change(ctx, req, true)
 }
 
-// change plans and applies the configuration of req over prior.
-func (rt *resourceType) change(ctx context.Context, req provider.Request, prior cty.Value, private []byte) (provider.Result, error) {
+// change plans and applies the configuration of req over the recorded
+// state (update) or nothing (create).
+func (rt *resourceType) change(ctx context.Context, req provider.Request, update bool) (provider.Result, error) {
 	cfg, err := rt.config(req.Properties)
 	if err != nil {
 		return provider.Result{}, err
@@ -204,6 +216,13 @@ func (rt *resourceType) change(ctx context.Context, req provider.Request, prior 
 		return provider.Result{}, err
 	}
 	defer lease.Release()
+	prior, private := cty.NullVal(rt.ty()), []byte(nil)
+	if update {
+		if prior, err = rt.prior(ctx, lease, req); err != nil {
+			return provider.Result{}, err
+		}
+		private = req.Private
+	}
 	plan, err := lease.PlanResourceChange(ctx, PlanRequest{TypeName: rt.typ, Prior: prior, Proposed: proposedNew(rt.schema.Block, prior, cfg), Config: cfg, PriorPrivate: private})
 	if err != nil {
 		return provider.Result{}, err
@@ -222,11 +241,7 @@ func (rt *resourceType) change(ctx context.Context, req provider.Request, prior 
 }
 
 func (rt *resourceType) Delete(ctx context.Context, req provider.Request) error {
-	prior, err := rt.prior(req)
-	if err != nil {
-		return err
-	}
-	if prior.IsNull() {
+	if len(req.Attributes) == 0 {
 		return nil // nothing was recorded of it
 	}
 	lease, err := rt.p.client(ctx, req.ProviderConfig)
@@ -234,6 +249,10 @@ func (rt *resourceType) Delete(ctx context.Context, req provider.Request) error 
 		return err
 	}
 	defer lease.Release()
+	prior, err := rt.prior(ctx, lease, req)
+	if err != nil {
+		return err
+	}
 	null := cty.NullVal(rt.ty())
 	planned := null
 	private := req.Private
@@ -257,11 +276,7 @@ func (rt *resourceType) Delete(ctx context.Context, req provider.Request) error 
 // Read is ReadResource: the object as it is now, provider.ErrNotFound
 // when it is gone.
 func (rt *resourceType) Read(ctx context.Context, req provider.Request) (provider.Result, error) {
-	prior, err := rt.prior(req)
-	if err != nil {
-		return provider.Result{}, err
-	}
-	if prior.IsNull() {
+	if len(req.Attributes) == 0 {
 		return provider.Result{}, provider.ErrNotFound
 	}
 	lease, err := rt.p.client(ctx, req.ProviderConfig)
@@ -269,6 +284,10 @@ func (rt *resourceType) Read(ctx context.Context, req provider.Request) (provide
 		return provider.Result{}, err
 	}
 	defer lease.Release()
+	prior, err := rt.prior(ctx, lease, req)
+	if err != nil {
+		return provider.Result{}, err
+	}
 	read, err := lease.ReadResource(ctx, ReadRequest{TypeName: rt.typ, Current: prior, Private: req.Private})
 	if err != nil {
 		return provider.Result{}, err
@@ -280,6 +299,9 @@ func (rt *resourceType) Read(ctx context.Context, req provider.Request) (provide
 		return provider.Result{}, provider.ErrNotFound
 	}
 	res := rt.result(read.New, read.Private, req.RequestID)
+	if req.SchemaVersion < rt.schema.Version && prior.Type().IsObjectType() {
+		res.Upgraded = prior.AsValueMap()
+	}
 	// The properties found: the configurable attributes of the state,
 	// where the applied properties set them.
 	res.Properties = foundProperties(req.Properties, read.New)
@@ -289,15 +311,11 @@ func (rt *resourceType) Read(ctx context.Context, req provider.Request) (provide
 // PlanChange asks the provider to plan the update of req.OldProperties to
 // req.Properties: which changed properties replace the resource.
 func (rt *resourceType) PlanChange(ctx context.Context, req provider.Request) (provider.PlannedChange, error) {
-	prior, err := rt.prior(req)
-	if err != nil {
-		return provider.PlannedChange{}, err
-	}
 	cfg, err := rt.config(req.Properties)
 	if err != nil {
 		return provider.PlannedChange{}, err
 	}
-	if prior.IsNull() || !cfg.IsWhollyKnown() && !rt.p.acceptsUnknown() {
+	if len(req.Attributes) == 0 {
 		return provider.PlannedChange{}, nil
 	}
 	lease, err := rt.p.client(ctx, req.ProviderConfig)
@@ -305,6 +323,10 @@ func (rt *resourceType) PlanChange(ctx context.Context, req provider.Request) (p
 		return provider.PlannedChange{}, err
 	}
 	defer lease.Release()
+	prior, err := rt.prior(ctx, lease, req)
+	if err != nil {
+		return provider.PlannedChange{}, err
+	}
 	plan, err := lease.PlanResourceChange(ctx, PlanRequest{TypeName: rt.typ, Prior: prior, Proposed: proposedNew(rt.schema.Block, prior, cfg), Config: cfg, PriorPrivate: req.Private})
 	if err != nil {
 		return provider.PlannedChange{}, err
@@ -327,9 +349,6 @@ func (rt *resourceType) PlanChange(ctx context.Context, req provider.Request) (p
 	sort.Strings(out.RequiresReplace)
 	return out, nil
 }
-
-// acceptsUnknown: providers plan configurations with unknown values.
-func (pp *pluginProvider) acceptsUnknown() bool { return true }
 
 // result is what the engine records of a new state: every attribute of it
 // (the whole state, so that the next call has the prior state whole), the

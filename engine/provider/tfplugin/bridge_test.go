@@ -13,6 +13,7 @@ import (
 	"testing/fstest"
 
 	"github.com/rs/zerolog"
+	"github.com/zclconf/go-cty/cty"
 
 	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/provider"
@@ -342,5 +343,64 @@ provider "p6" {
 	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: defsOK.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "eu", Account: "111"}}, nil)
 	if !diags.HasErrors() || !strings.Contains(diags.Error(), "p6.west") {
 		t.Errorf("provider = p6.west without its block: %v", diags)
+	}
+}
+
+// TestBridgeUpgradesOldState: a resource recorded with an older schema
+// version is upgraded by the provider (UpgradeResourceState) before it is
+// read, updated or deleted.
+func TestBridgeUpgradesOldState(t *testing.T) {
+	e, _, _ := newBridgeEngine(t, 6)
+	world := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(world, "111"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defs, diags := e.Load(bridgeDefs(world, "a", "one"), ".")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu", Account: "111"}}
+	ctx := testCtx(t)
+	j := &memJournal{recs: map[string]engine.ResourceState{}}
+	p, diags := e.PlanContext(ctx, inst, nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if _, err := e.Apply(ctx, p, j, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Record it as version 0 wrote it: "content" was "text".
+	rec := j.recs["p6_thing.a"]
+	attrs, err := engine.DecodeValue(rec.Attributes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := attrs.AsValueMap()
+	m["text"] = m["content"]
+	delete(m, "content")
+	if rec.Attributes, err = engine.EncodeValue(cty.ObjectVal(m)); err != nil {
+		t.Fatal(err)
+	}
+	rec.SchemaVersion = 0
+	j.recs[rec.Address] = rec
+	d, err := e.CheckDrift(ctx, inst, j.list(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status != engine.DriftInSync {
+		t.Errorf("a version 0 record read through the upgrade: %+v", d.Resources)
+	}
+	// An update works from the upgraded state and records version 1.
+	defs, _ = e.Load(bridgeDefs(world, "a", "two"), ".")
+	inst.StackSet = defs.StackSet("s")
+	p, diags = e.PlanContext(ctx, inst, j.list())
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if _, err := e.Apply(ctx, p, j, nil); err != nil {
+		t.Fatalf("update of a version 0 record: %v", err)
+	}
+	if got := j.recs["p6_thing.a"].SchemaVersion; got != 1 {
+		t.Errorf("recorded schema version %d after the update, want 1", got)
 	}
 }
