@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"path"
 	"strings"
 
@@ -47,10 +48,17 @@ func (w *walker) modifyChange(r *Resource, rp *ResourcePlan, schema provider.Sch
 		rc.Scope = []string{"Properties"}
 	}
 	rc.ResourceDriftStatus = w.inst.Drifted[rp.Address]
+	plugin := w.e.typeOwner(r.Type) != ""
 	for _, name := range changed {
 		nv := rp.After.GetAttr(name)
 		ov := rp.Before.GetAttr(name)
-		rc.PropertyChanges = append(rc.PropertyChanges, changeset.ResourcePropertyChange{Name: name, BeforeValue: jsonValue(ov), AfterValue: jsonValue(nv)})
+		if plugin {
+			// Nested attributes and blocks of a Terraform provider's
+			// schema change leaf by leaf: "tag.0.value".
+			flattenChange(name, ov, nv, &rc.PropertyChanges)
+		} else {
+			rc.PropertyChanges = append(rc.PropertyChanges, changeset.ResourcePropertyChange{Name: name, BeforeValue: jsonValue(ov), AfterValue: jsonValue(nv)})
+		}
 		eval := "Static"
 		if !nv.IsWhollyKnown() {
 			eval = "Dynamic"
@@ -143,4 +151,80 @@ func splitModuleAddress(addr string) (string, *changeset.ModuleInfo) {
 		return addr, nil
 	}
 	return addr, &changeset.ModuleInfo{LogicalIdHierarchy: strings.Join(mods, "/")}
+}
+
+// flattenChange adds the changes from ov to nv under the dotted name path:
+// objects by attribute, lists and tuples by index, maps by key, down to
+// the values that differ; sets, and values unknown, sensitive or null on
+// one side, change whole.
+func flattenChange(path string, ov, nv cty.Value, out *[]changeset.ResourcePropertyChange) {
+	leaf := func(v cty.Value) bool {
+		return v == cty.NilVal || v.IsNull() || !v.IsKnown() || v.IsMarked() || v.Type().IsPrimitiveType() || v.Type().IsSetType()
+	}
+	if leaf(ov) || leaf(nv) || !sameKind(ov.Type(), nv.Type()) {
+		if !valuesEqual(ov, nv) {
+			*out = append(*out, changeset.ResourcePropertyChange{Name: path, BeforeValue: jsonValue(ov), AfterValue: jsonValue(nv)})
+		}
+		return
+	}
+	elem := func(v cty.Value, key cty.Value) cty.Value {
+		if v.HasIndex(key).True() {
+			return v.Index(key)
+		}
+		return cty.NullVal(cty.DynamicPseudoType)
+	}
+	switch t := nv.Type(); {
+	case t.IsObjectType():
+		names := map[string]bool{}
+		for n := range ov.Type().AttributeTypes() {
+			names[n] = true
+		}
+		for n := range t.AttributeTypes() {
+			names[n] = true
+		}
+		for _, n := range sortedKeys(names) {
+			a, b := cty.NullVal(cty.DynamicPseudoType), cty.NullVal(cty.DynamicPseudoType)
+			if ov.Type().HasAttribute(n) {
+				a = ov.GetAttr(n)
+			}
+			if t.HasAttribute(n) {
+				b = nv.GetAttr(n)
+			}
+			flattenChange(path+"."+n, a, b, out)
+		}
+	case t.IsListType() || t.IsTupleType():
+		for i := range max(ov.LengthInt(), nv.LengthInt()) {
+			k := cty.NumberIntVal(int64(i))
+			flattenChange(fmt.Sprintf("%s.%d", path, i), elem(ov, k), elem(nv, k), out)
+		}
+	case t.IsMapType():
+		keys := map[string]bool{}
+		for k := range ov.AsValueMap() {
+			keys[k] = true
+		}
+		for k := range nv.AsValueMap() {
+			keys[k] = true
+		}
+		for _, k := range sortedKeys(keys) {
+			flattenChange(path+"."+k, elem(ov, cty.StringVal(k)), elem(nv, cty.StringVal(k)), out)
+		}
+	default:
+		if !valuesEqual(ov, nv) {
+			*out = append(*out, changeset.ResourcePropertyChange{Name: path, BeforeValue: jsonValue(ov), AfterValue: jsonValue(nv)})
+		}
+	}
+}
+
+// sameKind reports whether two types are both objects, both lists or
+// tuples, or both maps.
+func sameKind(a, b cty.Type) bool {
+	switch {
+	case a.IsObjectType():
+		return b.IsObjectType()
+	case a.IsListType() || a.IsTupleType():
+		return b.IsListType() || b.IsTupleType()
+	case a.IsMapType():
+		return b.IsMapType()
+	}
+	return false
 }

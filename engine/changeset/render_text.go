@@ -127,7 +127,7 @@ func RenderText(w io.Writer, cs *StackSetChangeSet, color bool) error {
 				}
 				forces := ""
 				for _, d := range rc.Details {
-					if d.Target.Name == pc.Name && d.Target.RequiresRecreation == "Always" && rc.Replacement == ReplacementTrue {
+					if (d.Target.Name == pc.Name || strings.HasPrefix(pc.Name, d.Target.Name+".")) && d.Target.RequiresRecreation == "Always" && rc.Replacement == ReplacementTrue {
 						forces = paint(ansiRed, " # forces replacement")
 					}
 				}
@@ -181,8 +181,8 @@ func severity(d Diagnostic) string {
 
 func hasPropertyChange(rc ResourceChange, name string) bool {
 	for _, pc := range rc.PropertyChanges {
-		if pc.Name == name {
-			return true
+		if pc.Name == name || strings.HasPrefix(pc.Name, name+".") {
+			return true // a nested change ("tag.0.value") belongs to its property
 		}
 	}
 	return false

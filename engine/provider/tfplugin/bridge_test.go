@@ -98,7 +98,7 @@ resource "p6_thing" "a" {
   secret  = "resource-secret"
   tag {
     key   = "env"
-    value = "prod"
+    value = "${var.content}-tag"
   }
   tag {
     key = "team"
@@ -242,6 +242,19 @@ func TestBridgeLifecycle(t *testing.T) {
 	}
 	if obj := object(id); obj["content"] != "two" {
 		t.Errorf("after the update: %v", obj)
+	}
+	// A nested block's change is named by its path.
+	var names []string
+	for _, c := range p.Changes() {
+		for _, pc := range c.ResourceChange.PropertyChanges {
+			names = append(names, pc.Name)
+			if pc.Name == "tag.0.value" && (pc.BeforeValue != "one-tag" || pc.AfterValue != "two-tag") {
+				t.Errorf("tag.0.value: %v -> %v", pc.BeforeValue, pc.AfterValue)
+			}
+		}
+	}
+	if strings.Join(names, ",") != "content,tag.0.value" {
+		t.Errorf("property changes %v, want content and tag.0.value", names)
 	}
 
 	// name requires replacement (the provider says so).
