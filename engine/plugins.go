@@ -644,7 +644,9 @@ func (w *walker) readData(node string) hcl.Diagnostics {
 	if diags.HasErrors() {
 		return diags
 	}
-	if !props.IsWhollyKnown() || cfg != cty.NilVal && !cfg.IsWhollyKnown() {
+	if !props.IsWhollyKnown() || cfg != cty.NilVal && !cfg.IsWhollyKnown() || w.mode != modeApply && w.dependsOnChange(node) {
+		// Read during the apply, once what it reads exists: as Terraform
+		// defers a data source that depends on a resource with changes.
 		w.resources[node] = cty.DynamicVal
 		return diags
 	}
@@ -659,4 +661,22 @@ func (w *walker) readData(node string) hcl.Diagnostics {
 	}
 	w.resources[node] = v
 	return diags
+}
+
+// dependsOnChange reports whether node refers to (or depends on) a
+// resource this plan changes.
+func (w *walker) dependsOnChange(node string) bool {
+	for _, ref := range w.tmpl.refs[node] {
+		if ref.root != "local" && ref.root != "module" && w.changing[ref.root+"."+ref.name] {
+			return true
+		}
+	}
+	if r := w.tmpl.Data[node]; r != nil {
+		for _, d := range r.DependsOn {
+			if w.changing[d] {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
 	"github.com/stackd/stackd/engine"
@@ -11,7 +12,11 @@ import (
 )
 
 func newValidateCommand() *cobra.Command {
-	var allowCommand bool
+	var (
+		allowCommand bool
+		plugins      pluginFlags
+		stateDir     string
+	)
 	cmd := &cobra.Command{
 		Use:   "validate [DIR]",
 		Short: "Validate the definitions in DIR (default: the working directory) and the templates they use",
@@ -34,6 +39,14 @@ func newValidateCommand() *cobra.Command {
 				return err
 			}
 			eng := engine.New(providers(os.TempDir(), allowCommand, cp, wp))
+			// Templates that require Terraform providers are validated
+			// against the providers' schemas.
+			resolver, pool, err := plugins.resolver(stateDir, zerolog.Nop())
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			eng.SetPluginResolver(resolver)
 			defs, diags := eng.Load(secrets.New(os.DirFS(args[0])), ".")
 			if !diags.HasErrors() {
 				// Without the state, the override rules that depend on it
@@ -71,5 +84,7 @@ func newValidateCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&allowCommand, "allow-command", true, "allow the command provider")
+	cmd.Flags().StringVar(&stateDir, "state-dir", ".stackd/state", "state directory whose parent holds the provider cache and lock file (see --plugin-cache-dir, --plugin-lock-file)")
+	plugins.add(cmd.Flags())
 	return cmd
 }

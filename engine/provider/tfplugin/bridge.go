@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
@@ -102,6 +104,9 @@ func (r *Resolver) Resolve(ctx context.Context, reqs []engine.ProviderRequiremen
 		}
 	}
 	if r.LockFile != "" && string(r.lock.Bytes()) != before {
+		if err := os.MkdirAll(filepath.Dir(r.LockFile), 0o700); err != nil {
+			return nil, err
+		}
 		if err := install.WriteLockFile(r.LockFile, r.lock); err != nil {
 			return nil, err
 		}
