@@ -427,7 +427,7 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 			return fail(fmt.Errorf("journal: %w", err))
 		}
 		began := time.Now()
-		result, err = p.Create(ctx, provider.Request{Target: target, LogicalID: rp.Address, RequestID: reqID, Properties: clean, ProviderConfig: pcfg})
+		result, err = p.Create(ctx, provider.Request{Target: target, LogicalID: rp.Address, RequestID: reqID, Properties: clean, ProviderConfig: pcfg, ImportID: rp.importID})
 		ev.Duration += time.Since(began)
 		rec.RequestID = reqID
 	case Update:

@@ -18,6 +18,9 @@ func (w *walker) addChange(r *Resource, rp *ResourcePlan, schema provider.Schema
 	rc := changeset.ResourceChange{
 		Action: changeset.Add, LogicalResourceId: strings.TrimPrefix(rp.Address, w.prefix), ResourceType: rp.Type, ModuleInfo: rp.Module,
 	}
+	if rp.importID != "" {
+		rc.Action, rc.PhysicalResourceId = changeset.Import, rp.importID
+	}
 	if rp.Action == Replace {
 		rc.Action = changeset.Modify
 		rc.PhysicalResourceId = rp.PhysicalID

@@ -142,7 +142,10 @@ type ResourcePlan struct {
 	// (cty.NilVal for built-ins).
 	providerConfig cty.Value
 	// planErr is why a provider could not plan the change (ChangePlanner).
-	planErr     error
+	planErr error
+	// importID, on a Create, is the id of the existing object an import
+	// block adopts.
+	importID    string
 	Address     string
 	Base        string // "TYPE.NAME" without instance key
 	Type        string

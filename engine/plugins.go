@@ -680,3 +680,78 @@ func (w *walker) dependsOnChange(node string) bool {
 	}
 	return false
 }
+
+// Import is an import block: the existing object of ID becomes the
+// resource at To when it has none recorded (Terraform's import blocks).
+type Import struct {
+	To        string
+	ID        hcl.Expression
+	DeclRange hcl.Range
+}
+
+var importSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "to", Required: true}, {Name: "id", Required: true}}}
+
+// addImport records an import block; what it imports to is checked once
+// the template's resources are known (checkImports).
+func (t *Template) addImport(b *hcl.Block) hcl.Diagnostics {
+	content, diags := b.Body.Content(importSchema)
+	if diags.HasErrors() {
+		return diags
+	}
+	tr, d := hcl.AbsTraversalForExpr(content.Attributes["to"].Expr)
+	if d.HasErrors() || len(tr) < 2 {
+		return diags.Append(errorf(content.Attributes["to"].Expr.Range(), "Invalid import address", "to takes a resource address without quotes: to = aws_s3_bucket.logs (or aws_s3_bucket.logs[0])."))
+	}
+	to := tr.RootName()
+	for _, step := range tr[1:] {
+		switch s := step.(type) {
+		case hcl.TraverseAttr:
+			to += "." + s.Name
+		case hcl.TraverseIndex:
+			if s.Key.Type() == cty.String {
+				to += fmt.Sprintf("[%q]", s.Key.AsString())
+			} else {
+				to += "[" + s.Key.AsBigFloat().String() + "]"
+			}
+		}
+	}
+	if t.Imports == nil {
+		t.Imports = map[string]*Import{}
+	}
+	if prev, ok := t.Imports[to]; ok {
+		return diags.Append(duplicate("import", to, prev.DeclRange, b.DefRange))
+	}
+	t.Imports[to] = &Import{To: to, ID: content.Attributes["id"].Expr, DeclRange: b.DefRange}
+	return diags
+}
+
+// checkImports reports import blocks whose resource is not declared or
+// cannot import.
+func (t *Template) checkImports(e *Engine) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, to := range sortedKeys(t.Imports) {
+		im := t.Imports[to]
+		base := to
+		if i := strings.IndexByte(base, '['); i > 0 {
+			base = base[:i]
+		}
+		r, ok := t.Resources[base]
+		if !ok {
+			diags = diags.Append(errorf(im.DeclRange, "Import of an undeclared resource", "import to = %s: the template declares no resource %s.", to, base))
+			continue
+		}
+		var p provider.Provider
+		if e != nil {
+			p, _ = e.lookup(r.Type)
+		}
+		if im, ok := p.(provider.Importer); !ok || !im.CanImport() {
+			diags = diags.Append(errorf(t.Imports[to].DeclRange, "Resource type cannot import", "%s resources cannot adopt existing objects; only Terraform providers' resource types can.", r.Type))
+		}
+		for _, tr := range im.ID.Variables() {
+			if root := tr.RootName(); root != "var" && root != "target" && root != "stack_set" && root != "local" {
+				diags = diags.Append(errorf(tr.SourceRange(), "Invalid import id", "An import id may use var, local, target and stack_set only: it must be known when the instance is planned."))
+			}
+		}
+	}
+	return diags
+}

@@ -35,6 +35,9 @@ type Template struct {
 	Providers         map[string]*ProviderBlock
 	// Data are the data blocks, by "data.TYPE.NAME".
 	Data map[string]*Resource
+	// Imports are the import blocks, by the address they import to
+	// ("TYPE.NAME" or "TYPE.NAME[KEY]").
+	Imports map[string]*Import
 	// order is every node ("local.x", "TYPE.NAME", "output.x") in dependency order.
 	order []string
 	// refs lists, per node, the locals and resources its expressions reference.
@@ -143,6 +146,7 @@ var templateSchema = &hcl.BodySchema{
 		{Type: "terraform"},
 		{Type: "provider", LabelNames: []string{"name"}},
 		{Type: "data", LabelNames: []string{"type", "name"}},
+		{Type: "import"},
 	},
 }
 
@@ -369,6 +373,8 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 				modules = append(modules, b)
 			case "data":
 				diags = append(diags, t.addData(ld.e, b)...)
+			case "import":
+				diags = append(diags, t.addImport(b)...)
 			}
 		}
 	}
@@ -421,6 +427,7 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 		t.Hash = hex.EncodeToString(h.Sum(nil))
 	}
 	diags = append(diags, t.analyze(reg)...)
+	diags = append(diags, t.checkImports(ld.e)...)
 	return t, diags
 }
 

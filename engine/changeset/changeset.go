@@ -22,6 +22,9 @@ const (
 	Add    ResourceAction = "Add"
 	Modify ResourceAction = "Modify"
 	Remove ResourceAction = "Remove"
+	// Import adopts an existing object (an import block). Not in the
+	// seed; CloudFormation's change sets name it so.
+	Import ResourceAction = "Import"
 )
 
 // ResourceChange describes what happens to one resource.

@@ -13,6 +13,7 @@ const (
 	ansiYellow  = "\x1b[33m"
 	ansiRed     = "\x1b[31m"
 	ansiMagenta = "\x1b[35m"
+	ansiCyan    = "\x1b[36m"
 	ansiBold    = "\x1b[1m"
 )
 
@@ -21,6 +22,8 @@ func symbol(rc ResourceChange) (string, string) {
 	switch {
 	case rc.Action == Add:
 		return "+", ansiGreen
+	case rc.Action == Import:
+		return "<=", ansiCyan
 	case rc.Retained():
 		// Terraform's "forget": no longer managed, not destroyed.
 		return ".", ansiYellow
@@ -98,6 +101,9 @@ func RenderText(w io.Writer, cs *StackSetChangeSet, color bool) error {
 				note = ` will be retained: removed from the stack, not destroyed (deletion_policy = "Retain")`
 			}
 			note += driftNote(rc)
+			if rc.Action == Import {
+				note += " will be imported (id " + printableLine(rc.PhysicalResourceId) + ")"
+			}
 			fmt.Fprintf(&b, "      %s %s%s\n", paint(col, sym), printableLine(rc.FullAddress()), note)
 			width := 0
 			for _, pc := range rc.PropertyChanges {
@@ -121,7 +127,7 @@ func RenderText(w io.Writer, cs *StackSetChangeSet, color bool) error {
 				fmt.Fprintf(&b, "          # %s changes (%s)\n", printableLine(what), printableLine(why))
 			}
 			for _, pc := range rc.PropertyChanges {
-				if rc.Action == Add {
+				if rc.Action == Add || rc.Action == Import {
 					fmt.Fprintf(&b, "          %-*s = %s\n", width, pc.Name, textValue(pc.AfterValue, "          "))
 					continue
 				}

@@ -110,6 +110,16 @@ type Request struct {
 	// (Terraform providers: configured per target); cty.NilVal for the
 	// built-in providers.
 	ProviderConfig cty.Value
+	// ImportID, on a Create, asks an Importer to adopt the existing object
+	// of this id (an import block) instead of creating one.
+	ImportID string
+}
+
+// Importer is implemented by providers that can adopt an existing object
+// (Terraform providers' ImportResourceState): a Create with ImportID set
+// imports the object, reads it, and brings it to the configuration.
+type Importer interface {
+	CanImport() bool
 }
 
 // Result is what Create, Read and Update return.

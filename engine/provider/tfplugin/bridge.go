@@ -163,6 +163,7 @@ var (
 	_ provider.Provider      = (*resourceType)(nil)
 	_ provider.ChangePlanner = (*resourceType)(nil)
 	_ provider.DriftReader   = (*resourceType)(nil)
+	_ provider.Importer      = (*resourceType)(nil)
 )
 
 func (rt *resourceType) Schema() provider.Schema { return rt.pschema }
@@ -222,11 +223,18 @@ func (rt *resourceType) change(ctx context.Context, req provider.Request, update
 	}
 	defer lease.Release()
 	prior, private := cty.NullVal(rt.ty()), []byte(nil)
-	if update {
+	switch {
+	case update:
 		if prior, err = rt.prior(ctx, lease, req); err != nil {
 			return provider.Result{}, err
 		}
 		private = req.Private
+	case req.ImportID != "":
+		// An import block: the existing object is the prior state, then
+		// brought to the configuration like an update.
+		if prior, private, err = rt.importObject(ctx, lease, req.ImportID); err != nil {
+			return provider.Result{}, err
+		}
 	}
 	plan, err := lease.PlanResourceChange(ctx, PlanRequest{TypeName: rt.typ, Prior: prior, Proposed: proposedNew(rt.schema.Block, prior, cfg), Config: cfg, PriorPrivate: private})
 	if err != nil {
@@ -234,6 +242,10 @@ func (rt *resourceType) change(ctx context.Context, req provider.Request, update
 	}
 	if plan.Diagnostics.HasErrors() {
 		return provider.Result{}, plan.Diagnostics.Err()
+	}
+	if !prior.IsNull() && plan.Planned.RawEquals(prior) {
+		// Nothing to change (an imported object as configured).
+		return rt.result(prior, plan.PlannedPrivate, req.RequestID), nil
 	}
 	applied, err := lease.ApplyResourceChange(ctx, ApplyRequest{TypeName: rt.typ, Prior: prior, Planned: plan.Planned, Config: cfg, PlannedPrivate: plan.PlannedPrivate})
 	if err != nil {
@@ -276,6 +288,35 @@ func (rt *resourceType) Delete(ctx context.Context, req provider.Request) error 
 		return err
 	}
 	return applied.Diagnostics.Err()
+}
+
+// CanImport: resource types of Terraform providers import with
+// ImportResourceState (a provider that cannot says so when asked).
+func (rt *resourceType) CanImport() bool { return true }
+
+// importObject imports the object of id and reads it.
+func (rt *resourceType) importObject(ctx context.Context, c Client, id string) (cty.Value, []byte, error) {
+	im, err := c.ImportResourceState(ctx, rt.typ, id)
+	if err != nil {
+		return cty.NilVal, nil, fmt.Errorf("import %s %q: %w", rt.typ, id, err)
+	}
+	for _, o := range im.Imported {
+		if o.TypeName != rt.typ {
+			continue
+		}
+		read, err := c.ReadResource(ctx, ReadRequest{TypeName: rt.typ, Current: o.State, Private: o.Private})
+		if err != nil {
+			return cty.NilVal, nil, fmt.Errorf("import %s %q: read: %w", rt.typ, id, err)
+		}
+		if read.Diagnostics.HasErrors() {
+			return cty.NilVal, nil, read.Diagnostics.Err()
+		}
+		if read.New.IsNull() {
+			return cty.NilVal, nil, fmt.Errorf("import %s %q: no such object", rt.typ, id)
+		}
+		return read.New, read.Private, nil
+	}
+	return cty.NilVal, nil, fmt.Errorf("import %s %q: the provider returned no object of that type", rt.typ, id)
 }
 
 // Read is ReadResource: the object as it is now, provider.ErrNotFound

@@ -417,3 +417,73 @@ func TestBridgeUpgradesOldState(t *testing.T) {
 		t.Errorf("recorded schema version %d after the update, want 1", got)
 	}
 }
+
+// TestBridgeImport: an import block adopts an existing object (made by
+// someone else) instead of creating one, and brings it to the
+// configuration.
+func TestBridgeImport(t *testing.T) {
+	e, _, _ := newBridgeEngine(t, 6)
+	world := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(world, "111"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	// Someone made the object by hand (here: an apply whose record is
+	// then forgotten).
+	defs, diags := e.Load(bridgeDefs(world, "a", "old"), ".")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu", Account: "111"}}
+	p, _ := e.PlanContext(ctx, inst, nil)
+	if _, err := e.Apply(ctx, p, &memJournal{recs: map[string]engine.ResourceState{}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	files := bridgeDefs(world, "a", "new")
+	files["t/import.hcl"] = &fstest.MapFile{Data: []byte(`import {
+  to = p6_thing.a
+  id = "pre${var.name}-${target.region}"
+}
+`)}
+	defs, diags = e.Load(files, ".")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	inst.StackSet = defs.StackSet("s")
+	j := &memJournal{recs: map[string]engine.ResourceState{}}
+	p, diags = e.PlanContext(ctx, inst, nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	chs := p.Changes()
+	if len(chs) != 1 || chs[0].ResourceChange.Action != "Import" || chs[0].ResourceChange.PhysicalResourceId != "prea-eu" {
+		t.Fatalf("plan of an import: %+v", chs)
+	}
+	if _, err := e.Apply(ctx, p, j, nil); err != nil {
+		t.Fatalf("apply of an import: %v", err)
+	}
+	if rec := j.recs["p6_thing.a"]; rec.PhysicalID != "prea-eu" {
+		t.Errorf("recorded after the import: %+v", rec)
+	}
+	b, err := os.ReadFile(filepath.Join(world, "111", "prea-eu.json"))
+	if err != nil || !strings.Contains(string(b), `"content":"new"`) {
+		t.Errorf("the imported object was not brought to the configuration: %v %s", err, b)
+	}
+	// An import of something that does not exist fails the apply.
+	files["t/import.hcl"] = &fstest.MapFile{Data: []byte(`import {
+  to = p6_thing.a
+  id = "nothing-here"
+}
+`)}
+	defs, _ = e.Load(files, ".")
+	inst.StackSet = defs.StackSet("s")
+	p, _ = e.PlanContext(ctx, inst, nil)
+	if _, err := e.Apply(ctx, p, &memJournal{recs: map[string]engine.ResourceState{}}, nil); err == nil || !strings.Contains(err.Error(), "no such object") {
+		t.Errorf("import of a missing object: %v", err)
+	}
+	// An import block for an undeclared resource is a diagnostic.
+	files["t/import.hcl"] = &fstest.MapFile{Data: []byte("import {\n  to = p6_thing.b\n  id = \"x\"\n}\n")}
+	if _, diags := e.Load(files, "."); !strings.Contains(diags.Error(), "Import of an undeclared resource") {
+		t.Errorf("import to an undeclared resource: %v", diags)
+	}
+}
