@@ -425,6 +425,10 @@ func (c *client) call(ctx context.Context, op string, f func(ctx context.Context
 		return callError(op, c.opts.Name, err)
 	}
 	switch st.Code() {
+	case codes.DeadlineExceeded:
+		// gRPC's own timer for ctx's deadline can fire a moment before
+		// ctx reports it.
+		return callError(op, c.opts.Name, context.DeadlineExceeded)
 	case codes.Unavailable, codes.Canceled, codes.Aborted:
 		if c.closed.Load() {
 			return callError(op, c.opts.Name, ErrClosed)
