@@ -8,7 +8,9 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // testProvider builds the protocol 6 test provider of
@@ -220,5 +222,56 @@ func TestTerraformProviderEndToEnd(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(world, "*", "*.json"))
 	if len(left) != 0 {
 		t.Errorf("objects left after the stack set was deleted: %v", left)
+	}
+}
+
+// TestTerraformProviderKilledMidApply: stackd run is killed (SIGKILL) while
+// provider calls are in flight; after the restart the operation resumes
+// and every object exists, nothing is left in progress.
+func TestTerraformProviderKilledMidApply(t *testing.T) {
+	plugins := providerPluginDir(t)
+	binary := stackdBinary(t)
+	dir := t.TempDir()
+	f := &fixture{repo: filepath.Join(dir, "repo"), state: filepath.Join(dir, "stackd", "state"), targets: filepath.Join(dir, "targets")}
+	world := filepath.Join(dir, "world")
+	for _, acct := range []string{"111111111111", "222222222222"} {
+		if err := os.MkdirAll(filepath.Join(world, acct), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slow := strings.Replace(p6Template, "  crash   = var.crash_account == target.account\n", "  crash   = var.crash_account == target.account\n  sleep_ms = 1500\n", 1)
+	writeTree(t, f.repo, map[string]string{
+		"things.hcl":                p6StackSet(world, "app", ""),
+		"templates/things/main.hcl": slow,
+	})
+	runGit(t, f.repo, "init", "-q")
+	f.commit(t, "slow things")
+	args := f.flags("--plugin-dir", plugins, "--listen", "127.0.0.1:0", "--interval", "1h", "--log-level", "debug")
+	p := startProc(t, binary, nil, append([]string{"run"}, args...)...)
+	// Killed while a create is inside the provider (each sleeps 1.5 s
+	// after saying so on its stderr, which stackd logs at debug level).
+	p.waitLine(t, 60*time.Second, 0, "a create in the provider", func(l map[string]any) bool {
+		msg, _ := l["message"].(string)
+		return l["stream"] == "stderr" && strings.HasPrefix(msg, "sleeping ")
+	})
+	p.kill(t)
+	p = startProc(t, binary, nil, append([]string{"run"}, args...)...)
+	p.waitLine(t, 90*time.Second, 0, "the resumed operation", func(l map[string]any) bool {
+		return l["message"] == "operation finished" && l["status"] == "SUCCEEDED"
+	})
+	for _, tg := range [][2]string{{"eu", "111111111111"}, {"us", "111111111111"}, {"eu", "222222222222"}, {"us", "222222222222"}} {
+		if _, err := os.Stat(filepath.Join(world, tg[1], tg[0]+"-app.json")); err != nil {
+			t.Errorf("object of %s/%s after the restart: %v", tg[0], tg[1], err)
+		}
+	}
+	p.signal(t, syscall.SIGTERM)
+	p.wait(t, 30*time.Second)
+	st := runBinary(t, binary, "status", "--state-dir", f.state)
+	if strings.Contains(st.stdout, "IN_PROGRESS") || !strings.Contains(st.stdout, "OPERATION_COMPLETE") {
+		t.Errorf("status after the restart:\n%s", st.stdout)
+	}
+	chk := runBinary(t, binary, "state", "check", "--state-dir", f.state)
+	if chk.err != nil {
+		t.Errorf("state check: %s", chk)
 	}
 }
