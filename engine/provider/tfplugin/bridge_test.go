@@ -3,6 +3,7 @@ package tfplugin
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -114,7 +115,10 @@ data "p6_object" "seen" {
 output "seen_content" { value = data.p6_object.seen.content }
 `
 
-func bridgeDefs(dir, name, content string) fstest.MapFS {
+func bridgeDefs(dir, name, content string) fstest.MapFS { return bridgeDefsFor(6, dir, name, content) }
+
+// bridgeDefsFor is bridgeDefs for the test provider of protocol proto.
+func bridgeDefsFor(proto int, dir, name, content string) fstest.MapFS {
 	return fstest.MapFS{
 		"d.hcl": {Data: []byte(`stack_set "s" {
   template = "./t"
@@ -128,7 +132,7 @@ func bridgeDefs(dir, name, content string) fstest.MapFS {
     accounts = ["111", "222"]
   }
 }`)},
-		"t/main.hcl": {Data: []byte(bridgeTemplate)},
+		"t/main.hcl": {Data: []byte(strings.ReplaceAll(bridgeTemplate, "p6", prefixOf[proto]))},
 	}
 }
 
@@ -153,7 +157,14 @@ func newBridgeEngine(t *testing.T, proto int) (*engine.Engine, *Pool, string) {
 // provider configuration, an in-place update, a replacement the provider
 // asks for, drift, and a delete after the template is gone.
 func TestBridgeLifecycle(t *testing.T) {
-	e, pool, lock := newBridgeEngine(t, 6)
+	for _, proto := range []int{5, 6} {
+		t.Run(fmt.Sprintf("protocol %d", proto), func(t *testing.T) { testBridgeLifecycle(t, proto) })
+	}
+}
+
+func testBridgeLifecycle(t *testing.T, proto int) {
+	pfx := prefixOf[proto]
+	e, pool, lock := newBridgeEngine(t, proto)
 	world := t.TempDir()
 	for _, acct := range []string{"111", "222"} {
 		if err := os.MkdirAll(filepath.Join(world, acct), 0o755); err != nil {
@@ -162,7 +173,7 @@ func TestBridgeLifecycle(t *testing.T) {
 	}
 	load := func(name, content string) *engine.Instance {
 		t.Helper()
-		defs, diags := e.Load(bridgeDefs(world, name, content), ".")
+		defs, diags := e.Load(bridgeDefsFor(proto, world, name, content), ".")
 		if diags.HasErrors() {
 			t.Fatalf("load: %s", diags.Error())
 		}
@@ -200,7 +211,7 @@ func TestBridgeLifecycle(t *testing.T) {
 		t.Fatalf("create: %+v", res)
 	}
 	recs := j.list()
-	if len(recs) != 1 || recs[0].Provider != "p6|registry.example.com/stackd/p6|1.0.0" || len(recs[0].ProviderConfig) == 0 {
+	if len(recs) != 1 || recs[0].Provider != pfx+"|registry.example.com/stackd/"+pfx+"|1.0.0" || len(recs[0].ProviderConfig) == 0 {
 		t.Fatalf("recorded: %+v", recs)
 	}
 	id := res.Outputs["id"].AsString()
@@ -223,7 +234,7 @@ func TestBridgeLifecycle(t *testing.T) {
 	if strings.Contains(string(text), "resource-secret") || strings.Contains(string(text), "provider-token-secret") {
 		t.Errorf("a secret is in the change set: %s", text)
 	}
-	if b, err := os.ReadFile(lock); err != nil || !strings.Contains(string(b), `provider "registry.example.com/stackd/p6"`) || !strings.Contains(string(b), `version     = "1.0.0"`) {
+	if b, err := os.ReadFile(lock); err != nil || !strings.Contains(string(b), `provider "registry.example.com/stackd/`+pfx+`"`) || !strings.Contains(string(b), `version     = "1.0.0"`) {
 		t.Errorf("lock file: %v\n%s", err, b)
 	}
 
@@ -283,7 +294,7 @@ func TestBridgeLifecycle(t *testing.T) {
 	}
 
 	// Deleted with the template gone: what the resource recorded is enough.
-	e2, _, _ := newBridgeEngine(t, 6)
+	e2, _, _ := newBridgeEngine(t, proto)
 	dp := engine.PlanDestroy(&engine.Instance{Name: "s", StackSetID: "ss-1", Target: engine.Target{Region: "eu", Account: "111"}}, j.list())
 	if _, err := e2.Apply(ctx, dp, j, nil); err != nil {
 		t.Fatalf("destroy: %v", err)
