@@ -134,9 +134,14 @@ func TestTerraformProviderEndToEnd(t *testing.T) {
 	flags := f.flags("--plugin-dir", plugins)
 	binary := stackdBinary(t)
 
-	res := runBinary(t, binary, append([]string{"apply"}, flags...)...)
+	res := runBinary(t, binary, append([]string{"apply"}, append(flags, "--log-level", "debug")...)...)
 	if res.err != nil || !strings.Contains(res.stdout, "SUCCEEDED (4/4") {
 		t.Fatalf("first apply: %s", res)
+	}
+	// The provider's own log lines reach stackd's log (debug level),
+	// without the secret of its configuration it printed.
+	if !strings.Contains(res.stderr, "p6provider configured for region") {
+		t.Errorf("the provider's stderr is not in the debug log")
 	}
 	for _, tg := range [][2]string{{"eu", "111111111111"}, {"us", "222222222222"}} {
 		b, err := os.ReadFile(filepath.Join(world, tg[1], tg[0]+"-app.json"))

@@ -148,7 +148,15 @@ func (pp *pluginProvider) client(ctx context.Context, cfg cty.Value) (*Lease, er
 	if err != nil {
 		return nil, fmt.Errorf("provider %s configuration: %w", pp.name, err)
 	}
-	return pp.r.Pool.Acquire(ctx, Options{Path: pp.pkg.Executable, Name: pp.name, Logger: &pp.r.Log, MTLS: pp.r.MTLS}, full)
+	// The provider's log lines are redacted of its configuration's
+	// sensitive values (credentials, tokens).
+	var secrets []cty.Value
+	for _, p := range pp.schema.Provider.Block.SensitivePaths(full) {
+		if v, err := p.Apply(full); err == nil {
+			secrets = append(secrets, v)
+		}
+	}
+	return pp.r.Pool.Acquire(ctx, Options{Path: pp.pkg.Executable, Name: pp.name, Logger: &pp.r.Log, MTLS: pp.r.MTLS, Redactor: engine.NewRedactor(secrets...)}, full)
 }
 
 // resourceType is one resource type of a provider, as a stackd provider.

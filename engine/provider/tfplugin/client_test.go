@@ -248,7 +248,7 @@ func TestLogsForwarded(t *testing.T) {
 			c := start(t, proto, func(o *Options) {
 				o.Logger = &logger
 				o.Name = "test-" + prefixOf[proto]
-				o.Redactor = replacer{"eu-west-1": "<redacted>"}
+				o.Redactor = replacer{"eu-west-1": "<redacted>", "provider-token-secret": "<redacted>"}
 			})
 			if _, err := c.ConfigureProvider(testCtx(t), target{region: "eu-west-1", dir: t.TempDir()}.value()); err != nil {
 				t.Fatal(err)

@@ -83,8 +83,9 @@ func (p *p6) Configure(ctx context.Context, req provider.ConfigureRequest, resp 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	// A line on stderr, so a test can see provider logs forwarded.
-	fmt.Fprintf(os.Stderr, "p6provider configured for region %s\n", m.Region.ValueString())
+	// A line on stderr, so a test can see provider logs forwarded — with
+	// the token in it, as a careless provider might: stackd must redact it.
+	fmt.Fprintf(os.Stderr, "p6provider configured for region %s with token %s\n", m.Region.ValueString(), m.Token.ValueString())
 	c := &config{Region: m.Region.ValueString(), Prefix: m.Prefix.ValueString(), Dir: m.Dir.ValueString()}
 	resp.ResourceData = c
 	resp.DataSourceData = c
