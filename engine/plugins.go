@@ -143,6 +143,9 @@ func (e *Engine) providerConfigSchema(name string) (provider.Schema, bool) {
 // typeOwner is the local name of the provider of a plugin resource type
 // ("" for built-ins).
 func (e *Engine) typeOwner(typ string) string {
+	if _, builtin := e.providers[typ]; builtin {
+		return "" // no lock on the hot path of the built-in types
+	}
 	e.plugins.mu.RLock()
 	defer e.plugins.mu.RUnlock()
 	return e.plugins.owner[typ]
@@ -541,6 +544,9 @@ func encodeProviderConfig(v cty.Value) (json.RawMessage, error) {
 
 // origin is the recorded provider of a plugin resource type.
 func (e *Engine) origin(typ string) string {
+	if _, builtin := e.providers[typ]; builtin {
+		return ""
+	}
 	e.plugins.mu.RLock()
 	defer e.plugins.mu.RUnlock()
 	return e.plugins.origin[typ]
