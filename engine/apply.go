@@ -420,6 +420,13 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 		reqID := rp.RequestID
 		if reqID == "" {
 			reqID = uuid.NewString()
+		} else if e.typeOwner(rp.Type) != "" && rp.importID == "" {
+			// A Terraform provider's create a crash interrupted: the
+			// provider has no request id to deduplicate by, so say what
+			// the repeated create may leave behind (README, "Terraform and
+			// OpenTofu providers").
+			e.logger().Warn().Str("resource", rp.Address).Str("type", rp.Type).Str("request_id", reqID).
+				Msg("repeating a create a crash interrupted: if the provider made the object before the crash and names objects itself, the first one may be left behind; adopt it with an import block or remove it")
 		}
 		pending := rec
 		pending.Status, pending.RequestID = StatusPendingCreate, reqID
