@@ -115,6 +115,15 @@ type Request struct {
 	ImportID string
 }
 
+// ConfigValidator is implemented by providers that validate a resource's
+// configuration themselves (Terraform providers' ValidateResourceConfig,
+// which runs their validators): the engine asks when it plans, and an
+// error rejects the plan as a diagnostic. Properties may hold unknown
+// values.
+type ConfigValidator interface {
+	ValidateConfig(ctx context.Context, req Request) error
+}
+
 // Importer is implemented by providers that can adopt an existing object
 // (Terraform providers' ImportResourceState): a Create with ImportID set
 // imports the object, reads it, and brings it to the configuration.

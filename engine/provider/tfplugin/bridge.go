@@ -168,10 +168,11 @@ type resourceType struct {
 }
 
 var (
-	_ provider.Provider      = (*resourceType)(nil)
-	_ provider.ChangePlanner = (*resourceType)(nil)
-	_ provider.DriftReader   = (*resourceType)(nil)
-	_ provider.Importer      = (*resourceType)(nil)
+	_ provider.Provider        = (*resourceType)(nil)
+	_ provider.ChangePlanner   = (*resourceType)(nil)
+	_ provider.DriftReader     = (*resourceType)(nil)
+	_ provider.Importer        = (*resourceType)(nil)
+	_ provider.ConfigValidator = (*resourceType)(nil)
 )
 
 func (rt *resourceType) Schema() provider.Schema { return rt.pschema }
@@ -296,6 +297,24 @@ func (rt *resourceType) Delete(ctx context.Context, req provider.Request) error 
 		return err
 	}
 	return applied.Diagnostics.Err()
+}
+
+// ValidateConfig is ValidateResourceConfig: the provider's validators.
+func (rt *resourceType) ValidateConfig(ctx context.Context, req provider.Request) error {
+	cfg, err := rt.config(req.Properties)
+	if err != nil {
+		return err
+	}
+	lease, err := rt.p.client(ctx, req.ProviderConfig)
+	if err != nil {
+		return err
+	}
+	defer lease.Release()
+	diags, err := lease.ValidateResourceConfig(ctx, rt.typ, cfg)
+	if err != nil {
+		return err
+	}
+	return diags.Err()
 }
 
 // CanImport: resource types of Terraform providers import with

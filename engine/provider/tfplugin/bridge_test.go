@@ -360,6 +360,16 @@ provider "p6" {
 			t.Errorf("%s:\n got %s\nwant %s %s", tc.body, diags.Error(), tc.at, tc.want)
 		}
 	}
+	// The provider's own validators run when the instance plans: a tag
+	// key must match ^[a-z]+$.
+	bad, diags := e.Load(defs("resource \"p6_thing\" \"a\" {\n  name = \"x\"\n  tag {\n    key = \"Not-Lower\"\n  }\n}"), ".")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: bad.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "eu", Account: "111"}}, nil)
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), "tag[0].key") || !strings.Contains(diags.Error(), "does not match") {
+		t.Errorf("a tag key the provider's validator refuses: %v", diags)
+	}
 	defsOK, diags := e.Load(defs("resource \"p6_thing\" \"a\" {\n  name     = \"x\"\n  provider = p6.west\n}"), ".")
 	if diags.HasErrors() {
 		t.Fatal(diags)
