@@ -345,7 +345,10 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 			if ld.e == nil {
 				diags = diags.Append(errorf(tfBlocks[0].DefRange, "Terraform providers are not enabled", "This template requires providers (%s), which this loader cannot install.", requirementNames(reqs)))
 			} else if r, pdiags := ld.e.resolvePlugins(reqs, tfBlocks[0].DefRange); pdiags.HasErrors() {
-				diags = append(diags, pdiags...)
+				// That one error says it: the template's provider blocks,
+				// resources and data blocks are not checked against
+				// providers that could not be installed.
+				return t, append(diags, pdiags...)
 			} else {
 				ld.reg, reg = r, r
 			}

@@ -1,7 +1,14 @@
 package main
 
 import (
+	"archive/zip"
+	"bytes"
+	"crypto/sha256"
 	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -278,5 +285,114 @@ func TestTerraformProviderKilledMidApply(t *testing.T) {
 	chk := runBinary(t, binary, "state", "check", "--state-dir", f.state)
 	if chk.err != nil {
 		t.Errorf("state check: %s", chk)
+	}
+}
+
+// registryForP6 serves the test provider over the provider registry
+// protocol on 127.0.0.1 (TLS): service discovery, versions, download,
+// SHA256SUMS. With corrupt set, the zip served is not the one summed.
+func registryForP6(t *testing.T, corrupt bool) (host, caFile string) {
+	t.Helper()
+	plugins := providerPluginDir(t)
+	exe := filepath.Join(plugins, "registry.example.com", "stackd", "p6", "1.0.0", runtime.GOOS+"_"+runtime.GOARCH, "terraform-provider-p6_v1.0.0")
+	bin, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var zbuf bytes.Buffer
+	zw := zip.NewWriter(&zbuf)
+	hdr := &zip.FileHeader{Name: "terraform-provider-p6_v1.0.0", Method: zip.Store}
+	hdr.SetMode(0o755)
+	w, err := zw.CreateHeader(hdr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(bin); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	zipBytes := zbuf.Bytes()
+	name := fmt.Sprintf("terraform-provider-p6_1.0.0_%s_%s.zip", runtime.GOOS, runtime.GOARCH)
+	sum := sha256.Sum256(zipBytes)
+	sums := fmt.Sprintf("%x  %s\n", sum, name)
+	served := zipBytes
+	if corrupt {
+		served = append(append([]byte{}, zipBytes...), "tampered"...)
+	}
+	mux := http.NewServeMux()
+	writeJSONDoc := func(w http.ResponseWriter, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	mux.HandleFunc("GET /.well-known/terraform.json", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSONDoc(w, map[string]any{"providers.v1": "/v1/providers/"})
+	})
+	mux.HandleFunc("GET /v1/providers/stackd/p6/versions", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSONDoc(w, map[string]any{"versions": []any{map[string]any{"version": "1.0.0", "protocols": []string{"6.0"},
+			"platforms": []any{map[string]string{"os": runtime.GOOS, "arch": runtime.GOARCH}}}}})
+	})
+	mux.HandleFunc("GET /v1/providers/stackd/p6/1.0.0/download/{os}/{arch}", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSONDoc(w, map[string]any{"protocols": []string{"6.0"}, "os": runtime.GOOS, "arch": runtime.GOARCH, "filename": name,
+			"download_url": "/files/" + name, "shasums_url": "/files/SHA256SUMS", "shasum": fmt.Sprintf("%x", sum),
+			"signing_keys": map[string]any{"gpg_public_keys": []any{}}})
+	})
+	mux.HandleFunc("GET /files/"+name, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(served) })
+	mux.HandleFunc("GET /files/SHA256SUMS", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(sums)) })
+	srv := httptest.NewTLSServer(mux)
+	t.Cleanup(srv.Close)
+	caFile = filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimPrefix(srv.URL, "https://"), caFile
+}
+
+// TestTerraformProviderFromRegistry: a provider downloaded from a registry
+// served on 127.0.0.1 (HTTPS, SHA256SUMS verified) deploys, is cached and
+// locked; a registry serving a package that does not match its checksum
+// is refused and nothing is deployed.
+func TestTerraformProviderFromRegistry(t *testing.T) {
+	binary := stackdBinary(t)
+	for _, corrupt := range []bool{false, true} {
+		t.Run(fmt.Sprintf("corrupt=%v", corrupt), func(t *testing.T) {
+			host, ca := registryForP6(t, corrupt)
+			dir := t.TempDir()
+			f := &fixture{repo: filepath.Join(dir, "repo"), state: filepath.Join(dir, "stackd", "state"), targets: filepath.Join(dir, "targets")}
+			world := filepath.Join(dir, "world")
+			for _, acct := range []string{"111111111111", "222222222222"} {
+				if err := os.MkdirAll(filepath.Join(world, acct), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			writeTree(t, f.repo, map[string]string{
+				"things.hcl":                p6StackSet(world, "app", ""),
+				"templates/things/main.hcl": strings.Replace(p6Template, "registry.example.com/stackd/p6", host+"/stackd/p6", 1),
+			})
+			runGit(t, f.repo, "init", "-q")
+			f.commit(t, "things from a registry")
+			cache := filepath.Join(dir, "plugin-cache")
+			res := runBinary(t, binary, append([]string{"apply"}, f.flags("--plugin-cache-dir", cache, "--plugin-registry-ca-file", ca)...)...)
+			if corrupt {
+				if res.code() != 1 || !strings.Contains(res.stdout, "rejected") || !strings.Contains(res.stdout, "SHA-256 of the downloaded") || strings.Contains(res.stdout, "Unknown resource type") {
+					t.Fatalf("apply with a tampered package: %s", res)
+				}
+				if left, _ := filepath.Glob(filepath.Join(world, "*", "*.json")); len(left) != 0 {
+					t.Errorf("deployed from a tampered package: %v", left)
+				}
+				return
+			}
+			if res.err != nil || !strings.Contains(res.stdout, "SUCCEEDED (4/4") {
+				t.Fatalf("apply from the registry: %s", res)
+			}
+			if exes, _ := filepath.Glob(filepath.Join(cache, "*", "stackd", "p6", "1.0.0", "*", "terraform-provider-p6_v1.0.0")); len(exes) != 1 {
+				t.Errorf("the provider is not in the cache: %v", exes)
+			}
+			lock, err := os.ReadFile(filepath.Join(dir, "stackd", ".terraform.lock.hcl"))
+			if err != nil || !strings.Contains(string(lock), "zh:") || !strings.Contains(string(lock), "h1:") {
+				t.Errorf("lock file after a registry install: %v\n%s", err, lock)
+			}
+		})
 	}
 }
