@@ -275,12 +275,12 @@ var (
 // a non-nil Definitions (with Files filled for printing diagnostics); when
 // diags has errors the definitions must not be applied.
 func Load(fsys fs.FS, dir string, reg provider.Registry) (*Definitions, hcl.Diagnostics) {
-	return loadDefinitions(fsys, dir, reg, nil)
+	return loadDefinitions(fsys, dir, reg, nil, false)
 }
 
 // loadDefinitions is Load; with e, templates may require Terraform
 // providers (e's PluginResolver installs them).
-func loadDefinitions(fsys fs.FS, dir string, reg provider.Registry, e *Engine) (*Definitions, hcl.Diagnostics) {
+func loadDefinitions(fsys fs.FS, dir string, reg provider.Registry, e *Engine, untrusted bool) (*Definitions, hcl.Diagnostics) {
 	if dir == "" {
 		dir = "."
 	}
@@ -332,7 +332,7 @@ func loadDefinitions(fsys fs.FS, dir string, reg provider.Registry, e *Engine) (
 				diags = diags.Append(duplicate("stack_set block", name, prev.DeclRange, b.DefRange))
 				continue
 			}
-			ss, sdiags := loadStackSet(parser, fsys, b, reg, e, templates, defs.Organization)
+			ss, sdiags := loadStackSet(parser, fsys, b, reg, e, untrusted, templates, defs.Organization)
 			ss.ResourceTypes = defs.ResourceTypes
 			diags = append(diags, sdiags...)
 			byName[name] = ss
@@ -367,7 +367,7 @@ func relPath(file, p string, rng hcl.Range, what string) (string, *hcl.Diagnosti
 // stackd's own status files on the status branch use it.
 const ReservedStackSetName = "stackd"
 
-func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provider.Registry, e *Engine, templates map[string]*Template, org *Organization) (*StackSet, hcl.Diagnostics) {
+func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provider.Registry, e *Engine, untrusted bool, templates map[string]*Template, org *Organization) (*StackSet, hcl.Diagnostics) {
 	name := b.Labels[0]
 	ss := &StackSet{Name: name, DeclRange: b.DefRange, PermissionModel: "SELF_MANAGED", Vars: map[string]cty.Value{}}
 	ss.Preferences = DefaultPreferences()
@@ -424,7 +424,7 @@ func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provide
 			} else if t, ok := templates[dir]; ok {
 				ss.Template = t
 			} else {
-				ld := &loader{parser: parser, fsys: fsys, reg: reg, cache: templates, e: e}
+				ld := &loader{parser: parser, fsys: fsys, reg: reg, cache: templates, e: e, untrusted: untrusted}
 				t, tdiags := ld.load(dir, a.Expr.Range().Ptr())
 				diags = append(diags, tdiags...)
 				if !tdiags.HasErrors() {

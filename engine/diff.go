@@ -109,7 +109,14 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 		}
 	}
 	var replaces map[string]bool
-	if cp, ok := w.lookupProvider(r.Type).(provider.ChangePlanner); ok && len(changed) > 0 {
+	if cp, ok := w.lookupProvider(r.Type).(provider.ChangePlanner); ok && len(changed) > 0 && w.inst.Untrusted {
+		// A ref anyone can push makes no provider call (it would
+		// configure the provider as the branch says): a change may
+		// replace the resource.
+		if strongest != changeset.ReplacementTrue {
+			strongest = changeset.ReplacementConditional
+		}
+	} else if ok && len(changed) > 0 {
 		// A Terraform provider says itself which changes replace.
 		var err error
 		if replaces, err = w.planChange(cp, rp, rr, after); err != nil {

@@ -65,7 +65,20 @@ func (e *Engine) Load(fsys fs.FS, dir string) (defs *Definitions, diags hcl.Diag
 		}
 	}()
 	defer e.contain(&diags, "loading the definitions", nil)
-	return loadRedacted(loadDefinitions(fsys, dir, e.registry(), e))
+	return loadRedacted(loadDefinitions(fsys, dir, e.registry(), e, false))
+}
+
+// LoadUntrusted is Load for a ref that is not the deploy branch: its
+// templates may use only the Terraform providers already locked (no
+// download, no provider of the branch's choosing).
+func (e *Engine) LoadUntrusted(fsys fs.FS, dir string) (defs *Definitions, diags hcl.Diagnostics) {
+	defer func() {
+		if defs == nil {
+			defs = &Definitions{Dir: dir}
+		}
+	}()
+	defer e.contain(&diags, "loading the definitions", nil)
+	return loadRedacted(loadDefinitions(fsys, dir, e.registry(), e, true))
 }
 
 // Plan is PlanContext without a context of the caller's: it plans under

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -38,6 +39,11 @@ type ProviderRequirement struct {
 	// LocalName is the entry's name ("aws"), Source its source address
 	// ("hashicorp/aws"), Version its version constraints ("~> 5.0").
 	LocalName, Source, Version string
+	// LockedOnly is set for a ref that is not the deploy branch: only a
+	// provider the lock file already holds may be used, from the cache
+	// or a plugin dir — a branch anyone can push never makes stackd
+	// download and run a provider of its choosing.
+	LockedOnly bool
 }
 
 // ResolvedProviders are the resource types of required providers.
@@ -153,7 +159,13 @@ func (e *Engine) typeOwner(typ string) string {
 
 // resolvePlugins resolves required providers and adds their types to the
 // registry; reg is the registry to validate templates against from now on.
-func (e *Engine) resolvePlugins(reqs []ProviderRequirement, rng hcl.Range) (provider.Registry, hcl.Diagnostics) {
+func (e *Engine) resolvePlugins(reqs []ProviderRequirement, rng hcl.Range, untrusted bool) (provider.Registry, hcl.Diagnostics) {
+	if untrusted {
+		reqs = slices.Clone(reqs)
+		for i := range reqs {
+			reqs[i].LockedOnly = true
+		}
+	}
 	e.plugins.mu.RLock()
 	r := e.plugins.resolver
 	e.plugins.mu.RUnlock()
@@ -560,7 +572,7 @@ func (e *Engine) recordedProvider(rr *ResourceState) (provider.Provider, error) 
 		return p, nil
 	}
 	if req, ok := parseOrigin(rr.Provider); ok {
-		if _, diags := e.resolvePlugins([]ProviderRequirement{req}, hcl.Range{}); diags.HasErrors() {
+		if _, diags := e.resolvePlugins([]ProviderRequirement{req}, hcl.Range{}, false); diags.HasErrors() {
 			return nil, fmt.Errorf("resolve provider %s of %s: %s", req.Source, rr.Address, diags.Error())
 		}
 		if p, ok := e.lookup(rr.Type); ok {
@@ -648,6 +660,13 @@ func (w *walker) readData(node string) hcl.Diagnostics {
 	props, d := evalProperties(schema, r.Properties, w.ctx(node), node)
 	diags = append(diags, d...)
 	if diags.HasErrors() {
+		return diags
+	}
+	if w.inst.Untrusted {
+		// A ref anyone can push reads nothing through providers: a data
+		// source could read the daemon's files or a cloud's secrets
+		// into its change set.
+		w.resources[node] = cty.DynamicVal
 		return diags
 	}
 	if !props.IsWhollyKnown() || cfg != cty.NilVal && !cfg.IsWhollyKnown() || w.mode != modeApply && w.dependsOnChange(node) {

@@ -245,9 +245,10 @@ type loader struct {
 	fsys   fs.FS
 	reg    provider.Registry
 	// e resolves the Terraform providers templates require (nil: none
-	// may be required).
-	e     *Engine
-	cache map[string]*Template
+	// may be required); untrusted restricts them to locked ones.
+	e         *Engine
+	untrusted bool
+	cache     map[string]*Template
 	// stack is the chain of template directories being loaded (cycles).
 	stack []string
 }
@@ -344,7 +345,7 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 		if len(reqs) > 0 && !rdiags.HasErrors() {
 			if ld.e == nil {
 				diags = diags.Append(errorf(tfBlocks[0].DefRange, "Terraform providers are not enabled", "This template requires providers (%s), which this loader cannot install.", requirementNames(reqs)))
-			} else if r, pdiags := ld.e.resolvePlugins(reqs, tfBlocks[0].DefRange); pdiags.HasErrors() {
+			} else if r, pdiags := ld.e.resolvePlugins(reqs, tfBlocks[0].DefRange, ld.untrusted); pdiags.HasErrors() {
 				// That one error says it: the template's provider blocks,
 				// resources and data blocks are not checked against
 				// providers that could not be installed.

@@ -719,7 +719,11 @@ func (r *Reconciler) prepare(ctx context.Context, rev string, mode planMode, unt
 	if err != nil {
 		return nil, nil, fmt.Errorf("read tree %s: %w", short(rev), err)
 	}
-	defs, diags := r.opts.Engine.Load(fsys, r.opts.Path)
+	load := r.opts.Engine.Load
+	if untrusted {
+		load = r.opts.Engine.LoadUntrusted
+	}
+	defs, diags := load(fsys, r.opts.Path)
 	if diags.HasErrors() {
 		return nil, diags, nil
 	}

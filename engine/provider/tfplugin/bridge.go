@@ -47,6 +47,20 @@ type Resolver struct {
 	mu      sync.Mutex
 	lock    *install.LockFile
 	schemas map[string]*ProviderSchema // by executable
+	offline *install.Installer         // Installer without the registry
+}
+
+// offlineInstaller is Installer with the registry disabled (made once).
+func (r *Resolver) offlineInstaller() *install.Installer {
+	if r.offline == nil {
+		i := r.Installer
+		r.offline = &install.Installer{
+			PluginDirs: i.PluginDirs, CacheDir: i.CacheDir, HTTP: i.HTTP, UserAgent: i.UserAgent,
+			DisableRegistry: true, Services: i.Services, TrustedKeys: i.TrustedKeys, TrustRegistryKeys: i.TrustRegistryKeys,
+			Platform: i.Platform, Limits: i.Limits, Log: i.Log,
+		}
+	}
+	return r.offline
 }
 
 // Resolve installs each required provider, reads its schema and returns
@@ -82,7 +96,16 @@ func (r *Resolver) Resolve(ctx context.Context, reqs []engine.ProviderRequiremen
 				return nil, fmt.Errorf("provider %s: version %q: %w", req.LocalName, req.Version, err)
 			}
 		}
-		pkg, err := r.Installer.Install(ctx, install.Requirement{Source: addr, Constraints: cons}, r.lock)
+		inst := r.Installer
+		if req.LockedOnly {
+			// A ref anyone can push: only what the lock file holds, never
+			// a download.
+			if _, locked := r.lock.Provider(addr); !locked {
+				return nil, fmt.Errorf("provider %s (%s) is not locked: a branch other than the deploy branch may only use providers the deploy branch already installed", req.LocalName, addr)
+			}
+			inst = r.offlineInstaller()
+		}
+		pkg, err := inst.Install(ctx, install.Requirement{Source: addr, Constraints: cons}, r.lock)
 		if err != nil {
 			return nil, fmt.Errorf("provider %s (%s): %w", req.LocalName, addr, err)
 		}

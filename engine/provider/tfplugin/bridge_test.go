@@ -508,3 +508,56 @@ func TestBridgeImport(t *testing.T) {
 		t.Errorf("import to an undeclared resource: %v", diags)
 	}
 }
+
+// TestBridgeUntrustedRefs: a ref that is not the deploy branch may only
+// use providers the lock file holds (no download of a provider of its
+// choosing) and makes no provider call beyond the schema: no data source
+// is read into its change set, no configuration validated or planned.
+func TestBridgeUntrustedRefs(t *testing.T) {
+	e, _, _ := newBridgeEngine(t, 6)
+	world := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(world, "111"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := bridgeDefs(world, "a", "one")
+	if _, diags := e.LoadUntrusted(files, "."); !strings.Contains(diags.Error(), "is not locked") {
+		t.Fatalf("an untrusted ref requiring an unlocked provider: %v", diags)
+	}
+	// The deploy branch installs and locks it, and creates the object.
+	defs, diags := e.Load(files, ".")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	ctx := testCtx(t)
+	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu", Account: "111"}}
+	j := &memJournal{recs: map[string]engine.ResourceState{}}
+	p, _ := e.PlanContext(ctx, inst, nil)
+	if _, err := e.Apply(ctx, p, j, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A branch reading a file of the daemon's host through a data source.
+	files["t/steal.hcl"] = &fstest.MapFile{Data: []byte(`data "p6_object" "lit" {
+  id = "prea-eu"
+}
+output "stolen" { value = data.p6_object.lit.content }
+`)}
+	trusted, diags := e.Load(files, ".")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	tp, _ := e.PlanContext(ctx, &engine.Instance{StackSet: trusted.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu", Account: "111"}}, j.list())
+	if v := tp.Outputs["stolen"]; !v.IsKnown() || v.AsString() != "one" {
+		t.Fatalf("the deploy branch reads data sources at plan time: %#v", v)
+	}
+	untrusted, diags := e.LoadUntrusted(files, ".")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	up, diags := e.PlanContext(ctx, &engine.Instance{StackSet: untrusted.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu", Account: "111"}, Untrusted: true}, j.list())
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if v := up.Outputs["stolen"]; v.IsKnown() {
+		t.Errorf("an untrusted ref read a data source: %#v", v)
+	}
+}
