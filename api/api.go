@@ -34,6 +34,9 @@ type Trigger func()
 type Passes interface {
 	PassesStarted() uint64
 	WaitPass(ctx context.Context, n uint64) (*reconciler.Result, error)
+	// Busy reports whether an operation runs or waits in the daemon,
+	// including one dispatched but not yet recorded as RUNNING.
+	Busy() bool
 }
 
 var _ Passes = (*reconciler.Reconciler)(nil)

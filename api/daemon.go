@@ -99,7 +99,9 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request) {
 // idlePoll is how often waitIdle looks at the state.
 const idlePoll = 100 * time.Millisecond
 
-// waitIdle waits until no operation is running or queued.
+// waitIdle waits until no operation is running or queued: none recorded
+// so, and none dispatched by a pass (a push seen by the watcher may have
+// started one that has not claimed its record yet).
 func (s *Server) waitIdle(ctx context.Context) error {
 	t := time.NewTicker(idlePoll)
 	defer t.Stop()
@@ -108,7 +110,7 @@ func (s *Server) waitIdle(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if len(ops) == 0 {
+		if len(ops) == 0 && (s.opts.Passes == nil || !s.opts.Passes.Busy()) {
 			return nil
 		}
 		select {

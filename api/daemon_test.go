@@ -23,6 +23,9 @@ type fakePasses struct {
 	release chan struct{}
 }
 
+// Busy: the fake runs no operation.
+func (p *fakePasses) Busy() bool { return false }
+
 func (p *fakePasses) PassesStarted() uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()

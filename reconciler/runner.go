@@ -238,3 +238,16 @@ func (r *Reconciler) queued() int {
 	}
 	return n
 }
+
+// Busy reports whether an operation runs or waits in this process
+// (dispatched, perhaps not yet recorded as RUNNING).
+func (r *Reconciler) Busy() bool {
+	r.runMu.Lock()
+	defer r.runMu.Unlock()
+	for _, ru := range r.runners {
+		if ru.busy || ru.queued != nil {
+			return true
+		}
+	}
+	return false
+}
