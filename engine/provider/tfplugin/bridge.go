@@ -48,6 +48,8 @@ type Resolver struct {
 	lock    *install.LockFile
 	schemas map[string]*ProviderSchema // by executable
 	offline *install.Installer         // Installer without the registry
+	// installed are the packages installed, by requirement.
+	installed map[string]install.Package
 }
 
 // offlineInstaller is Installer with the registry disabled (made once).
@@ -96,8 +98,15 @@ func (r *Resolver) Resolve(ctx context.Context, reqs []engine.ProviderRequiremen
 				return nil, fmt.Errorf("provider %s: version %q: %w", req.LocalName, req.Version, err)
 			}
 		}
+		key := fmt.Sprintf("%s|%s|%s|%v", req.LocalName, addr, req.Version, req.LockedOnly)
+		pkg, installed := r.installed[key]
 		inst := r.Installer
-		if req.LockedOnly {
+		if installed {
+			// Installed and verified once per process: every pass loads
+			// its revision, and hashing a big provider again each time
+			// would cost the push latency.
+			inst = nil
+		} else if req.LockedOnly {
 			// A ref anyone can push: only what the lock file holds, never
 			// a download.
 			if _, locked := r.lock.Provider(addr); !locked {
@@ -105,9 +114,14 @@ func (r *Resolver) Resolve(ctx context.Context, reqs []engine.ProviderRequiremen
 			}
 			inst = r.offlineInstaller()
 		}
-		pkg, err := inst.Install(ctx, install.Requirement{Source: addr, Constraints: cons}, r.lock)
-		if err != nil {
-			return nil, fmt.Errorf("provider %s (%s): %w", req.LocalName, addr, err)
+		if inst != nil {
+			if pkg, err = inst.Install(ctx, install.Requirement{Source: addr, Constraints: cons}, r.lock); err != nil {
+				return nil, fmt.Errorf("provider %s (%s): %w", req.LocalName, addr, err)
+			}
+			if r.installed == nil {
+				r.installed = map[string]install.Package{}
+			}
+			r.installed[key] = pkg
 		}
 		ps, err := r.schema(ctx, req.LocalName, pkg)
 		if err != nil {
