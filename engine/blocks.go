@@ -1,0 +1,161 @@
+package engine
+
+// Nested blocks of a provider schema (Terraform providers) as properties:
+// their HCL schema, their static validation, and their value as one
+// expression per block type.
+
+import (
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/stackd/stackd/engine/provider"
+)
+
+// bodySchema is the HCL schema of a body holding a provider schema's
+// properties (nested block types as blocks) and the extra attributes; the
+// block types are returned by name.
+func bodySchema(schema provider.Schema, extra ...string) (*hcl.BodySchema, map[string]provider.Property) {
+	bs := &hcl.BodySchema{}
+	blocks := map[string]provider.Property{}
+	for _, n := range extra {
+		bs.Attributes = append(bs.Attributes, hcl.AttributeSchema{Name: n})
+	}
+	for _, n := range sortedKeys(schema.Properties) {
+		p := schema.Properties[n]
+		if p.Block != nil {
+			bs.Blocks = append(bs.Blocks, hcl.BlockHeaderSchema{Type: n})
+			blocks[n] = p
+			continue
+		}
+		bs.Attributes = append(bs.Attributes, hcl.AttributeSchema{Name: n, Required: p.Required})
+	}
+	return bs, blocks
+}
+
+// checkBlocks validates the nested blocks of content statically (their
+// arguments and blocks, at any depth) against their specs.
+func checkBlocks(content *hcl.BodyContent, blocks map[string]provider.Property) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, b := range content.Blocks {
+		p, ok := blocks[b.Type]
+		if !ok {
+			continue
+		}
+		diags = append(diags, checkBlockBody(b.Body, nestedSpec(p.Block))...)
+	}
+	return diags
+}
+
+// checkBlockBody validates one block body against the object spec of its
+// type, recursing into its nested blocks.
+func checkBlockBody(body hcl.Body, spec hcldec.Spec) hcl.Diagnostics {
+	if spec == nil {
+		return nil
+	}
+	content, diags := body.Content(hcldec.ImpliedSchema(spec))
+	if obj, ok := spec.(hcldec.ObjectSpec); ok {
+		for _, b := range content.Blocks {
+			if inner, ok := obj[b.Type]; ok {
+				diags = append(diags, checkBlockBody(b.Body, nestedSpec(inner))...)
+			}
+		}
+	}
+	return diags
+}
+
+// nestedSpec is the spec of one block of a block spec.
+func nestedSpec(spec hcldec.Spec) hcldec.Spec {
+	switch s := spec.(type) {
+	case *hcldec.BlockSpec:
+		return s.Nested
+	case *hcldec.BlockListSpec:
+		return s.Nested
+	case *hcldec.BlockSetSpec:
+		return s.Nested
+	case *hcldec.BlockMapSpec:
+		return s.Nested
+	case *hcldec.BlockTupleSpec:
+		return s.Nested
+	case *hcldec.BlockObjectSpec:
+		return s.Nested
+	}
+	return nil
+}
+
+// properties are the attributes of content that are properties of schema,
+// and its nested blocks as one expression per block type (blocksExpr).
+func properties(schema provider.Schema, content *hcl.BodyContent, blocks map[string]provider.Property) map[string]*hcl.Attribute {
+	out := map[string]*hcl.Attribute{}
+	for n, a := range content.Attributes {
+		if _, ok := schema.Properties[n]; ok {
+			out[n] = a
+		}
+	}
+	byType := map[string][]*hcl.Block{}
+	for _, b := range content.Blocks {
+		if _, ok := blocks[b.Type]; ok {
+			byType[b.Type] = append(byType[b.Type], b)
+		}
+	}
+	for n, bl := range byType {
+		out[n] = &hcl.Attribute{Name: n, Expr: &blocksExpr{spec: blocks[n].Block, blocks: bl}, Range: bl[0].DefRange, NameRange: bl[0].TypeRange}
+	}
+	return out
+}
+
+// blocksExpr is the nested blocks of one type in a resource or provider
+// body as an expression: its value is the blocks decoded with the block
+// type's spec, its variables those the blocks reference.
+type blocksExpr struct {
+	spec   hcldec.Spec
+	blocks []*hcl.Block
+}
+
+func (x *blocksExpr) body() hcl.Body {
+	// The blocks of one type, as a body holding only them.
+	return &blockList{blocks: x.blocks}
+}
+
+func (x *blocksExpr) Value(ctx *hcl.EvalContext) (cty.Value, hcl.Diagnostics) {
+	return hcldec.Decode(x.body(), x.spec, ctx)
+}
+
+func (x *blocksExpr) Variables() []hcl.Traversal { return hcldec.Variables(x.body(), x.spec) }
+
+func (x *blocksExpr) Range() hcl.Range { return x.blocks[0].DefRange }
+
+func (x *blocksExpr) StartRange() hcl.Range { return x.blocks[0].TypeRange }
+
+// blockList is an hcl.Body of some blocks: what hcldec's block specs
+// decode.
+type blockList struct{ blocks []*hcl.Block }
+
+func (b *blockList) Content(schema *hcl.BodySchema) (*hcl.BodyContent, hcl.Diagnostics) {
+	c, _, d := b.PartialContent(schema)
+	return c, d
+}
+
+func (b *blockList) PartialContent(schema *hcl.BodySchema) (*hcl.BodyContent, hcl.Body, hcl.Diagnostics) {
+	c := &hcl.BodyContent{Attributes: hcl.Attributes{}}
+	for _, bl := range b.blocks {
+		for _, s := range schema.Blocks {
+			if s.Type == bl.Type {
+				c.Blocks = append(c.Blocks, bl)
+			}
+		}
+	}
+	if len(b.blocks) > 0 {
+		c.MissingItemRange = b.blocks[0].DefRange
+	}
+	return c, b, nil
+}
+
+func (b *blockList) JustAttributes() (hcl.Attributes, hcl.Diagnostics) { return hcl.Attributes{}, nil }
+
+func (b *blockList) MissingItemRange() hcl.Range {
+	if len(b.blocks) > 0 {
+		return b.blocks[0].DefRange
+	}
+	return hcl.Range{}
+}

@@ -1,0 +1,242 @@
+package engine
+
+// The blocks of a template that concern Terraform providers: terraform
+// { required_providers }, provider, data and import blocks.
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/stackd/stackd/engine/provider"
+)
+
+// ProviderBlock is a provider block of a template: the configuration of
+// one provider (or of one alias of it), evaluated per target.
+type ProviderBlock struct {
+	Name, Alias string
+	Properties  map[string]*hcl.Attribute
+	DeclRange   hcl.Range
+}
+
+// Key is "NAME" or "NAME.ALIAS", as resources name it.
+func (p *ProviderBlock) Key() string {
+	if p.Alias == "" {
+		return p.Name
+	}
+	return p.Name + "." + p.Alias
+}
+
+var terraformSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "required_providers"}}}
+
+// requiredProviders reads the terraform blocks of a template.
+func requiredProviders(blocks []*hcl.Block) ([]ProviderRequirement, hcl.Diagnostics) {
+	var reqs []ProviderRequirement
+	var diags hcl.Diagnostics
+	seen := map[string]bool{}
+	for _, b := range blocks {
+		content, d := b.Body.Content(terraformSchema)
+		diags = append(diags, d...)
+		for _, rp := range content.Blocks {
+			attrs, d := rp.Body.JustAttributes()
+			diags = append(diags, d...)
+			for _, name := range sortedKeys(attrs) {
+				a := attrs[name]
+				if seen[name] {
+					diags = diags.Append(errorf(a.NameRange, "Duplicate required provider", "Provider %q is required twice.", name))
+					continue
+				}
+				seen[name] = true
+				v, d := a.Expr.Value(nil)
+				diags = append(diags, d...)
+				if d.HasErrors() {
+					continue
+				}
+				req := ProviderRequirement{LocalName: name}
+				if v.Type().IsObjectType() || v.Type().IsMapType() {
+					for k, fv := range v.AsValueMap() {
+						if fv.IsNull() || fv.Type() != cty.String {
+							continue
+						}
+						switch k {
+						case "source":
+							req.Source = fv.AsString()
+						case "version":
+							req.Version = fv.AsString()
+						}
+					}
+				}
+				if req.Source == "" {
+					diags = diags.Append(errorf(a.Expr.Range(), "Missing provider source",
+						"required_providers entry %q needs a source, such as { source = \"hashicorp/%s\", version = \"~> 1.0\" }.", name, name))
+					continue
+				}
+				reqs = append(reqs, req)
+			}
+		}
+	}
+	sort.Slice(reqs, func(a, b int) bool { return reqs[a].LocalName < reqs[b].LocalName })
+	return reqs, diags
+}
+
+// addProvider records a provider block, its properties decoded against the
+// provider's configuration schema.
+func (t *Template) addProvider(e *Engine, b *hcl.Block) hcl.Diagnostics {
+	name := b.Labels[0]
+	schema, ok := e.providerConfigSchema(name)
+	if !ok {
+		return hcl.Diagnostics{errorf(b.LabelRanges[0], "Provider not required",
+			"provider %q is configured, but no required_providers entry declares it; add it to terraform { required_providers { %s = { source = \"…\" } } }.", name, name)}
+	}
+	bs, blocks := bodySchema(schema, "alias")
+	content, diags := b.Body.Content(bs)
+	pb := &ProviderBlock{Name: name, DeclRange: b.DefRange}
+	if a := content.Attributes["alias"]; a != nil {
+		diags = append(diags, stringAttr(a, &pb.Alias)...)
+	}
+	diags = append(diags, checkBlocks(content, blocks)...)
+	pb.Properties = properties(schema, content, blocks)
+	if t.Providers == nil {
+		t.Providers = map[string]*ProviderBlock{}
+	}
+	if prev, ok := t.Providers[pb.Key()]; ok {
+		return diags.Append(duplicate("provider", pb.Key(), prev.DeclRange, b.DefRange))
+	}
+	t.Providers[pb.Key()] = pb
+	return diags
+}
+
+// providerRef reads a resource's provider meta-argument: NAME or
+// NAME.ALIAS.
+func providerRef(a *hcl.Attribute) (string, hcl.Diagnostics) {
+	tr, diags := hcl.AbsTraversalForExpr(a.Expr)
+	if diags.HasErrors() || len(tr) < 1 || len(tr) > 2 {
+		return "", hcl.Diagnostics{errorf(a.Expr.Range(), "Invalid provider reference", "provider takes a provider name or NAME.ALIAS, without quotes (provider = aws.west).")}
+	}
+	key := tr.RootName()
+	if len(tr) == 2 {
+		step, ok := tr[1].(hcl.TraverseAttr)
+		if !ok {
+			return "", hcl.Diagnostics{errorf(a.Expr.Range(), "Invalid provider reference", "provider takes NAME or NAME.ALIAS.")}
+		}
+		key += "." + step.Name
+	}
+	return key, nil
+}
+
+// addData records a data block: a data source of a required provider,
+// read at plan and apply time; its attributes are data.TYPE.NAME.ATTR.
+func (t *Template) addData(e *Engine, b *hcl.Block) hcl.Diagnostics {
+	typ, name := b.Labels[0], b.Labels[1]
+	addr := "data." + typ + "." + name
+	if prev, ok := t.Data[addr]; ok {
+		return hcl.Diagnostics{duplicate("data", addr, prev.DeclRange, b.DefRange)}
+	}
+	var ds provider.DataSource
+	ok := false
+	if e != nil {
+		ds, ok = e.dataSource(typ)
+	}
+	if !ok {
+		return hcl.Diagnostics{errorf(b.LabelRanges[0], "Unknown data source", "There is no data source %q in the providers this template requires.", typ)}
+	}
+	schema := ds.Schema()
+	bs, blocks := bodySchema(schema, "provider", "depends_on")
+	content, diags := b.Body.Content(bs)
+	r := &Resource{Type: typ, Name: name, DeclRange: b.DefRange, refs: map[string][]string{}}
+	diags = append(diags, checkBlocks(content, blocks)...)
+	r.Properties = properties(schema, content, blocks)
+	if a := content.Attributes["provider"]; a != nil {
+		key, pdiags := providerRef(a)
+		diags = append(diags, pdiags...)
+		r.Provider = key
+	}
+	if a := content.Attributes["depends_on"]; a != nil {
+		deps, ddiags := dependsOn(a.Expr, e.registry())
+		diags = append(diags, ddiags...)
+		r.DependsOn = deps
+	}
+	if t.Data == nil {
+		t.Data = map[string]*Resource{}
+	}
+	t.Data[addr] = r
+	return diags
+}
+
+// Import is an import block: the existing object of ID becomes the
+// resource at To when it has none recorded (Terraform's import blocks).
+type Import struct {
+	To        string
+	ID        hcl.Expression
+	DeclRange hcl.Range
+}
+
+var importSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "to", Required: true}, {Name: "id", Required: true}}}
+
+// addImport records an import block; what it imports to is checked once
+// the template's resources are known (checkImports).
+func (t *Template) addImport(b *hcl.Block) hcl.Diagnostics {
+	content, diags := b.Body.Content(importSchema)
+	if diags.HasErrors() {
+		return diags
+	}
+	tr, d := hcl.AbsTraversalForExpr(content.Attributes["to"].Expr)
+	if d.HasErrors() || len(tr) < 2 {
+		return diags.Append(errorf(content.Attributes["to"].Expr.Range(), "Invalid import address", "to takes a resource address without quotes: to = aws_s3_bucket.logs (or aws_s3_bucket.logs[0])."))
+	}
+	to := tr.RootName()
+	for _, step := range tr[1:] {
+		switch s := step.(type) {
+		case hcl.TraverseAttr:
+			to += "." + s.Name
+		case hcl.TraverseIndex:
+			if s.Key.Type() == cty.String {
+				to += fmt.Sprintf("[%q]", s.Key.AsString())
+			} else {
+				to += "[" + s.Key.AsBigFloat().String() + "]"
+			}
+		}
+	}
+	if t.Imports == nil {
+		t.Imports = map[string]*Import{}
+	}
+	if prev, ok := t.Imports[to]; ok {
+		return diags.Append(duplicate("import", to, prev.DeclRange, b.DefRange))
+	}
+	t.Imports[to] = &Import{To: to, ID: content.Attributes["id"].Expr, DeclRange: b.DefRange}
+	return diags
+}
+
+// checkImports reports import blocks whose resource is not declared or
+// cannot import.
+func (t *Template) checkImports(e *Engine) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, to := range sortedKeys(t.Imports) {
+		im := t.Imports[to]
+		base := to
+		if i := strings.IndexByte(base, '['); i > 0 {
+			base = base[:i]
+		}
+		r, ok := t.Resources[base]
+		if !ok {
+			diags = diags.Append(errorf(im.DeclRange, "Import of an undeclared resource", "import to = %s: the template declares no resource %s.", to, base))
+			continue
+		}
+		var p provider.Provider
+		if e != nil {
+			p, _ = e.lookup(r.Type)
+		}
+		if im, ok := p.(provider.Importer); !ok || !im.CanImport() {
+			diags = diags.Append(errorf(t.Imports[to].DeclRange, "Resource type cannot import", "%s resources cannot adopt existing objects; only Terraform providers' resource types can.", r.Type))
+		}
+		for _, tr := range im.ID.Variables() {
+			if root := tr.RootName(); root != "var" && root != "target" && root != "stack_set" && root != "local" {
+				diags = diags.Append(errorf(tr.SourceRange(), "Invalid import id", "An import id may use var, local, target and stack_set only: it must be known when the instance is planned."))
+			}
+		}
+	}
+	return diags
+}

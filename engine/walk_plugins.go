@@ -1,0 +1,176 @@
+package engine
+
+// Evaluating what concerns Terraform providers for one instance: provider
+// configurations, data sources.
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/stackd/stackd/engine/provider"
+)
+
+// providerConfig evaluates the provider block a plugin resource uses for
+// this instance (cached per walk). A resource without a provider block
+// gets its provider's empty configuration.
+func (w *walker) providerConfig(r *Resource) (cty.Value, hcl.Diagnostics) {
+	return w.providerConfigFor(r.Type, r.Provider)
+}
+
+// providerConfigFor is providerConfig of a type ("data.TYPE" for a data
+// source) and a provider meta-argument.
+func (w *walker) providerConfigFor(typ, ref string) (cty.Value, hcl.Diagnostics) {
+	owner := w.e.typeOwner(typ)
+	if owner == "" {
+		return cty.NilVal, nil // a built-in type
+	}
+	key := ref
+	if key == "" {
+		key = owner
+	}
+	if v, ok := w.root().providerCfgs[key]; ok {
+		return v, nil
+	}
+	name, _, _ := strings.Cut(key, ".")
+	schema, _ := w.e.providerConfigSchema(name)
+	pb := w.root().tmpl.Providers[key]
+	if pb == nil && strings.Contains(key, ".") {
+		return cty.NilVal, hcl.Diagnostics{errorf(w.nodeRange(typ), "Provider configuration not present",
+			"provider = %s names a provider block with alias %q, which the template does not have; add provider %q { alias = %q … }.", key, strings.TrimPrefix(key, name+"."), name, strings.TrimPrefix(key, name+"."))}
+	}
+	props := map[string]*hcl.Attribute{}
+	if pb != nil {
+		props = pb.Properties
+	}
+	ctx := &hcl.EvalContext{Variables: map[string]cty.Value{}, Functions: w.meter.functions()}
+	maps.Copy(ctx.Variables, w.root().base)
+	ctx.Variables["local"] = cty.ObjectVal(w.root().locals)
+	v, diags := evalProperties(schema, props, ctx, "provider "+key)
+	if diags.HasErrors() {
+		return cty.NilVal, diags
+	}
+	if w.root().providerCfgs == nil {
+		w.root().providerCfgs = map[string]cty.Value{}
+	}
+	w.root().providerCfgs[key] = v
+	return v, nil
+}
+
+// evalProperties evaluates the properties of schema set in props (null
+// where unset), converted to their types, sensitive ones marked.
+func evalProperties(schema provider.Schema, props map[string]*hcl.Attribute, ctx *hcl.EvalContext, what string) (cty.Value, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	vals := make(map[string]cty.Value, len(schema.Properties))
+	for _, name := range sortedKeys(schema.Properties) {
+		ps := schema.Properties[name]
+		a := props[name]
+		if a == nil {
+			vals[name] = cty.NullVal(ps.Type)
+			if ps.Block != nil {
+				// No block of this type: what the spec decodes from none
+				// (an empty list, or null).
+				vals[name], _ = hcldec.Decode(&blockList{}, ps.Block, ctx)
+			}
+			continue
+		}
+		v, d := a.Expr.Value(ctx)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			continue
+		}
+		conv, err := convert.Convert(v, ps.Type)
+		if err != nil {
+			diags = diags.Append(errorf(a.Expr.Range(), "Invalid value for property", "%s: property %q must be %s: %s.", what, name, typeName(ps.Type), err))
+			continue
+		}
+		if ps.Required && conv.IsNull() {
+			diags = diags.Append(errorf(a.Expr.Range(), "Missing value for property", "%s: property %q is required and must not be null.", what, name))
+			continue
+		}
+		if ps.Sensitive {
+			conv = conv.Mark(markSensitive)
+		}
+		vals[name] = conv
+	}
+	return cty.ObjectVal(vals), diags
+}
+
+// encodeProviderConfig is what a resource records of its provider's
+// configuration, so that it can be deleted when its template is gone.
+func encodeProviderConfig(v cty.Value) (json.RawMessage, error) {
+	if v == cty.NilVal {
+		return nil, nil
+	}
+	clean, _ := v.UnmarkDeep()
+	if !clean.IsWhollyKnown() {
+		return nil, fmt.Errorf("the provider configuration is not known until apply; configure providers from variables and the target only")
+	}
+	return EncodeValue(clean)
+}
+
+// readData evaluates a data block for this instance and reads it: its
+// value is the data source's attributes, unknown while its configuration
+// is (a plan before what it refers to exists).
+func (w *walker) readData(node string) hcl.Diagnostics {
+	r := w.tmpl.Data[node]
+	ds, _ := w.e.dataSource(r.Type)
+	schema := ds.Schema()
+	cfg, diags := w.providerConfigFor("data."+r.Type, r.Provider)
+	if diags.HasErrors() {
+		return diags
+	}
+	props, d := evalProperties(schema, r.Properties, w.ctx(node), node)
+	diags = append(diags, d...)
+	if diags.HasErrors() {
+		return diags
+	}
+	if w.inst.Untrusted {
+		// A ref anyone can push reads nothing through providers: a data
+		// source could read the daemon's files or a cloud's secrets
+		// into its change set.
+		w.resources[node] = cty.DynamicVal
+		return diags
+	}
+	if !props.IsWhollyKnown() || cfg != cty.NilVal && !cfg.IsWhollyKnown() || w.mode != modeApply && w.dependsOnChange(node) {
+		// Read during the apply, once what it reads exists: as Terraform
+		// defers a data source that depends on a resource with changes.
+		w.resources[node] = cty.DynamicVal
+		return diags
+	}
+	clean, marks := props.UnmarkDeep()
+	attrs, err := ds.ReadData(w.meter.ctx, provider.Request{Target: w.inst.providerTarget(), LogicalID: w.prefix + node, Properties: clean, ProviderConfig: unmarked(cfg)})
+	if err != nil {
+		return diags.Append(errorf(r.DeclRange, "Cannot read data source", "%s: %s.", w.prefix+node, strings.TrimSuffix(err.Error(), ".")))
+	}
+	v := cty.ObjectVal(attrs)
+	if len(marks) > 0 {
+		v = v.WithMarks(marks)
+	}
+	w.resources[node] = v
+	return diags
+}
+
+// dependsOnChange reports whether node refers to (or depends on) a
+// resource this plan changes.
+func (w *walker) dependsOnChange(node string) bool {
+	for _, ref := range w.tmpl.refs[node] {
+		if ref.root != "local" && ref.root != "module" && w.changing[ref.root+"."+ref.name] {
+			return true
+		}
+	}
+	if r := w.tmpl.Data[node]; r != nil {
+		for _, d := range r.DependsOn {
+			if w.changing[d] {
+				return true
+			}
+		}
+	}
+	return false
+}
