@@ -1,0 +1,326 @@
+package tfplugin
+
+// One resource type of a provider plugin as a stackd provider: create,
+// update, delete, read, plan, validate and import through the plugin
+// protocol.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/stackd/stackd/engine/provider"
+)
+
+// resourceType is one resource type of a provider, as a stackd provider.
+type resourceType struct {
+	p       *pluginProvider
+	typ     string
+	schema  *Schema
+	pschema provider.Schema
+}
+
+var (
+	_ provider.Provider        = (*resourceType)(nil)
+	_ provider.ChangePlanner   = (*resourceType)(nil)
+	_ provider.DriftReader     = (*resourceType)(nil)
+	_ provider.Importer        = (*resourceType)(nil)
+	_ provider.ConfigValidator = (*resourceType)(nil)
+)
+
+func (rt *resourceType) Schema() provider.Schema { return rt.pschema }
+
+// Readable: every resource of a Terraform provider has ReadResource.
+func (rt *resourceType) Readable(cty.Value) bool { return true }
+
+func (rt *resourceType) ty() cty.Type { return rt.schema.Block.ImpliedType() }
+
+// config is the resource's configuration object: the properties set,
+// null computed attributes.
+func (rt *resourceType) config(props cty.Value) (cty.Value, error) {
+	return fullObject(rt.schema.Block, props, rt.ty())
+}
+
+// prior is the recorded state: the recorded attributes (the whole state
+// object the provider last returned), upgraded by the provider
+// (UpgradeResourceState) when it was recorded with an older schema
+// version.
+func (rt *resourceType) prior(ctx context.Context, c Client, req provider.Request) (cty.Value, error) {
+	if len(req.Attributes) == 0 {
+		return cty.NullVal(rt.ty()), nil
+	}
+	if req.SchemaVersion < rt.schema.Version {
+		obj, _ := cty.ObjectVal(req.Attributes).UnmarkDeep()
+		raw, err := ctyjson.Marshal(obj, obj.Type())
+		if err != nil {
+			return cty.NilVal, err
+		}
+		up, err := c.UpgradeResourceState(ctx, rt.typ, req.SchemaVersion, raw)
+		if err != nil {
+			return cty.NilVal, fmt.Errorf("upgrade the recorded state from schema version %d to %d: %w", req.SchemaVersion, rt.schema.Version, err)
+		}
+		return up.Upgraded, nil
+	}
+	return fullObject(rt.schema.Block, cty.ObjectVal(req.Attributes), rt.ty())
+}
+
+func (rt *resourceType) Create(ctx context.Context, req provider.Request) (provider.Result, error) {
+	return rt.change(ctx, req, false)
+}
+
+func (rt *resourceType) Update(ctx context.Context, req provider.Request) (provider.Result, error) {
+	return rt.change(ctx, req, true)
+}
+
+// change plans and applies the configuration of req over the recorded
+// state (update) or nothing (create).
+func (rt *resourceType) change(ctx context.Context, req provider.Request, update bool) (provider.Result, error) {
+	cfg, err := rt.config(req.Properties)
+	if err != nil {
+		return provider.Result{}, err
+	}
+	lease, err := rt.p.client(ctx, req.ProviderConfig)
+	if err != nil {
+		return provider.Result{}, err
+	}
+	defer lease.Release()
+	prior, private := cty.NullVal(rt.ty()), []byte(nil)
+	switch {
+	case update:
+		if prior, err = rt.prior(ctx, lease, req); err != nil {
+			return provider.Result{}, err
+		}
+		private = req.Private
+	case req.ImportID != "":
+		// An import block: the existing object is the prior state, then
+		// brought to the configuration like an update.
+		if prior, private, err = rt.importObject(ctx, lease, req.ImportID); err != nil {
+			return provider.Result{}, err
+		}
+	}
+	plan, err := lease.PlanResourceChange(ctx, PlanRequest{TypeName: rt.typ, Prior: prior, Proposed: proposedNew(rt.schema.Block, prior, cfg), Config: cfg, PriorPrivate: private})
+	if err != nil {
+		return provider.Result{}, err
+	}
+	if plan.Diagnostics.HasErrors() {
+		return provider.Result{}, plan.Diagnostics.Err()
+	}
+	if !prior.IsNull() && plan.Planned.RawEquals(prior) {
+		// Nothing to change (an imported object as configured).
+		return rt.result(prior, plan.PlannedPrivate, req.RequestID), nil
+	}
+	applied, err := lease.ApplyResourceChange(ctx, ApplyRequest{TypeName: rt.typ, Prior: prior, Planned: plan.Planned, Config: cfg, PlannedPrivate: plan.PlannedPrivate})
+	if err != nil {
+		return provider.Result{}, err
+	}
+	if applied.Diagnostics.HasErrors() {
+		return provider.Result{}, applied.Diagnostics.Err()
+	}
+	return rt.result(applied.New, applied.Private, req.RequestID), nil
+}
+
+func (rt *resourceType) Delete(ctx context.Context, req provider.Request) error {
+	if len(req.Attributes) == 0 {
+		return nil // nothing was recorded of it
+	}
+	lease, err := rt.p.client(ctx, req.ProviderConfig)
+	if err != nil {
+		return err
+	}
+	defer lease.Release()
+	prior, err := rt.prior(ctx, lease, req)
+	if err != nil {
+		return err
+	}
+	null := cty.NullVal(rt.ty())
+	planned := null
+	private := req.Private
+	if rt.p.schema.PlanDestroy {
+		plan, err := lease.PlanResourceChange(ctx, PlanRequest{TypeName: rt.typ, Prior: prior, Proposed: null, Config: null, PriorPrivate: req.Private})
+		if err != nil {
+			return err
+		}
+		if plan.Diagnostics.HasErrors() {
+			return plan.Diagnostics.Err()
+		}
+		planned, private = plan.Planned, plan.PlannedPrivate
+	}
+	applied, err := lease.ApplyResourceChange(ctx, ApplyRequest{TypeName: rt.typ, Prior: prior, Planned: planned, Config: null, PlannedPrivate: private})
+	if err != nil {
+		return err
+	}
+	return applied.Diagnostics.Err()
+}
+
+// ValidateConfig is ValidateResourceConfig: the provider's validators.
+func (rt *resourceType) ValidateConfig(ctx context.Context, req provider.Request) error {
+	cfg, err := rt.config(req.Properties)
+	if err != nil {
+		return err
+	}
+	lease, err := rt.p.client(ctx, req.ProviderConfig)
+	if err != nil {
+		return err
+	}
+	defer lease.Release()
+	diags, err := lease.ValidateResourceConfig(ctx, rt.typ, cfg)
+	if err != nil {
+		return err
+	}
+	return diags.Err()
+}
+
+// CanImport: resource types of Terraform providers import with
+// ImportResourceState (a provider that cannot says so when asked).
+func (rt *resourceType) CanImport() bool { return true }
+
+// importObject imports the object of id and reads it.
+func (rt *resourceType) importObject(ctx context.Context, c Client, id string) (cty.Value, []byte, error) {
+	im, err := c.ImportResourceState(ctx, rt.typ, id)
+	if err != nil {
+		return cty.NilVal, nil, fmt.Errorf("import %s %q: %w", rt.typ, id, err)
+	}
+	for _, o := range im.Imported {
+		if o.TypeName != rt.typ {
+			continue
+		}
+		read, err := c.ReadResource(ctx, ReadRequest{TypeName: rt.typ, Current: o.State, Private: o.Private})
+		if err != nil {
+			return cty.NilVal, nil, fmt.Errorf("import %s %q: read: %w", rt.typ, id, err)
+		}
+		if read.Diagnostics.HasErrors() {
+			return cty.NilVal, nil, read.Diagnostics.Err()
+		}
+		if read.New.IsNull() {
+			return cty.NilVal, nil, fmt.Errorf("import %s %q: no such object", rt.typ, id)
+		}
+		return read.New, read.Private, nil
+	}
+	return cty.NilVal, nil, fmt.Errorf("import %s %q: the provider returned no object of that type", rt.typ, id)
+}
+
+// Read is ReadResource: the object as it is now, provider.ErrNotFound
+// when it is gone.
+func (rt *resourceType) Read(ctx context.Context, req provider.Request) (provider.Result, error) {
+	if len(req.Attributes) == 0 {
+		return provider.Result{}, provider.ErrNotFound
+	}
+	lease, err := rt.p.client(ctx, req.ProviderConfig)
+	if err != nil {
+		return provider.Result{}, err
+	}
+	defer lease.Release()
+	prior, err := rt.prior(ctx, lease, req)
+	if err != nil {
+		return provider.Result{}, err
+	}
+	read, err := lease.ReadResource(ctx, ReadRequest{TypeName: rt.typ, Current: prior, Private: req.Private})
+	if err != nil {
+		return provider.Result{}, err
+	}
+	if read.Diagnostics.HasErrors() {
+		return provider.Result{}, read.Diagnostics.Err()
+	}
+	if read.New.IsNull() {
+		return provider.Result{}, provider.ErrNotFound
+	}
+	res := rt.result(read.New, read.Private, req.RequestID)
+	if req.SchemaVersion < rt.schema.Version && prior.Type().IsObjectType() {
+		res.Upgraded = prior.AsValueMap()
+	}
+	// The properties found: the configurable attributes of the state,
+	// where the applied properties set them.
+	res.Properties = foundProperties(req.Properties, read.New)
+	return res, nil
+}
+
+// PlanChange asks the provider to plan the update of req.OldProperties to
+// req.Properties: which changed properties replace the resource.
+func (rt *resourceType) PlanChange(ctx context.Context, req provider.Request) (provider.PlannedChange, error) {
+	cfg, err := rt.config(req.Properties)
+	if err != nil {
+		return provider.PlannedChange{}, err
+	}
+	if len(req.Attributes) == 0 {
+		return provider.PlannedChange{}, nil
+	}
+	lease, err := rt.p.client(ctx, req.ProviderConfig)
+	if err != nil {
+		return provider.PlannedChange{}, err
+	}
+	defer lease.Release()
+	prior, err := rt.prior(ctx, lease, req)
+	if err != nil {
+		return provider.PlannedChange{}, err
+	}
+	plan, err := lease.PlanResourceChange(ctx, PlanRequest{TypeName: rt.typ, Prior: prior, Proposed: proposedNew(rt.schema.Block, prior, cfg), Config: cfg, PriorPrivate: req.Private})
+	if err != nil {
+		return provider.PlannedChange{}, err
+	}
+	if plan.Diagnostics.HasErrors() {
+		return provider.PlannedChange{}, plan.Diagnostics.Err()
+	}
+	out := provider.PlannedChange{Attributes: map[string]cty.Value{}}
+	if plan.Planned.Type().IsObjectType() && !plan.Planned.IsNull() {
+		out.Attributes = plan.Planned.AsValueMap()
+	}
+	for _, p := range plan.RequiresReplace {
+		if len(p) == 0 {
+			continue
+		}
+		if step, ok := p[0].(cty.GetAttrStep); ok && !slices.Contains(out.RequiresReplace, step.Name) {
+			out.RequiresReplace = append(out.RequiresReplace, step.Name)
+		}
+	}
+	sort.Strings(out.RequiresReplace)
+	return out, nil
+}
+
+// result is what the engine records of a new state: every attribute of it
+// (the whole state, so that the next call has the prior state whole), the
+// sensitive ones named.
+func (rt *resourceType) result(state cty.Value, private []byte, requestID string) provider.Result {
+	res := provider.Result{Attributes: map[string]cty.Value{}, Private: private, SchemaVersion: rt.schema.Version}
+	if state.IsNull() || !state.Type().IsObjectType() {
+		return res
+	}
+	for name, v := range state.AsValueMap() {
+		res.Attributes[name] = v
+		if rt.schema.Block.IsSensitive(cty.GetAttrPath(name)) {
+			res.SensitiveAttributes = append(res.SensitiveAttributes, name)
+		}
+	}
+	sort.Strings(res.SensitiveAttributes)
+	res.PhysicalID = requestID
+	if id, ok := res.Attributes["id"]; ok && id.Type() == cty.String && id.IsKnown() && !id.IsNull() {
+		res.PhysicalID = id.AsString()
+	}
+	return res
+}
+
+// foundProperties is the applied properties with the values the state now
+// holds for them.
+func foundProperties(applied, state cty.Value) cty.Value {
+	if applied == cty.NilVal || applied.IsNull() || !applied.Type().IsObjectType() || !state.Type().IsObjectType() {
+		return cty.NilVal
+	}
+	m := applied.AsValueMap()
+	for name, was := range m {
+		if !state.Type().HasAttribute(name) {
+			continue
+		}
+		is := state.GetAttr(name)
+		if was.IsNull() {
+			continue // not configured: the provider's to choose
+		}
+		if conv, err := convert.Convert(is, was.Type()); err == nil {
+			m[name] = conv
+		}
+	}
+	return cty.ObjectVal(m)
+}
