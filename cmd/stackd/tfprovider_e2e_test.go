@@ -18,6 +18,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
 )
 
 // testProvider builds the protocol 6 test provider of
@@ -291,7 +295,38 @@ func TestTerraformProviderKilledMidApply(t *testing.T) {
 // registryForP6 serves the test provider over the provider registry
 // protocol on 127.0.0.1 (TLS): service discovery, versions, download,
 // SHA256SUMS. With corrupt set, the zip served is not the one summed.
-func registryForP6(t *testing.T, corrupt bool) (host, caFile string) {
+// signer signs SHA256SUMS for registryForP6; its armored public key is
+// written to keyFile.
+type signer struct {
+	entity  *openpgp.Entity
+	keyFile string
+}
+
+func newSigner(t *testing.T, name string) *signer {
+	t.Helper()
+	e, err := openpgp.NewEntity(name, "test", name+"@example.com", &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w, err := armor.Encode(&buf, openpgp.PublicKeyType, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Serialize(w); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), name+".asc")
+	if err := os.WriteFile(keyFile, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &signer{entity: e, keyFile: keyFile}
+}
+
+func registryForP6(t *testing.T, corrupt bool, signedBy ...*signer) (host, caFile string) {
 	t.Helper()
 	plugins := providerPluginDir(t)
 	exe := filepath.Join(plugins, "registry.example.com", "stackd", "p6", "1.0.0", runtime.GOOS+"_"+runtime.GOARCH, "terraform-provider-p6_v1.0.0")
@@ -333,11 +368,24 @@ func registryForP6(t *testing.T, corrupt bool) (host, caFile string) {
 		writeJSONDoc(w, map[string]any{"versions": []any{map[string]any{"version": "1.0.0", "protocols": []string{"6.0"},
 			"platforms": []any{map[string]string{"os": runtime.GOOS, "arch": runtime.GOARCH}}}}})
 	})
+	var sig []byte
+	if len(signedBy) > 0 {
+		var b bytes.Buffer
+		if err := openpgp.DetachSign(&b, signedBy[0].entity, strings.NewReader(sums), nil); err != nil {
+			t.Fatal(err)
+		}
+		sig = b.Bytes()
+	}
 	mux.HandleFunc("GET /v1/providers/stackd/p6/1.0.0/download/{os}/{arch}", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSONDoc(w, map[string]any{"protocols": []string{"6.0"}, "os": runtime.GOOS, "arch": runtime.GOARCH, "filename": name,
+		meta := map[string]any{"protocols": []string{"6.0"}, "os": runtime.GOOS, "arch": runtime.GOARCH, "filename": name,
 			"download_url": "/files/" + name, "shasums_url": "/files/SHA256SUMS", "shasum": fmt.Sprintf("%x", sum),
-			"signing_keys": map[string]any{"gpg_public_keys": []any{}}})
+			"signing_keys": map[string]any{"gpg_public_keys": []any{}}}
+		if sig != nil {
+			meta["shasums_signature_url"] = "/files/SHA256SUMS.sig"
+		}
+		writeJSONDoc(w, meta)
 	})
+	mux.HandleFunc("GET /files/SHA256SUMS.sig", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(sig) })
 	mux.HandleFunc("GET /files/"+name, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(served) })
 	mux.HandleFunc("GET /files/SHA256SUMS", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(sums)) })
 	srv := httptest.NewTLSServer(mux)
@@ -392,6 +440,50 @@ func TestTerraformProviderFromRegistry(t *testing.T) {
 			lock, err := os.ReadFile(filepath.Join(dir, "stackd", ".terraform.lock.hcl"))
 			if err != nil || !strings.Contains(string(lock), "zh:") || !strings.Contains(string(lock), "h1:") {
 				t.Errorf("lock file after a registry install: %v\n%s", err, lock)
+			}
+		})
+	}
+}
+
+// TestTerraformProviderSignature: with --plugin-signing-key-file, a
+// registry's SHA256SUMS must carry a signature by that key: one signed by
+// another key, or none, is refused.
+func TestTerraformProviderSignature(t *testing.T) {
+	binary := stackdBinary(t)
+	trusted, other := newSigner(t, "publisher"), newSigner(t, "someone-else")
+	for _, tc := range []struct {
+		name   string
+		signer *signer
+		ok     bool
+	}{{"signed by the trusted key", trusted, true}, {"signed by another key", other, false}, {"not signed", nil, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var host, ca string
+			if tc.signer != nil {
+				host, ca = registryForP6(t, false, tc.signer)
+			} else {
+				host, ca = registryForP6(t, false)
+			}
+			dir := t.TempDir()
+			f := &fixture{repo: filepath.Join(dir, "repo"), state: filepath.Join(dir, "stackd", "state"), targets: filepath.Join(dir, "targets")}
+			world := filepath.Join(dir, "world")
+			for _, acct := range []string{"111111111111", "222222222222"} {
+				if err := os.MkdirAll(filepath.Join(world, acct), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			writeTree(t, f.repo, map[string]string{
+				"things.hcl":                p6StackSet(world, "app", ""),
+				"templates/things/main.hcl": strings.Replace(p6Template, "registry.example.com/stackd/p6", host+"/stackd/p6", 1),
+			})
+			runGit(t, f.repo, "init", "-q")
+			f.commit(t, "signed things")
+			res := runBinary(t, binary, append([]string{"apply"}, f.flags("--plugin-cache-dir", filepath.Join(dir, "cache"),
+				"--plugin-registry-ca-file", ca, "--plugin-signing-key-file", trusted.keyFile)...)...)
+			if tc.ok != (res.err == nil) {
+				t.Fatalf("apply: %s", res)
+			}
+			if !tc.ok && (!strings.Contains(res.stdout, "rejected") || !strings.Contains(strings.ToLower(res.stdout), "signature")) {
+				t.Errorf("refusal does not say why: %s", res)
 			}
 		})
 	}
