@@ -150,13 +150,16 @@ func (r *Reconciler) CheckDrift(ctx context.Context, name string) (*DriftReport,
 	log.Info().Str("status", string(rep.Status)).Int("drifted_instances", rep.DriftedInstances).
 		Int("drifted_resources", rep.DriftedResources).Str("duration", time.Since(began).Round(time.Millisecond).String()).Msg("drift checked")
 	r.opts.Metrics.Drift(name, rep.DriftedResources)
-	if changed := r.recordDriftPrint(name, rep); changed {
+	if print, changed := r.driftPrint(name, rep); changed {
 		if rep.DriftedResources > 0 {
 			r.sendEvent(notify.Event{Type: notify.TypeDriftDetected, StackSet: name, Revision: rec.Revision, Status: string(rep.Status),
 				Instances: rep.DriftedInstances, DriftedResources: rep.DriftedResources, Reason: driftReason(rep)})
 		}
 		if err := r.writeDriftStatus(ctx, &rec, rep); err != nil {
+			// Not remembered as written: the next check writes it.
 			log.Warn().Err(err).Msg("drift status not written")
+		} else {
+			_ = r.opts.Store.SetMeta(metaDriftPrint+name, []byte(print))
 		}
 	}
 	if spec != nil && spec.Mode == engine.DriftModeCorrect && len(drifted) > 0 && desired != nil {
@@ -360,19 +363,16 @@ func driftReason(rep *DriftReport) string {
 	return s
 }
 
-// recordDriftPrint reports whether the results differ from those last
-// written, remembering the new ones (check times do not count).
-func (r *Reconciler) recordDriftPrint(name string, rep *DriftReport) bool {
+// driftPrint is a print of the results (check times do not count) and
+// whether it differs from the print of the results last written.
+func (r *Reconciler) driftPrint(name string, rep *DriftReport) (string, bool) {
 	h := sha256.New()
 	for _, in := range rep.Instances {
 		fmt.Fprintf(h, "%s/%s %s %s\n", in.Region, in.Account, in.Status, in.Resources)
 	}
 	print := hex.EncodeToString(h.Sum(nil))
-	if old, err := r.opts.Store.Meta(metaDriftPrint + name); err == nil && string(old) == print {
-		return false
-	}
-	_ = r.opts.Store.SetMeta(metaDriftPrint+name, []byte(print))
-	return true
+	old, err := r.opts.Store.Meta(metaDriftPrint + name)
+	return print, err != nil || string(old) != print
 }
 
 // writeDriftStatus writes the stack set's status document after a drift
