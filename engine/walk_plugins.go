@@ -56,6 +56,17 @@ func (w *walker) providerConfigFor(typ, ref string) (cty.Value, hcl.Diagnostics)
 	if diags.HasErrors() {
 		return cty.NilVal, diags
 	}
+	if pv, ok := w.lookupProvider(typ).(provider.ProviderConfigValidator); ok && w.mode != modeApply && !w.inst.Untrusted && v.IsWhollyKnown() {
+		// The provider's own validators of its block.
+		clean, _ := v.UnmarkDeep()
+		if err := pv.ValidateProviderConfig(w.meter.ctx, clean); err != nil {
+			rng := hcl.Range{}
+			if pb != nil {
+				rng = pb.DeclRange
+			}
+			return cty.NilVal, hcl.Diagnostics{errorf(rng, "Invalid provider configuration", "provider %s: %s.", key, strings.TrimSuffix(err.Error(), "."))}
+		}
+	}
 	if w.root().providerCfgs == nil {
 		w.root().providerCfgs = map[string]cty.Value{}
 	}

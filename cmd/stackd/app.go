@@ -180,12 +180,15 @@ type app struct {
 	metrics *api.Metrics
 	space   *diskspace.Checker
 	events  *notify.Notifier
-	// plugins runs the Terraform providers' processes.
-	plugins *tfplugin.Pool
+	// plugins runs the Terraform providers' processes; resolver their
+	// validating ones.
+	plugins  *tfplugin.Pool
+	resolver *tfplugin.Resolver
 }
 
 func (a *app) Close() error {
 	a.events.Close()
+	a.resolver.Close()
 	a.plugins.Close()
 	return a.store.Close()
 }
@@ -285,7 +288,7 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 		return nil, err
 	}
 	metrics.WatchStackSets(st, func() string { return rec.Health().Rejected })
-	return &app{store: st, source: src, engine: eng, rec: rec, log: log, broker: broker, signals: wp, metrics: metrics, space: space, events: events, plugins: plugins}, nil
+	return &app{store: st, source: src, engine: eng, rec: rec, log: log, broker: broker, signals: wp, metrics: metrics, space: space, events: events, plugins: plugins, resolver: resolver}, nil
 }
 
 // secretSource is the definitions repository with its SOPS-encrypted files

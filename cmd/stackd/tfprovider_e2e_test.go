@@ -108,7 +108,7 @@ func p6StackSet(world, name, crashAccount string) string {
     crash_account = "` + crashAccount + `"
   }
   deployment_targets {
-    regions  = ["eu", "us"]
+    regions  = ["eu-west-1", "us-east-1"]
     accounts = ["111111111111", "222222222222"]
   }
   operation_preferences {
@@ -154,7 +154,7 @@ func TestTerraformProviderEndToEnd(t *testing.T) {
 	if !strings.Contains(res.stderr, "p6provider configured for region") {
 		t.Errorf("the provider's stderr is not in the debug log")
 	}
-	for _, tg := range [][2]string{{"eu", "111111111111"}, {"us", "222222222222"}} {
+	for _, tg := range [][2]string{{"eu-west-1", "111111111111"}, {"us-east-1", "222222222222"}} {
 		b, err := os.ReadFile(filepath.Join(world, tg[1], tg[0]+"-app.json"))
 		if err != nil || !strings.Contains(string(b), `"region":"`+tg[0]+`"`) {
 			t.Errorf("object of %s/%s: %v %s", tg[0], tg[1], err, b)
@@ -185,10 +185,10 @@ func TestTerraformProviderEndToEnd(t *testing.T) {
 	if res := runBinary(t, binary, append([]string{"apply"}, flags...)...); res.err != nil {
 		t.Fatalf("apply of the rename: %s", res)
 	}
-	if _, err := os.Stat(filepath.Join(world, "111111111111", "eu-app.json")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(world, "111111111111", "eu-west-1-app.json")); !os.IsNotExist(err) {
 		t.Errorf("the replaced object is still there (%v)", err)
 	}
-	if _, err := os.Stat(filepath.Join(world, "111111111111", "eu-app2.json")); err != nil {
+	if _, err := os.Stat(filepath.Join(world, "111111111111", "eu-west-1-app2.json")); err != nil {
 		t.Errorf("the replacement: %v", err)
 	}
 
@@ -201,7 +201,7 @@ func TestTerraformProviderEndToEnd(t *testing.T) {
 	if crash.code() != 1 || strings.Count(crash.stdout, "OPERATION_FAILED") != 2 || !strings.Contains(crash.stdout, "provider process exited") {
 		t.Fatalf("apply with a crashing provider: %s", crash)
 	}
-	if _, err := os.Stat(filepath.Join(world, "111111111111", "eu-app3.json")); err != nil {
+	if _, err := os.Stat(filepath.Join(world, "111111111111", "eu-west-1-app3.json")); err != nil {
 		t.Errorf("an account without the crash was not deployed: %v", err)
 	}
 	writeTree(t, f.repo, map[string]string{"things.hcl": p6StackSet(world, "app3", "")})
@@ -209,12 +209,12 @@ func TestTerraformProviderEndToEnd(t *testing.T) {
 	if res := runBinary(t, binary, append([]string{"apply"}, flags...)...); res.err != nil {
 		t.Fatalf("apply after the crash: %s", res)
 	}
-	if _, err := os.Stat(filepath.Join(world, "222222222222", "us-app3.json")); err != nil {
+	if _, err := os.Stat(filepath.Join(world, "222222222222", "us-east-1-app3.json")); err != nil {
 		t.Errorf("the crashed account did not converge: %v", err)
 	}
 
 	// Drift: an object deleted out of band is found by ReadResource.
-	if err := os.Remove(filepath.Join(world, "222222222222", "eu-app3.json")); err != nil {
+	if err := os.Remove(filepath.Join(world, "222222222222", "eu-west-1-app3.json")); err != nil {
 		t.Fatal(err)
 	}
 	drift := runBinary(t, binary, append([]string{"drift", "--json"}, flags...)...)
@@ -275,7 +275,7 @@ func TestTerraformProviderKilledMidApply(t *testing.T) {
 	p.waitLine(t, 90*time.Second, 0, "the resumed operation", func(l map[string]any) bool {
 		return l["message"] == "operation finished" && l["status"] == "SUCCEEDED"
 	})
-	for _, tg := range [][2]string{{"eu", "111111111111"}, {"us", "111111111111"}, {"eu", "222222222222"}, {"us", "222222222222"}} {
+	for _, tg := range [][2]string{{"eu-west-1", "111111111111"}, {"us-east-1", "111111111111"}, {"eu-west-1", "222222222222"}, {"us-east-1", "222222222222"}} {
 		if _, err := os.Stat(filepath.Join(world, tg[1], tg[0]+"-app.json")); err != nil {
 			t.Errorf("object of %s/%s after the restart: %v", tg[0], tg[1], err)
 		}

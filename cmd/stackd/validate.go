@@ -46,6 +46,7 @@ func newValidateCommand() *cobra.Command {
 				return err
 			}
 			defer pool.Close()
+			defer resolver.Close()
 			eng.SetPluginResolver(resolver)
 			defs, diags := eng.Load(secrets.New(os.DirFS(args[0])), ".")
 			if !diags.HasErrors() {

@@ -124,6 +124,14 @@ type ConfigValidator interface {
 	ValidateConfig(ctx context.Context, req Request) error
 }
 
+// ProviderConfigValidator is implemented by the resource types of
+// Terraform providers: it runs the provider's validators of its
+// configuration (ValidateProviderConfig); the engine asks once per
+// evaluated provider block when it plans.
+type ProviderConfigValidator interface {
+	ValidateProviderConfig(ctx context.Context, cfg cty.Value) error
+}
+
 // Importer is implemented by providers that can adopt an existing object
 // (Terraform providers' ImportResourceState): a Create with ImportID set
 // imports the object, reads it, and brings it to the configuration.

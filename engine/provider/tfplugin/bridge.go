@@ -2,6 +2,7 @@ package tfplugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -44,6 +45,54 @@ type Resolver struct {
 	offline *install.Installer         // Installer without the registry
 	// installed are the packages installed, by requirement.
 	installed map[string]install.Package
+
+	// vmu guards validators: one unconfigured process per executable
+	// that validates configurations (ValidateResourceConfig and
+	// ValidateProviderConfig need no configured provider, so a plan does
+	// not start a configured process per target just to validate).
+	vmu        sync.Mutex
+	validators map[string]Client
+	closed     bool
+}
+
+// validator is the executable's unconfigured process, started on first
+// use and again when it exited.
+func (r *Resolver) validator(ctx context.Context, pp *pluginProvider) (Client, error) {
+	r.vmu.Lock()
+	defer r.vmu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	if c, ok := r.validators[pp.pkg.Executable]; ok {
+		select {
+		case <-c.Exited():
+			_ = c.Close()
+		default:
+			return c, nil
+		}
+	}
+	c, err := Start(ctx, Options{Path: pp.pkg.Executable, Name: pp.name, Logger: &r.Log, MTLS: r.MTLS})
+	if err != nil {
+		return nil, fmt.Errorf("provider %s: %w", pp.name, err)
+	}
+	if r.validators == nil {
+		r.validators = map[string]Client{}
+	}
+	r.validators[pp.pkg.Executable] = c
+	return c, nil
+}
+
+// Close stops the validating processes (the Pool's are the Pool's).
+func (r *Resolver) Close() error {
+	r.vmu.Lock()
+	defer r.vmu.Unlock()
+	r.closed = true
+	var errs []error
+	for _, c := range r.validators {
+		errs = append(errs, c.Close())
+	}
+	r.validators = nil
+	return errors.Join(errs...)
 }
 
 // offlineInstaller is Installer with the registry disabled (made once).

@@ -128,7 +128,7 @@ func bridgeDefsFor(proto int, dir, name, content string) fstest.MapFS {
     content = "` + content + `"
   }
   deployment_targets {
-    regions  = ["eu", "us"]
+    regions  = ["eu-west-1", "us-east-1"]
     accounts = ["111", "222"]
   }
 }`)},
@@ -145,10 +145,12 @@ func newBridgeEngine(t *testing.T, proto int) (*engine.Engine, *Pool, string) {
 	t.Cleanup(func() { pool.Close() })
 	lock := filepath.Join(t.TempDir(), ".terraform.lock.hcl")
 	e := engine.New(provider.Registry{"file": file.New(file.Options{Root: t.TempDir()})})
-	e.SetPluginResolver(&Resolver{
+	r := &Resolver{
 		Installer: &install.Installer{PluginDirs: []string{pluginDir(t, proto)}, CacheDir: t.TempDir(), Log: zerolog.Nop()},
 		LockFile:  lock, Pool: pool, Log: zerolog.Nop(),
-	})
+	}
+	t.Cleanup(func() { r.Close() })
+	e.SetPluginResolver(r)
 	return e, pool, lock
 }
 
@@ -177,7 +179,7 @@ func testBridgeLifecycle(t *testing.T, proto int) {
 		if diags.HasErrors() {
 			t.Fatalf("load: %s", diags.Error())
 		}
-		return &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu", Account: "111"}}
+		return &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}}
 	}
 	ctx := testCtx(t)
 	j := &memJournal{recs: map[string]engine.ResourceState{}}
@@ -216,10 +218,10 @@ func testBridgeLifecycle(t *testing.T, proto int) {
 	}
 	id := res.Outputs["id"].AsString()
 	obj := object(id)
-	if obj["region"] != "eu" || obj["content"] != "one" || obj["name"] != "a-eu" {
+	if obj["region"] != "eu-west-1" || obj["content"] != "one" || obj["name"] != "a-eu-west-1" {
 		t.Errorf("the object written: %v", obj)
 	}
-	if res.Outputs["region"].AsString() != "eu" {
+	if res.Outputs["region"].AsString() != "eu-west-1" {
 		t.Errorf("computed attribute region = %v", res.Outputs["region"])
 	}
 	// The data source read what the resource wrote, once it existed.
@@ -295,7 +297,7 @@ func testBridgeLifecycle(t *testing.T, proto int) {
 
 	// Deleted with the template gone: what the resource recorded is enough.
 	e2, _, _ := newBridgeEngine(t, proto)
-	dp := engine.PlanDestroy(&engine.Instance{Name: "s", StackSetID: "ss-1", Target: engine.Target{Region: "eu", Account: "111"}}, j.list())
+	dp := engine.PlanDestroy(&engine.Instance{Name: "s", StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, j.list())
 	if _, err := e2.Apply(ctx, dp, j, nil); err != nil {
 		t.Fatalf("destroy: %v", err)
 	}
@@ -328,7 +330,7 @@ provider "p6" {
 			"d.hcl": {Data: []byte(`stack_set "s" {
   template = "./t"
   deployment_targets {
-    regions  = ["eu"]
+    regions  = ["eu-west-1"]
     accounts = ["111"]
   }
 }`)},
@@ -366,15 +368,27 @@ provider "p6" {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: bad.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "eu", Account: "111"}}, nil)
+	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: bad.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, nil)
 	if !diags.HasErrors() || !strings.Contains(diags.Error(), "tag[0].key") || !strings.Contains(diags.Error(), "does not match") {
 		t.Errorf("a tag key the provider's validator refuses: %v", diags)
+	}
+	// And its validators of the provider block: region must look like
+	// eu-west-1, and target "moon" does not.
+	moon := defs("resource \"p6_thing\" \"a\" {\n  name = \"x\"\n}")
+	moon["d.hcl"] = &fstest.MapFile{Data: []byte(strings.Replace(string(moon["d.hcl"].Data), `["eu-west-1"]`, `["moon"]`, 1))}
+	md, diags := e.Load(moon, ".")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: md.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "moon", Account: "111"}}, nil)
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), "Invalid provider configuration") || !strings.Contains(diags.Error(), "region") {
+		t.Errorf("a provider block the provider's validators refuse: %v", diags)
 	}
 	defsOK, diags := e.Load(defs("resource \"p6_thing\" \"a\" {\n  name     = \"x\"\n  provider = p6.west\n}"), ".")
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: defsOK.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "eu", Account: "111"}}, nil)
+	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: defsOK.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, nil)
 	if !diags.HasErrors() || !strings.Contains(diags.Error(), "p6.west") {
 		t.Errorf("provider = p6.west without its block: %v", diags)
 	}
@@ -393,7 +407,7 @@ func TestBridgeUpgradesOldState(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu", Account: "111"}}
+	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}}
 	ctx := testCtx(t)
 	j := &memJournal{recs: map[string]engine.ResourceState{}}
 	p, diags := e.PlanContext(ctx, inst, nil)
@@ -455,7 +469,7 @@ func TestBridgeImport(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu", Account: "111"}}
+	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}}
 	p, _ := e.PlanContext(ctx, inst, nil)
 	if _, err := e.Apply(ctx, p, &memJournal{recs: map[string]engine.ResourceState{}}, nil); err != nil {
 		t.Fatal(err)
@@ -477,16 +491,16 @@ func TestBridgeImport(t *testing.T) {
 		t.Fatal(diags)
 	}
 	chs := p.Changes()
-	if len(chs) != 1 || chs[0].ResourceChange.Action != "Import" || chs[0].ResourceChange.PhysicalResourceId != "prea-eu" {
+	if len(chs) != 1 || chs[0].ResourceChange.Action != "Import" || chs[0].ResourceChange.PhysicalResourceId != "prea-eu-west-1" {
 		t.Fatalf("plan of an import: %+v", chs)
 	}
 	if _, err := e.Apply(ctx, p, j, nil); err != nil {
 		t.Fatalf("apply of an import: %v", err)
 	}
-	if rec := j.recs["p6_thing.a"]; rec.PhysicalID != "prea-eu" {
+	if rec := j.recs["p6_thing.a"]; rec.PhysicalID != "prea-eu-west-1" {
 		t.Errorf("recorded after the import: %+v", rec)
 	}
-	b, err := os.ReadFile(filepath.Join(world, "111", "prea-eu.json"))
+	b, err := os.ReadFile(filepath.Join(world, "111", "prea-eu-west-1.json"))
 	if err != nil || !strings.Contains(string(b), `"content":"new"`) {
 		t.Errorf("the imported object was not brought to the configuration: %v %s", err, b)
 	}
@@ -529,7 +543,7 @@ func TestBridgeUntrustedRefs(t *testing.T) {
 		t.Fatal(diags)
 	}
 	ctx := testCtx(t)
-	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu", Account: "111"}}
+	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}}
 	j := &memJournal{recs: map[string]engine.ResourceState{}}
 	p, _ := e.PlanContext(ctx, inst, nil)
 	if _, err := e.Apply(ctx, p, j, nil); err != nil {
@@ -537,7 +551,7 @@ func TestBridgeUntrustedRefs(t *testing.T) {
 	}
 	// A branch reading a file of the daemon's host through a data source.
 	files["t/steal.hcl"] = &fstest.MapFile{Data: []byte(`data "p6_object" "lit" {
-  id = "prea-eu"
+  id = "prea-eu-west-1"
 }
 output "stolen" { value = data.p6_object.lit.content }
 `)}
@@ -545,7 +559,7 @@ output "stolen" { value = data.p6_object.lit.content }
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	tp, _ := e.PlanContext(ctx, &engine.Instance{StackSet: trusted.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu", Account: "111"}}, j.list())
+	tp, _ := e.PlanContext(ctx, &engine.Instance{StackSet: trusted.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, j.list())
 	if v := tp.Outputs["stolen"]; !v.IsKnown() || v.AsString() != "one" {
 		t.Fatalf("the deploy branch reads data sources at plan time: %#v", v)
 	}
@@ -553,7 +567,7 @@ output "stolen" { value = data.p6_object.lit.content }
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	up, diags := e.PlanContext(ctx, &engine.Instance{StackSet: untrusted.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu", Account: "111"}, Untrusted: true}, j.list())
+	up, diags := e.PlanContext(ctx, &engine.Instance{StackSet: untrusted.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}, Untrusted: true}, j.list())
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}

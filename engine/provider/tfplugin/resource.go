@@ -26,11 +26,12 @@ type resourceType struct {
 }
 
 var (
-	_ provider.Provider        = (*resourceType)(nil)
-	_ provider.ChangePlanner   = (*resourceType)(nil)
-	_ provider.DriftReader     = (*resourceType)(nil)
-	_ provider.Importer        = (*resourceType)(nil)
-	_ provider.ConfigValidator = (*resourceType)(nil)
+	_ provider.Provider                = (*resourceType)(nil)
+	_ provider.ChangePlanner           = (*resourceType)(nil)
+	_ provider.DriftReader             = (*resourceType)(nil)
+	_ provider.Importer                = (*resourceType)(nil)
+	_ provider.ConfigValidator         = (*resourceType)(nil)
+	_ provider.ProviderConfigValidator = (*resourceType)(nil)
 )
 
 func (rt *resourceType) Schema() provider.Schema { return rt.pschema }
@@ -157,18 +158,18 @@ func (rt *resourceType) Delete(ctx context.Context, req provider.Request) error 
 	return applied.Diagnostics.Err()
 }
 
-// ValidateConfig is ValidateResourceConfig: the provider's validators.
+// ValidateConfig is ValidateResourceConfig: the provider's validators, on
+// the executable's unconfigured validating process.
 func (rt *resourceType) ValidateConfig(ctx context.Context, req provider.Request) error {
 	cfg, err := rt.config(req.Properties)
 	if err != nil {
 		return err
 	}
-	lease, err := rt.p.client(ctx, req.ProviderConfig)
+	c, err := rt.p.r.validator(ctx, rt.p)
 	if err != nil {
 		return err
 	}
-	defer lease.Release()
-	diags, err := lease.ValidateResourceConfig(ctx, rt.typ, cfg)
+	diags, err := c.ValidateResourceConfig(ctx, rt.typ, cfg)
 	if err != nil {
 		return err
 	}
@@ -323,4 +324,22 @@ func foundProperties(applied, state cty.Value) cty.Value {
 		}
 	}
 	return cty.ObjectVal(m)
+}
+
+// ValidateProviderConfig is ValidateProviderConfig of the resource type's
+// provider: its validators of the provider block.
+func (rt *resourceType) ValidateProviderConfig(ctx context.Context, cfg cty.Value) error {
+	full, err := fullObject(rt.p.schema.Provider.Block, cfg, rt.p.schema.Provider.Block.ImpliedType())
+	if err != nil {
+		return err
+	}
+	c, err := rt.p.r.validator(ctx, rt.p)
+	if err != nil {
+		return err
+	}
+	diags, err := c.ValidateProviderConfig(ctx, full)
+	if err != nil {
+		return err
+	}
+	return diags.Err()
 }
