@@ -10,9 +10,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
-	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/stackd/stackd/engine/provider"
 )
@@ -72,45 +70,6 @@ func (w *walker) providerConfigFor(typ, ref string) (cty.Value, hcl.Diagnostics)
 	}
 	w.root().providerCfgs[key] = v
 	return v, nil
-}
-
-// evalProperties evaluates the properties of schema set in props (null
-// where unset), converted to their types, sensitive ones marked.
-func evalProperties(schema provider.Schema, props map[string]*hcl.Attribute, ctx *hcl.EvalContext, what string) (cty.Value, hcl.Diagnostics) {
-	var diags hcl.Diagnostics
-	vals := make(map[string]cty.Value, len(schema.Properties))
-	for _, name := range sortedKeys(schema.Properties) {
-		ps := schema.Properties[name]
-		a := props[name]
-		if a == nil {
-			vals[name] = cty.NullVal(ps.Type)
-			if ps.Block != nil {
-				// No block of this type: what the spec decodes from none
-				// (an empty list, or null).
-				vals[name], _ = hcldec.Decode(&blockList{}, ps.Block, ctx)
-			}
-			continue
-		}
-		v, d := a.Expr.Value(ctx)
-		diags = append(diags, d...)
-		if d.HasErrors() {
-			continue
-		}
-		conv, err := convert.Convert(v, ps.Type)
-		if err != nil {
-			diags = diags.Append(errorf(a.Expr.Range(), "Invalid value for property", "%s: property %q must be %s: %s.", what, name, typeName(ps.Type), err))
-			continue
-		}
-		if ps.Required && conv.IsNull() {
-			diags = diags.Append(errorf(a.Expr.Range(), "Missing value for property", "%s: property %q is required and must not be null.", what, name))
-			continue
-		}
-		if ps.Sensitive {
-			conv = conv.Mark(markSensitive)
-		}
-		vals[name] = conv
-	}
-	return cty.ObjectVal(vals), diags
 }
 
 // encodeProviderConfig is what a resource records of its provider's

@@ -34,52 +34,20 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 		return nil, append(diags, pdiags...)
 	}
 	base := w.ctx(r.Addr())
-	names := sortedKeys(schema.Properties)
 	members := make([]*member, 0, len(exps))
 	for _, ex := range exps {
 		if err := w.meter.stopped(); err != nil {
 			return nil, diags.Append(stoppedDiag(w.meter.ctx, r.DeclRange.Ptr()))
 		}
 		ctx := withExtra(base, ex.extra)
-		props := make(map[string]cty.Value, len(schema.Properties))
-		for _, name := range names {
-			ps := schema.Properties[name]
-			a := r.Properties[name]
-			if a == nil {
-				props[name] = cty.NullVal(ps.Type)
-				if ps.Block != nil {
-					// No block of the type: what its spec makes of none.
-					props[name], _ = hcldec.Decode(&blockList{}, ps.Block, ctx)
-				}
-				continue
-			}
-			v, d := a.Expr.Value(ctx)
-			diags = append(diags, d...)
-			if d.HasErrors() {
-				continue
-			}
-			conv, err := convert.Convert(v, ps.Type)
-			if err != nil {
-				diags = diags.Append(errorf(a.Expr.Range(), "Invalid value for property",
-					"%s: property %q must be %s: %s.", ex.addr, name, typeName(ps.Type), err))
-				continue
-			}
-			if ps.Required && conv.IsNull() {
-				diags = diags.Append(errorf(a.Expr.Range(), "Missing value for property", "%s: property %q is required and must not be null.", ex.addr, name))
-				continue
-			}
-			if ps.Sensitive {
-				conv = conv.Mark(markSensitive)
-			}
-			props[name] = conv
-		}
+		obj, d := evalProperties(schema, r.Properties, ctx, ex.addr)
+		diags = append(diags, d...)
 		if diags.HasErrors() {
 			return nil, diags
 		}
-		obj := cty.ObjectVal(props)
 		// Change sets copy the properties of every resource: they count.
 		if d := checkProperties(w.meter, obj, "the properties of "+w.prefix+ex.addr, r.DeclRange); d != nil {
-			d.Subject = largestProperty(r, props).Ptr()
+			d.Subject = largestProperty(r, obj.AsValueMap()).Ptr()
 			return nil, diags.Append(d)
 		}
 		if v, ok := p.(provider.Validator); ok {
@@ -228,4 +196,43 @@ func (w *walker) value(p provider.Provider, schema provider.Schema, rp *Resource
 		}
 	}
 	return cty.ObjectVal(attrs)
+}
+
+// evalProperties evaluates the properties of schema set in props (null
+// where unset), converted to their types, sensitive ones marked.
+func evalProperties(schema provider.Schema, props map[string]*hcl.Attribute, ctx *hcl.EvalContext, what string) (cty.Value, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	vals := make(map[string]cty.Value, len(schema.Properties))
+	for _, name := range sortedKeys(schema.Properties) {
+		ps := schema.Properties[name]
+		a := props[name]
+		if a == nil {
+			vals[name] = cty.NullVal(ps.Type)
+			if ps.Block != nil {
+				// No block of this type: what the spec decodes from none
+				// (an empty list, or null).
+				vals[name], _ = hcldec.Decode(&blockList{}, ps.Block, ctx)
+			}
+			continue
+		}
+		v, d := a.Expr.Value(ctx)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			continue
+		}
+		conv, err := convert.Convert(v, ps.Type)
+		if err != nil {
+			diags = diags.Append(errorf(a.Expr.Range(), "Invalid value for property", "%s: property %q must be %s: %s.", what, name, typeName(ps.Type), err))
+			continue
+		}
+		if ps.Required && conv.IsNull() {
+			diags = diags.Append(errorf(a.Expr.Range(), "Missing value for property", "%s: property %q is required and must not be null.", what, name))
+			continue
+		}
+		if ps.Sensitive {
+			conv = conv.Mark(markSensitive)
+		}
+		vals[name] = conv
+	}
+	return cty.ObjectVal(vals), diags
 }
