@@ -1000,13 +1000,7 @@ func (t *Template) resolve(tr hcl.Traversal, reg provider.Registry, allowCount, 
 		if _, ok := t.Data[addr]; !ok {
 			return bad("Reference to undeclared data source", fmt.Sprintf("A data block %s has not been declared in this template.", addr))
 		}
-		ent = addr
-		for _, step := range tr[3:] {
-			if a, ok := step.(hcl.TraverseAttr); ok {
-				ent += "." + a.Name
-			}
-		}
-		return ent, addr, nil
+		return entityPath(addr, tr[3:]), addr, nil
 	}
 	if root == "module" {
 		n, out := attr(1), attr(2)
@@ -1028,18 +1022,23 @@ func (t *Template) resolve(tr hcl.Traversal, reg provider.Registry, allowCount, 
 		if _, ok := t.Resources[addr]; !ok {
 			return bad("Reference to undeclared resource", fmt.Sprintf("A resource %s has not been declared in this template.", addr))
 		}
-		ent = addr
-		for _, step := range tr[2:] {
-			if a, ok := step.(hcl.TraverseAttr); ok {
-				ent += "." + a.Name
-			}
-		}
-		return ent, addr, nil
+		return entityPath(addr, tr[2:]), addr, nil
 	}
 	return bad("Unknown reference", fmt.Sprintf("%q is not something a template can refer to. Valid roots are var, local, target, stack_set, count, each, module and resource types (%s).", root, strings.Join(registryNames(reg), ", ")))
 }
 
 func registryNames(reg provider.Registry) []string { return sortedKeys(reg) }
+
+// entityPath is the entity a reference names: the address of what it
+// refers to, then the attributes it steps through ("file.config.id").
+func entityPath(addr string, steps hcl.Traversal) string {
+	for _, step := range steps {
+		if a, ok := step.(hcl.TraverseAttr); ok {
+			addr += "." + a.Name
+		}
+	}
+	return addr
+}
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
