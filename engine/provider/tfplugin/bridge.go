@@ -43,8 +43,10 @@ type Resolver struct {
 	lock    *install.LockFile
 	schemas map[string]*ProviderSchema // by executable
 	offline *install.Installer         // Installer without the registry
-	// installed are the packages installed, by requirement.
+	// installed are the packages installed, and providers the providers
+	// made of them, by requirement.
 	installed map[string]install.Package
+	providers map[string]*pluginProvider
 
 	// vmu guards validators: one unconfigured process per executable
 	// that validates configurations (ValidateResourceConfig and
@@ -166,11 +168,19 @@ func (r *Resolver) Resolve(ctx context.Context, reqs []engine.ProviderRequiremen
 			}
 			r.installed[key] = pkg
 		}
-		ps, err := r.schema(ctx, req.LocalName, pkg)
-		if err != nil {
-			return nil, err
+		pp, ok := r.providers[key]
+		if !ok {
+			ps, err := r.schema(ctx, req.LocalName, pkg)
+			if err != nil {
+				return nil, err
+			}
+			pp = &pluginProvider{r: r, name: req.LocalName, pkg: pkg, schema: ps}
+			if r.providers == nil {
+				r.providers = map[string]*pluginProvider{}
+			}
+			r.providers[key] = pp
 		}
-		pp := &pluginProvider{r: r, name: req.LocalName, pkg: pkg, schema: ps}
+		ps := pp.schema
 		out.Configs[req.LocalName] = blockSchema(ps.Provider.Block, false)
 		origin := engine.ProviderRequirement{LocalName: req.LocalName, Source: addr.String(), Version: pkg.Version.String()}
 		for typ, s := range ps.ResourceTypes {
@@ -218,6 +228,9 @@ type pluginProvider struct {
 	name   string
 	pkg    install.Package
 	schema *ProviderSchema
+	// validConfigs are the hashes of configurations the provider's
+	// validators accepted.
+	validConfigs sync.Map
 }
 
 // client is a lease on a process of the provider configured with cfg (the

@@ -333,6 +333,13 @@ func (rt *resourceType) ValidateProviderConfig(ctx context.Context, cfg cty.Valu
 	if err != nil {
 		return err
 	}
+	hash, err := ConfigHash(full)
+	if err != nil {
+		return err
+	}
+	if _, ok := rt.p.validConfigs.Load(hash); ok {
+		return nil // every instance configured alike asks: once is enough
+	}
 	c, err := rt.p.r.validator(ctx, rt.p)
 	if err != nil {
 		return err
@@ -341,5 +348,9 @@ func (rt *resourceType) ValidateProviderConfig(ctx context.Context, cfg cty.Valu
 	if err != nil {
 		return err
 	}
-	return diags.Err()
+	if err := diags.Err(); err != nil {
+		return err
+	}
+	rt.p.validConfigs.Store(hash, true)
+	return nil
 }
