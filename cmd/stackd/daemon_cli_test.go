@@ -4,11 +4,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -145,22 +143,8 @@ func TestRejectedRevisionAlerts(t *testing.T) {
 	binary := stackdBinary(t)
 	f := newFixture(t)
 	// Notifications go to a webhook on 127.0.0.1.
-	var hookMu sync.Mutex
-	var events []notify.Event
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var e notify.Event
-		if err := json.NewDecoder(r.Body).Decode(&e); err == nil {
-			hookMu.Lock()
-			events = append(events, e)
-			hookMu.Unlock()
-		}
-	}))
-	defer hook.Close()
-	hookFile := filepath.Join(t.TempDir(), "hook-url")
-	if err := os.WriteFile(hookFile, []byte(hook.URL+"/events"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p, _ := startTokenDaemon(t, binary, f, "--notify-webhook-url-file", hookFile)
+	hook := newEventHook(t)
+	p, _ := startTokenDaemon(t, binary, f, "--notify-webhook-url-file", hook.file)
 	p.waitLine(t, 30*time.Second, 0, "operation finished", message("operation finished"))
 	info := readDaemonInfo(t, f.state)
 	get := func(path string) (int, string) {
@@ -230,10 +214,8 @@ func TestRejectedRevisionAlerts(t *testing.T) {
 	}
 	var got []string
 	eventually(t, 10*time.Second, func() bool {
-		hookMu.Lock()
-		defer hookMu.Unlock()
 		got = got[:0]
-		for _, e := range events {
+		for _, e := range hook.received() {
 			line := e.Type + " " + e.StackSet + " " + e.Kind
 			if e.Type == notify.TypeRevisionRejected {
 				line += e.Revision[:7]

@@ -4,11 +4,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -43,22 +41,8 @@ func TestDriftDaemon(t *testing.T) {
 	replaceIn(t, f.repo, "web.hcl", "  deployment_targets {", "  drift {\n    interval = \"1h\"\n    mode     = \"report\"\n    ignore   = [\"file.credentials.mode\"]\n  }\n\n  deployment_targets {")
 	f.commit(t, "drift block, a service")
 
-	var hookMu sync.Mutex
-	var events []notify.Event
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var e notify.Event
-		if err := json.NewDecoder(r.Body).Decode(&e); err == nil {
-			hookMu.Lock()
-			events = append(events, e)
-			hookMu.Unlock()
-		}
-	}))
-	defer hook.Close()
-	hookFile := filepath.Join(t.TempDir(), "hook-url")
-	if err := os.WriteFile(hookFile, []byte(hook.URL), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p, _ := startTokenDaemon(t, binary, f, "--notify-webhook-url-file", hookFile)
+	hook := newEventHook(t)
+	p, _ := startTokenDaemon(t, binary, f, "--notify-webhook-url-file", hook.file)
 	p.waitLine(t, 60*time.Second, 0, "first operation", message("operation finished"))
 
 	// Nothing drifted yet.
@@ -116,9 +100,7 @@ func TestDriftDaemon(t *testing.T) {
 		t.Errorf("status document drift: %+v", doc.Drift)
 	}
 	eventually(t, 10*time.Second, func() bool {
-		hookMu.Lock()
-		defer hookMu.Unlock()
-		for _, e := range events {
+		for _, e := range hook.received() {
 			if e.Type == notify.TypeDriftDetected && e.StackSet == "web" && e.DriftedResources == 5 {
 				return true
 			}

@@ -12,8 +12,10 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +26,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/stackd/stackd/examples"
+	"github.com/stackd/stackd/internal/notify"
 	"github.com/stackd/stackd/internal/testkit"
 	"github.com/stackd/stackd/reconciler"
 )
@@ -487,4 +490,37 @@ func readFile(t *testing.T, p string) string {
 func sha256Hex(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])
+}
+
+// eventHook is a webhook on 127.0.0.1 that collects the notifications
+// stackd sends it (--notify-webhook-url-file file).
+type eventHook struct {
+	file   string
+	mu     sync.Mutex
+	events []notify.Event
+}
+
+func newEventHook(t *testing.T) *eventHook {
+	t.Helper()
+	h := &eventHook{file: filepath.Join(t.TempDir(), "hook-url")}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var e notify.Event
+		if err := json.NewDecoder(r.Body).Decode(&e); err == nil {
+			h.mu.Lock()
+			h.events = append(h.events, e)
+			h.mu.Unlock()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	if err := os.WriteFile(h.file, []byte(srv.URL+"/events"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// received returns the events received so far.
+func (h *eventHook) received() []notify.Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.events)
 }

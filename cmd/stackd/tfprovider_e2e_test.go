@@ -66,6 +66,28 @@ func providerPluginDir(t *testing.T) string {
 	return testProvider.dir
 }
 
+// p6Fixture is a definitions repository whose stack set "things" deploys
+// template (p6Template or a variant of it) to 2 regions x 2 accounts of
+// the world directory, committed with msg; dir holds it all.
+func p6Fixture(t *testing.T, template, msg string) (f *fixture, world, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	f = &fixture{repo: filepath.Join(dir, "repo"), state: filepath.Join(dir, "stackd", "state"), targets: filepath.Join(dir, "targets")}
+	world = filepath.Join(dir, "world")
+	for _, acct := range []string{"111111111111", "222222222222"} {
+		if err := os.MkdirAll(filepath.Join(world, acct), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeTree(t, f.repo, map[string]string{
+		"things.hcl":                p6StackSet(world, "app", ""),
+		"templates/things/main.hcl": template,
+	})
+	runGit(t, f.repo, "init", "-q")
+	f.commit(t, msg)
+	return f, world, dir
+}
+
 const p6Template = `terraform {
   required_providers {
     p6 = { source = "registry.example.com/stackd/p6", version = "~> 1.0" }
@@ -128,20 +150,7 @@ func p6StackSet(world, name, crashAccount string) string {
 // deletes the objects.
 func TestTerraformProviderEndToEnd(t *testing.T) {
 	plugins := providerPluginDir(t)
-	dir := t.TempDir()
-	f := &fixture{repo: filepath.Join(dir, "repo"), state: filepath.Join(dir, "stackd", "state"), targets: filepath.Join(dir, "targets")}
-	world := filepath.Join(dir, "world")
-	for _, acct := range []string{"111111111111", "222222222222"} {
-		if err := os.MkdirAll(filepath.Join(world, acct), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeTree(t, f.repo, map[string]string{
-		"things.hcl":                p6StackSet(world, "app", ""),
-		"templates/things/main.hcl": p6Template,
-	})
-	runGit(t, f.repo, "init", "-q")
-	f.commit(t, "things")
+	f, world, dir := p6Fixture(t, p6Template, "things")
 	flags := f.flags("--plugin-dir", plugins)
 	binary := stackdBinary(t)
 
@@ -247,21 +256,8 @@ func TestTerraformProviderEndToEnd(t *testing.T) {
 func TestTerraformProviderKilledMidApply(t *testing.T) {
 	plugins := providerPluginDir(t)
 	binary := stackdBinary(t)
-	dir := t.TempDir()
-	f := &fixture{repo: filepath.Join(dir, "repo"), state: filepath.Join(dir, "stackd", "state"), targets: filepath.Join(dir, "targets")}
-	world := filepath.Join(dir, "world")
-	for _, acct := range []string{"111111111111", "222222222222"} {
-		if err := os.MkdirAll(filepath.Join(world, acct), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
 	slow := strings.Replace(p6Template, "  crash   = var.crash_account == target.account\n", "  crash   = var.crash_account == target.account\n  sleep_ms = 1500\n", 1)
-	writeTree(t, f.repo, map[string]string{
-		"things.hcl":                p6StackSet(world, "app", ""),
-		"templates/things/main.hcl": slow,
-	})
-	runGit(t, f.repo, "init", "-q")
-	f.commit(t, "slow things")
+	f, world, _ := p6Fixture(t, slow, "slow things")
 	args := f.flags("--plugin-dir", plugins, "--listen", "127.0.0.1:0", "--interval", "1h", "--log-level", "debug")
 	p := startProc(t, binary, nil, append([]string{"run"}, args...)...)
 	// Killed while a create is inside the provider (each sleeps 1.5 s
@@ -406,20 +402,7 @@ func TestTerraformProviderFromRegistry(t *testing.T) {
 	for _, corrupt := range []bool{false, true} {
 		t.Run(fmt.Sprintf("corrupt=%v", corrupt), func(t *testing.T) {
 			host, ca := registryForP6(t, corrupt)
-			dir := t.TempDir()
-			f := &fixture{repo: filepath.Join(dir, "repo"), state: filepath.Join(dir, "stackd", "state"), targets: filepath.Join(dir, "targets")}
-			world := filepath.Join(dir, "world")
-			for _, acct := range []string{"111111111111", "222222222222"} {
-				if err := os.MkdirAll(filepath.Join(world, acct), 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
-			writeTree(t, f.repo, map[string]string{
-				"things.hcl":                p6StackSet(world, "app", ""),
-				"templates/things/main.hcl": strings.Replace(p6Template, "registry.example.com/stackd/p6", host+"/stackd/p6", 1),
-			})
-			runGit(t, f.repo, "init", "-q")
-			f.commit(t, "things from a registry")
+			f, world, dir := p6Fixture(t, strings.Replace(p6Template, "registry.example.com/stackd/p6", host+"/stackd/p6", 1), "things from a registry")
 			cache := filepath.Join(dir, "plugin-cache")
 			res := runBinary(t, binary, append([]string{"apply"}, f.flags("--plugin-cache-dir", cache, "--plugin-registry-ca-file", ca)...)...)
 			if corrupt {
@@ -463,20 +446,7 @@ func TestTerraformProviderSignature(t *testing.T) {
 			} else {
 				host, ca = registryForP6(t, false)
 			}
-			dir := t.TempDir()
-			f := &fixture{repo: filepath.Join(dir, "repo"), state: filepath.Join(dir, "stackd", "state"), targets: filepath.Join(dir, "targets")}
-			world := filepath.Join(dir, "world")
-			for _, acct := range []string{"111111111111", "222222222222"} {
-				if err := os.MkdirAll(filepath.Join(world, acct), 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
-			writeTree(t, f.repo, map[string]string{
-				"things.hcl":                p6StackSet(world, "app", ""),
-				"templates/things/main.hcl": strings.Replace(p6Template, "registry.example.com/stackd/p6", host+"/stackd/p6", 1),
-			})
-			runGit(t, f.repo, "init", "-q")
-			f.commit(t, "signed things")
+			f, _, dir := p6Fixture(t, strings.Replace(p6Template, "registry.example.com/stackd/p6", host+"/stackd/p6", 1), "signed things")
 			res := runBinary(t, binary, append([]string{"apply"}, f.flags("--plugin-cache-dir", filepath.Join(dir, "cache"),
 				"--plugin-registry-ca-file", ca, "--plugin-signing-key-file", trusted.keyFile)...)...)
 			if tc.ok != (res.err == nil) {
