@@ -200,16 +200,11 @@ func TestCheckDriftStopsWithItsContext(t *testing.T) {
 }
 
 func TestDriftBlock(t *testing.T) {
-	for _, tc := range []struct{ block, want string }{
-		{`drift { mode = "fix" }`, "Invalid drift mode"},
-		{`drift { interval = "5s" }`, "Invalid drift interval"},
-		{`drift { ignore = ["[bad"] }`, "Invalid drift ignore rule"},
-		{"drift {}\n  drift {}", "Duplicate drift block"},
-	} {
-		_, diags := load(t, map[string]string{
+	files := func(block string) map[string]string {
+		return map[string]string{
 			"d.hcl": `stack_set "s" {
   template = "./t"
-  ` + tc.block + `
+  ` + block + `
   deployment_targets {
     regions  = ["eu"]
     accounts = ["111"]
@@ -219,29 +214,25 @@ func TestDriftBlock(t *testing.T) {
   path    = "f"
   content = "x"
 }`,
-		}, provider.Registry{"file": file.New(file.Options{Root: t.TempDir()})})
+		}
+	}
+	reg := provider.Registry{"file": file.New(file.Options{Root: t.TempDir()})}
+	for _, tc := range []struct{ block, want string }{
+		{`drift { mode = "fix" }`, "Invalid drift mode"},
+		{`drift { interval = "5s" }`, "Invalid drift interval"},
+		{`drift { ignore = ["[bad"] }`, "Invalid drift ignore rule"},
+		{"drift {}\n  drift {}", "Duplicate drift block"},
+	} {
+		_, diags := load(t, files(tc.block), reg)
 		if !strings.Contains(diags.Error(), tc.want) || !strings.Contains(diags.Error(), "d.hcl:") {
 			t.Errorf("%s: %v, want %q at d.hcl", tc.block, diags, tc.want)
 		}
 	}
-	defs := mustLoad(t, map[string]string{
-		"d.hcl": `stack_set "s" {
-  template = "./t"
-  drift {
+	defs := mustLoad(t, files(`drift {
     interval = "1h"
     mode     = "correct"
     ignore   = ["file.f.mode"]
-  }
-  deployment_targets {
-    regions  = ["eu"]
-    accounts = ["111"]
-  }
-}`,
-		"t/main.hcl": `resource "file" "f" {
-  path    = "f"
-  content = "x"
-}`,
-	}, provider.Registry{"file": file.New(file.Options{Root: t.TempDir()})})
+  }`), reg)
 	d := defs.StackSet("s").Drift
 	if d == nil || d.Interval.String() != "1h0m0s" || d.Mode != DriftModeCorrect || len(d.Ignore) != 1 {
 		t.Errorf("drift block: %+v", d)
