@@ -37,9 +37,6 @@ func (ds *dataSource) ReadData(ctx context.Context, req provider.Request) (map[s
 	if err != nil {
 		return nil, err
 	}
-	if read.Diagnostics.HasErrors() {
-		return nil, read.Diagnostics.Err()
-	}
 	if read.State.IsNull() || !read.State.Type().IsObjectType() {
 		return map[string]cty.Value{}, nil
 	}

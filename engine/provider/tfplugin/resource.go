@@ -108,9 +108,6 @@ func (rt *resourceType) change(ctx context.Context, req provider.Request, update
 	if err != nil {
 		return provider.Result{}, err
 	}
-	if plan.Diagnostics.HasErrors() {
-		return provider.Result{}, plan.Diagnostics.Err()
-	}
 	if !prior.IsNull() && plan.Planned.RawEquals(prior) {
 		// Nothing to change (an imported object as configured).
 		return rt.result(prior, plan.PlannedPrivate, req.RequestID), nil
@@ -118,9 +115,6 @@ func (rt *resourceType) change(ctx context.Context, req provider.Request, update
 	applied, err := lease.ApplyResourceChange(ctx, ApplyRequest{TypeName: rt.typ, Prior: prior, Planned: plan.Planned, Config: cfg, PlannedPrivate: plan.PlannedPrivate})
 	if err != nil {
 		return provider.Result{}, err
-	}
-	if applied.Diagnostics.HasErrors() {
-		return provider.Result{}, applied.Diagnostics.Err()
 	}
 	return rt.result(applied.New, applied.Private, req.RequestID), nil
 }
@@ -146,16 +140,11 @@ func (rt *resourceType) Delete(ctx context.Context, req provider.Request) error 
 		if err != nil {
 			return err
 		}
-		if plan.Diagnostics.HasErrors() {
-			return plan.Diagnostics.Err()
-		}
 		planned, private = plan.Planned, plan.PlannedPrivate
 	}
-	applied, err := lease.ApplyResourceChange(ctx, ApplyRequest{TypeName: rt.typ, Prior: prior, Planned: planned, Config: null, PlannedPrivate: private})
-	if err != nil {
-		return err
-	}
-	return applied.Diagnostics.Err()
+	// An error diagnostic comes back as the error (the client's).
+	_, err = lease.ApplyResourceChange(ctx, ApplyRequest{TypeName: rt.typ, Prior: prior, Planned: planned, Config: null, PlannedPrivate: private})
+	return err
 }
 
 // ValidateConfig is ValidateResourceConfig: the provider's validators, on
@@ -169,11 +158,8 @@ func (rt *resourceType) ValidateConfig(ctx context.Context, req provider.Request
 	if err != nil {
 		return err
 	}
-	diags, err := c.ValidateResourceConfig(ctx, rt.typ, cfg)
-	if err != nil {
-		return err
-	}
-	return diags.Err()
+	_, err = c.ValidateResourceConfig(ctx, rt.typ, cfg)
+	return err
 }
 
 // CanImport: resource types of Terraform providers import with
@@ -193,9 +179,6 @@ func (rt *resourceType) importObject(ctx context.Context, c Client, id string) (
 		read, err := c.ReadResource(ctx, ReadRequest{TypeName: rt.typ, Current: o.State, Private: o.Private})
 		if err != nil {
 			return cty.NilVal, nil, fmt.Errorf("import %s %q: read: %w", rt.typ, id, err)
-		}
-		if read.Diagnostics.HasErrors() {
-			return cty.NilVal, nil, read.Diagnostics.Err()
 		}
 		if read.New.IsNull() {
 			return cty.NilVal, nil, fmt.Errorf("import %s %q: no such object", rt.typ, id)
@@ -223,9 +206,6 @@ func (rt *resourceType) Read(ctx context.Context, req provider.Request) (provide
 	read, err := lease.ReadResource(ctx, ReadRequest{TypeName: rt.typ, Current: prior, Private: req.Private})
 	if err != nil {
 		return provider.Result{}, err
-	}
-	if read.Diagnostics.HasErrors() {
-		return provider.Result{}, read.Diagnostics.Err()
 	}
 	if read.New.IsNull() {
 		return provider.Result{}, provider.ErrNotFound
@@ -262,9 +242,6 @@ func (rt *resourceType) PlanChange(ctx context.Context, req provider.Request) (p
 	plan, err := lease.PlanResourceChange(ctx, PlanRequest{TypeName: rt.typ, Prior: prior, Proposed: proposedNew(rt.schema.Block, prior, cfg), Config: cfg, PriorPrivate: req.Private})
 	if err != nil {
 		return provider.PlannedChange{}, err
-	}
-	if plan.Diagnostics.HasErrors() {
-		return provider.PlannedChange{}, plan.Diagnostics.Err()
 	}
 	out := provider.PlannedChange{Attributes: map[string]cty.Value{}}
 	if plan.Planned.Type().IsObjectType() && !plan.Planned.IsNull() {
@@ -344,11 +321,7 @@ func (rt *resourceType) ValidateProviderConfig(ctx context.Context, cfg cty.Valu
 	if err != nil {
 		return err
 	}
-	diags, err := c.ValidateProviderConfig(ctx, full)
-	if err != nil {
-		return err
-	}
-	if err := diags.Err(); err != nil {
+	if _, err := c.ValidateProviderConfig(ctx, full); err != nil {
 		return err
 	}
 	rt.p.validConfigs.Store(hash, true)
