@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -69,7 +70,11 @@ type benchResult struct {
 	// ProviderProcesses counts the Terraform provider processes running
 	// at the end (tf-fleet-create).
 	ProviderProcesses int `json:"provider_processes,omitempty"`
-	CPUs              int `json:"cpus"`
+	// ProviderCPUSeconds is the user and system CPU time of the provider
+	// processes (stackd's child processes) in the measured part: with
+	// CPUSeconds, what the machine spent.
+	ProviderCPUSeconds float64 `json:"provider_cpu_seconds,omitempty"`
+	CPUs               int     `json:"cpus"`
 }
 
 // summary is the human line of a result: the wall time and where it went.
@@ -85,6 +90,12 @@ func (r *benchResult) summary() string {
 	fmt.Fprintf(&b, ", peak RSS %.0f MB", r.PeakRSSMB)
 	if r.CPUSeconds > 0 && r.WallSeconds > 0 {
 		fmt.Fprintf(&b, ", CPU %.3f s (%.0f%% of %d CPUs)", r.CPUSeconds, 100*r.CPUSeconds/(r.WallSeconds*float64(r.CPUs)), r.CPUs)
+	}
+	if r.ProviderProcesses > 0 {
+		fmt.Fprintf(&b, ", %d provider processes", r.ProviderProcesses)
+		if r.ProviderCPUSeconds > 0 && r.WallSeconds > 0 {
+			fmt.Fprintf(&b, " using CPU %.3f s (%.0f%% of %d CPUs)", r.ProviderCPUSeconds, 100*r.ProviderCPUSeconds/(r.WallSeconds*float64(r.CPUs)), r.CPUs)
+		}
 	}
 	if len(r.PhaseSeconds) > 0 && r.WallSeconds > 0 {
 		// Summed over the instances applied at once, a phase's time over
@@ -262,6 +273,48 @@ func cpuSeconds() float64 {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
+
+// childrenCPUSeconds is the user and system CPU time of the process's
+// children so far: those that ended and were waited for (getrusage) and
+// those still running (/proc/PID/stat, Linux; elsewhere they are left
+// out).
+func childrenCPUSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		return 0
+	}
+	total := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	entries, _ := os.ReadDir("/proc")
+	self := os.Getpid()
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ... utime(14) stime(15), in clock ticks;
+		// comm may hold spaces and parentheses: split after the last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || pid == self {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 13 || f[1] != strconv.Itoa(self) {
+			continue
+		}
+		ut, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		total += (ut + st) / clockTicks
+	}
+	return total
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's times: 100 on every
+// Linux architecture Go supports.
+const clockTicks = 100
 
 // peakRSSMB is the process's peak resident set size.
 func peakRSSMB() float64 {
@@ -452,11 +505,12 @@ func runBench(ctx context.Context, c benchConfig) (*benchResult, error) {
 	defer fl.app.Close()
 	timed := func(fn func() error) (float64, error) {
 		before := phaseSeconds(fl.app.metrics)
-		cpu := cpuSeconds()
+		cpu, childCPU := cpuSeconds(), childrenCPUSeconds()
 		start := time.Now()
 		err := fn()
 		wall := time.Since(start).Seconds()
 		res.CPUSeconds = round3(cpuSeconds() - cpu)
+		res.ProviderCPUSeconds = round3(childrenCPUSeconds() - childCPU)
 		res.PhaseSeconds = map[string]float64{}
 		for ph, v := range phaseSeconds(fl.app.metrics) {
 			res.PhaseSeconds[ph] = round3(v - before[ph])

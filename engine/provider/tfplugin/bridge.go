@@ -231,6 +231,8 @@ type pluginProvider struct {
 	// validConfigs are the hashes of configurations the provider's
 	// validators accepted.
 	validConfigs sync.Map
+	// validResources are the resource configurations they accepted.
+	validResources validCache
 }
 
 // client is a lease on a process of the provider configured with cfg (the

@@ -3,7 +3,9 @@ package tfplugin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/rs/zerolog"
 	"github.com/zclconf/go-cty/cty"
 
@@ -391,6 +394,73 @@ provider "p6" {
 	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: defsOK.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, nil)
 	if !diags.HasErrors() || !strings.Contains(diags.Error(), "p6.west") {
 		t.Errorf("provider = p6.west without its block: %v", diags)
+	}
+}
+
+// TestBridgeValidatesAConfigurationOnce: a resource configuration the
+// provider's validators accepted is not sent to them again (an instance
+// is planned for its change set and again right before it is applied),
+// while one they refused is refused again with the provider's reason.
+func TestBridgeValidatesAConfigurationOnce(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "validations")
+	t.Setenv("P6_VALIDATION_LOG", log)
+	e, _, _ := newBridgeEngine(t, 6)
+	load := func(key string) *engine.StackSet {
+		defs, diags := e.Load(fstest.MapFS{
+			"d.hcl": {Data: []byte(`stack_set "s" {
+  template = "./t"
+  deployment_targets {
+    regions  = ["eu-west-1"]
+    accounts = ["111"]
+  }
+}`)},
+			"t/main.hcl": {Data: []byte(`terraform {
+  required_providers {
+    p6 = { source = "registry.example.com/stackd/p6" }
+  }
+}
+provider "p6" {
+  region = target.region
+  dir    = "/nonexistent"
+}
+resource "p6_thing" "a" {
+  name = "x"
+  tag {
+    key = "` + key + `"
+  }
+}
+`)},
+		}, ".")
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		return defs.StackSet("s")
+	}
+	plan := func(ss *engine.StackSet) hcl.Diagnostics {
+		_, diags := e.PlanContext(testCtx(t), &engine.Instance{StackSet: ss, StackSetID: "ss", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, nil)
+		return diags
+	}
+	count := func(value string) int {
+		b, err := os.ReadFile(log)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		return strings.Count(string(b), value+"\n")
+	}
+	good, bad := load("good"), load("Bad")
+	for range 3 {
+		if diags := plan(good); diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		if diags := plan(bad); !diags.HasErrors() || !strings.Contains(diags.Error(), "does not match") {
+			t.Fatalf("a tag key the provider refuses: %v", diags)
+		}
+	}
+	if n := count("good"); n != 1 {
+		t.Errorf("an accepted configuration planned 3 times was validated %d times, want 1", n)
+	}
+	if n := count("Bad"); n != 3 {
+		t.Errorf("a refused configuration planned 3 times was validated %d times, want 3 (refusals are not remembered)", n)
 	}
 }
 

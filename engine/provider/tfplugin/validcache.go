@@ -1,0 +1,62 @@
+package tfplugin
+
+import (
+	"crypto/sha256"
+	"sync"
+
+	"github.com/zclconf/go-cty/cty"
+	ctymsgpack "github.com/zclconf/go-cty/cty/msgpack"
+)
+
+// maxValidated bounds a validCache: 65,536 hashes, about 4 MB, enough for
+// the resources of a fleet of thousands of targets planned twice (once
+// for the change set, once right before applying). Past it the cache
+// starts again empty.
+const maxValidated = 1 << 16
+
+// validCache remembers the configurations of a provider's resource types
+// that its validators accepted. ValidateResourceConfig has no inputs but
+// the configuration and no effects (the process that answers is not even
+// configured), so the same configuration validates the same way: a
+// configuration planned again right before it is applied, or the same
+// configuration on many targets, is validated once. Rejections are not
+// kept: the provider says why each time.
+type validCache struct {
+	mu   sync.Mutex
+	seen map[[sha256.Size]byte]struct{}
+}
+
+// key is the hash of a resource type's wholly known configuration; ok is
+// false when the configuration has unknown values (validators skip those,
+// so such a configuration is validated again once they are known).
+func validKey(typeName string, cfg cty.Value) (key [sha256.Size]byte, ok bool) {
+	if !cfg.IsWhollyKnown() {
+		return key, false
+	}
+	b, err := ctymsgpack.Marshal(cfg, cfg.Type())
+	if err != nil {
+		return key, false
+	}
+	h := sha256.New()
+	h.Write([]byte(typeName))
+	h.Write([]byte{0})
+	h.Write(b)
+	h.Sum(key[:0])
+	return key, true
+}
+
+func (c *validCache) has(key [sha256.Size]byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.seen[key]
+	return ok
+}
+
+func (c *validCache) add(key [sha256.Size]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil || len(c.seen) >= maxValidated {
+		c.seen = make(map[[sha256.Size]byte]struct{})
+	}
+	c.seen[key] = struct{}{}
+}
