@@ -280,22 +280,27 @@ func (s *Store) AppendEvent(ev Event) (Event, error) {
 	fail := func(err error) (Event, error) {
 		return Event{}, fmt.Errorf("append event to operation %s: %w", ev.OperationID, err)
 	}
+	// A write-only transaction: it cannot conflict, so the number taken is
+	// the one committed. It is made before the lock is taken: making one
+	// waits until the commits before it are applied (its read timestamp),
+	// which under the lock made every event of an operation wait for the
+	// writes of all the others.
+	txn := s.db.NewTransaction(true)
 	stripe := &s.events[stripe(ev.OperationID)]
 	stripe.mu.Lock()
 	seq, err := s.nextEventSeq(stripe, ev.OperationID)
 	if err != nil {
 		stripe.mu.Unlock()
+		txn.Discard()
 		return fail(err)
 	}
 	ev.Seq = seq
 	b, err := encode(ev)
 	if err != nil {
 		stripe.mu.Unlock()
+		txn.Discard()
 		return fail(err)
 	}
-	// A write-only transaction: it cannot conflict, so the number taken is
-	// the one committed.
-	txn := s.db.NewTransaction(true)
 	if err := txn.Set(eventKey(ev.OperationID, ev.Seq), b); err != nil {
 		txn.Discard()
 		delete(stripe.next, ev.OperationID)
