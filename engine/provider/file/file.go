@@ -42,6 +42,7 @@ type Provider struct {
 	roots *Roots
 	temps *temps
 	group *groupSync
+	dirs  dirCache
 }
 
 // New returns a file provider writing under opts.Root.
@@ -142,15 +143,26 @@ func (p *Provider) write(ctx context.Context, req provider.Request) (provider.Re
 	if req.PhysicalID != "" && path.Clean(req.PhysicalID) != path.Clean(cfg.path) {
 		return provider.Result{}, fmt.Errorf("path %q: cannot change to %q in place; the file must be replaced", req.PhysicalID, cfg.path)
 	}
-	root, instDir, err := p.roots.Instance(req.Target)
-	if err != nil {
-		return provider.Result{}, err
-	}
-	defer root.Close()
-	p.temps.sweep(root, instDir, dirOf(cfg.path))
+	dir, base := path.Split(path.Clean(cfg.path))
 	data := []byte(cfg.content)
-	if err := p.temps.writeAtomic(root, instDir, cfg.path, data, cfg.mode); err != nil {
-		return provider.Result{}, err
+	for attempt := 0; ; attempt++ {
+		h, release, err := p.dirs.open(p, req.Target, dir)
+		if err != nil {
+			return provider.Result{}, fmt.Errorf("write file %q: %w", cfg.path, err)
+		}
+		err = p.temps.writeAtomic(h.d, h.instDir, dir, base, data, cfg.mode)
+		if err != nil && attempt == 0 && errors.Is(err, fs.ErrNotExist) {
+			// The directory kept open was removed meanwhile (the
+			// instance's files deleted by hand): open it again, once.
+			p.dirs.forget(dirKey{req.Target.Account, req.Target.Region, dir}, h)
+			release()
+			continue
+		}
+		release()
+		if err != nil {
+			return provider.Result{}, err
+		}
+		break
 	}
 	return result(cfg.path, sum(data)), nil
 }
@@ -265,6 +277,7 @@ func (p *Provider) Delete(ctx context.Context, req provider.Request) error {
 			return fmt.Errorf("delete file %q: %w", name, err)
 		}
 	}
+	p.dirs.forgetTarget(req.Target) // its directories may go now
 	pruneEmptyDirs(root, path.Dir(path.Clean(name)))
 	return nil
 }
@@ -286,29 +299,14 @@ func pruneEmptyDirs(root *os.Root, dir string) {
 	}
 }
 
-// writeAtomic writes data to name inside root (the instance root at instDir)
-// through a temporary file in the same directory and a rename, so readers
+// writeAtomic writes data to base inside d, the open directory dir ("" or a
+// slash path ending in "/") of the instance root at instDir, through a
+// temporary file in the same directory and a rename, so readers
 // never see a partial file. It does not fsync: the write is durable once
-// Sync returns (see Provider.Sync). Every access after opening the file's
-// directory names one element relative to it, so a file costs a handful
-// of system calls.
-func (t *temps) writeAtomic(root *os.Root, instDir, name string, data []byte, mode fs.FileMode) error {
-	dir, base := path.Split(path.Clean(name))
-	d := root
-	if dir != "" {
-		var err error
-		d, err = root.OpenRoot(dir)
-		if errors.Is(err, fs.ErrNotExist) {
-			if err := root.MkdirAll(dir, 0o755); err != nil {
-				return fmt.Errorf("write file %q: create directory: %w", name, err)
-			}
-			d, err = root.OpenRoot(dir)
-		}
-		if err != nil {
-			return fmt.Errorf("write file %q: open directory: %w", name, err)
-		}
-		defer d.Close()
-	}
+// Sync returns (see Provider.Sync). Every access names one element
+// relative to d, so a file costs a handful of system calls.
+func (t *temps) writeAtomic(d *os.Root, instDir, dir, base string, data []byte, mode fs.FileMode) error {
+	name := dir + base
 	fi, err := d.Lstat(base)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

@@ -486,6 +486,47 @@ func TestDeletePrunesEmptyParents(t *testing.T) {
 	}
 }
 
+// TestWritesAfterTheirDirectoryWentAway: the provider keeps a directory
+// open between the writes of an instance; a directory removed meanwhile,
+// by a delete that pruned it or by hand, is created again for the next
+// write, which lands where it belongs.
+func TestWritesAfterTheirDirectoryWentAway(t *testing.T) {
+	p, inst := setup(t)
+	ctx := context.Background()
+	create := func(name string) {
+		t.Helper()
+		if _, err := p.Create(ctx, provider.Request{Target: target, Properties: props(name, name)}); err != nil {
+			t.Fatalf("Create %s: %v", name, err)
+		}
+		if got := readFile(t, filepath.Join(inst, name)); got != name {
+			t.Fatalf("%s holds %q, want %q", name, got, name)
+		}
+	}
+	create("a/one.txt")
+	if err := p.Delete(ctx, provider.Request{Target: target, PhysicalID: "a/one.txt"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(inst, "a")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a/ after deleting its only file: %v, want it pruned", err)
+	}
+	create("a/two.txt")
+	if err := os.RemoveAll(filepath.Join(inst, "a")); err != nil {
+		t.Fatal(err)
+	}
+	create("a/three.txt")
+	if err := os.RemoveAll(inst); err != nil {
+		t.Fatal(err)
+	}
+	create("a/four.txt")
+	if err := p.Sync(ctx, target); err != nil {
+		t.Fatal(err)
+	}
+	create("a/five.txt")
+	if diff := cmp.Diff([]string{"a/", "a/five.txt", "a/four.txt"}, listTree(t, inst)); diff != "" {
+		t.Errorf("instance root (-want +got):\n%s", diff)
+	}
+}
+
 func TestCreateTwiceIsIdempotent(t *testing.T) {
 	p, inst := setup(t)
 	ctx := context.Background()

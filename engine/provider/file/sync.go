@@ -74,5 +74,9 @@ func (p *Provider) flush() error {
 		return err
 	}
 	defer d.Close()
-	return syncFS(d)
+	err = syncFS(d)
+	// The directories kept open for writes not in progress are closed:
+	// their instances are done (see dirCache).
+	p.dirs.closeIdle()
+	return err
 }
