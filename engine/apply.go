@@ -418,24 +418,37 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 		fallthrough
 	case Create:
 		reqID := rp.RequestID
+		adopted := false
 		if reqID == "" {
 			reqID = uuid.NewString()
 		} else if e.typeOwner(rp.Type) != "" && rp.importID == "" {
-			// A Terraform provider's create a crash interrupted: the
-			// provider has no request id to deduplicate by, so say what
-			// the repeated create may leave behind (README, "Terraform and
-			// OpenTofu providers").
-			e.logger().Warn().Str("resource", rp.Address).Str("type", rp.Type).Str("request_id", reqID).
-				Msg("repeating a create a crash interrupted: if the provider made the object before the crash and names objects itself, the first one may be left behind; adopt it with an import block or remove it")
+			// A Terraform provider's create a crash interrupted: adopt
+			// what it made when the provider said how to find it, else say
+			// what the repeated create may leave behind (README,
+			// "Terraform and OpenTofu providers").
+			began := time.Now()
+			result, adopted, err = e.adoptInterrupted(ctx, p, rr, provider.Request{Target: target, LogicalID: rp.Address, RequestID: reqID, Properties: clean, ProviderConfig: pcfg})
+			ev.Duration += time.Since(began)
+			if err != nil {
+				return fail(fmt.Errorf("adopt what the interrupted create made: %w", err))
+			}
 		}
-		pending := rec
-		pending.Status, pending.RequestID = StatusPendingCreate, reqID
-		if err := j.Save(ctx, pending); err != nil {
-			return fail(fmt.Errorf("journal: %w", err))
+		if !adopted {
+			pending := rec
+			pending.Status, pending.RequestID = StatusPendingCreate, reqID
+			if err := j.Save(ctx, pending); err != nil {
+				return fail(fmt.Errorf("journal: %w", err))
+			}
+			// A provider that knows before it creates how it would find the
+			// object says so: journaled with the pending create.
+			prepared := func(adopt []byte) error {
+				pending.Adopt = adopt
+				return j.Save(ctx, pending)
+			}
+			began := time.Now()
+			result, err = p.Create(ctx, provider.Request{Target: target, LogicalID: rp.Address, RequestID: reqID, Properties: clean, ProviderConfig: pcfg, ImportID: rp.importID, Prepared: prepared})
+			ev.Duration += time.Since(began)
 		}
-		began := time.Now()
-		result, err = p.Create(ctx, provider.Request{Target: target, LogicalID: rp.Address, RequestID: reqID, Properties: clean, ProviderConfig: pcfg, ImportID: rp.importID})
-		ev.Duration += time.Since(began)
 		rec.RequestID = reqID
 	case Update:
 		reqID := rp.RequestID
@@ -574,4 +587,27 @@ func settleFailed(ctx context.Context, j Journal, rr *recordedResource, action A
 		return errors.Join(err, fmt.Errorf("journal: %w", jerr))
 	}
 	return err
+}
+
+// adoptInterrupted adopts the object a create a crash interrupted made,
+// when the provider said before creating it how it would find it
+// (rr.Adopt, provider.Request.Prepared): found is false when it cannot,
+// or when there is no such object, and the create is then repeated.
+func (e *Engine) adoptInterrupted(ctx context.Context, p provider.Provider, rr *recordedResource, req provider.Request) (provider.Result, bool, error) {
+	log := e.logger().With().Str("resource", req.LogicalID).Str("request_id", req.RequestID).Logger()
+	a, ok := p.(provider.Adopter)
+	if !ok || rr == nil || len(rr.Adopt) == 0 {
+		log.Warn().Msg("repeating a create a crash interrupted: the provider did not say before creating how it would find the object, so if it made one before the crash and names objects itself, that one may be left behind; adopt it with an import block or remove it")
+		return provider.Result{}, false, nil
+	}
+	res, found, err := a.Adopt(ctx, req, rr.Adopt)
+	switch {
+	case err != nil:
+		return provider.Result{}, false, err
+	case found:
+		log.Info().Msg("adopted the object a create a crash interrupted made")
+	default:
+		log.Info().Msg("the create a crash interrupted made nothing: creating")
+	}
+	return res, found, nil
 }

@@ -53,6 +53,11 @@ type ResourceState struct {
 	// template (or stack set) is gone.
 	Provider       string
 	ProviderConfig json.RawMessage
+	// Adopt is how a Terraform provider said, before a create, it would
+	// find the object it was about to make (provider.Request.Prepared):
+	// kept while the create is pending, so that a create a crash
+	// interrupted adopts what it made instead of making it twice.
+	Adopt []byte
 }
 
 // Deposed is an object superseded by its create_before_destroy

@@ -195,7 +195,11 @@ type Resource struct {
 	// ProviderConfig is the configuration it was last applied with.
 	Provider       string          `json:"provider,omitempty"`
 	ProviderConfig json.RawMessage `json:"provider_config,omitempty"`
-	Updated        time.Time       `json:"updated"`
+	// Adopt is how a pending create's object can be found again (an
+	// import id or resource identity, as the provider said before it
+	// created it).
+	Adopt   []byte    `json:"adopt,omitempty"`
+	Updated time.Time `json:"updated"`
 }
 
 // DeposedResource is the old object of a create_before_destroy replacement.

@@ -113,6 +113,21 @@ type Request struct {
 	// ImportID, on a Create, asks an Importer to adopt the existing object
 	// of this id (an import block) instead of creating one.
 	ImportID string
+	// Prepared, on a Create, may be called by a provider that knows,
+	// before it changes anything, how it would find the object it is about
+	// to make (a Terraform provider's planned id or resource identity):
+	// the engine journals adopt with the pending create, and a create a
+	// crash interrupts is then resumed with Adopter.Adopt. An error from
+	// Prepared ends the Create before anything is made.
+	Prepared func(adopt []byte) error
+}
+
+// Adopter is implemented by providers that can find the object an
+// interrupted Create made from what they gave Request.Prepared: Adopt
+// imports it, reads it and brings it to req's configuration; found is
+// false (and the engine creates anew) when there is no such object.
+type Adopter interface {
+	Adopt(ctx context.Context, req Request, adopt []byte) (res Result, found bool, err error)
 }
 
 // ConfigValidator is implemented by providers that validate a resource's

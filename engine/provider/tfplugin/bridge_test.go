@@ -593,6 +593,104 @@ func TestBridgeImport(t *testing.T) {
 	}
 }
 
+// savesJournal is a memJournal that keeps every record saved, in order.
+type savesJournal struct {
+	memJournal
+	saves []engine.ResourceState
+}
+
+func (j *savesJournal) Save(ctx context.Context, r engine.ResourceState) error {
+	j.mu.Lock()
+	j.saves = append(j.saves, r)
+	j.mu.Unlock()
+	return j.memJournal.Save(ctx, r)
+}
+
+// TestBridgeAdoptsWhatAnInterruptedCreateMade: a provider that plans the
+// id of the object it creates (p6's named objects) has it journaled with
+// the pending create before anything is made; a create a crash
+// interrupted after the object was made then adopts it (import, read)
+// instead of failing on the existing object or making a second one, and
+// creates anew when nothing was made.
+func TestBridgeAdoptsWhatAnInterruptedCreateMade(t *testing.T) {
+	e, _, _ := newBridgeEngine(t, 6)
+	world := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(world, "111"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := bridgeDefs(world, "a", "one")
+	files["t/main.hcl"].Data = []byte(strings.Replace(string(files["t/main.hcl"].Data), "  content = var.content\n", "  content = var.content\n  named   = true\n", 1))
+	defs, diags := e.Load(files, ".")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}}
+	ctx := testCtx(t)
+	object := filepath.Join(world, "111", "prea-eu-west-1.json")
+
+	j := &savesJournal{memJournal: memJournal{recs: map[string]engine.ResourceState{}}}
+	p, diags := e.PlanContext(ctx, inst, nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if _, err := e.Apply(ctx, p, j, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The journal as a crash during ApplyResourceChange would have left
+	// it: the last pending record, which names the planned id.
+	var pending engine.ResourceState
+	for _, r := range j.saves {
+		if r.Status == engine.StatusPendingCreate {
+			pending = r
+		}
+	}
+	if string(pending.Adopt) != `{"id":"prea-eu-west-1"}` {
+		t.Fatalf("pending create journaled with adoption %q, want the planned id", pending.Adopt)
+	}
+	if rec := j.recs["p6_thing.a"]; rec.Status != engine.StatusApplied || len(rec.Adopt) != 0 {
+		t.Errorf("record after the create: status %v, adoption %q; want applied, none kept", rec.Status, rec.Adopt)
+	}
+	resume := func(rec engine.ResourceState) (*memJournal, error) {
+		t.Helper()
+		p, diags := e.PlanContext(ctx, inst, []engine.ResourceState{rec})
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		j := &memJournal{recs: map[string]engine.ResourceState{}}
+		_, err := e.Apply(ctx, p, j, nil)
+		return j, err
+	}
+
+	// Without an adoption the repeated create meets the object it made.
+	blind := pending
+	blind.Adopt = nil
+	if _, err := resume(blind); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Errorf("a repeated create without adoption: %v, want the provider's \"already exists\"", err)
+	}
+	// With it, the object is adopted.
+	j2, err := resume(pending)
+	if err != nil {
+		t.Fatalf("resumed create: %v", err)
+	}
+	if rec := j2.recs["p6_thing.a"]; rec.Status != engine.StatusApplied || rec.PhysicalID != "prea-eu-west-1" {
+		t.Errorf("recorded after the adoption: %+v", rec)
+	}
+	// Nothing was made: created anew.
+	if err := os.Remove(object); err != nil {
+		t.Fatal(err)
+	}
+	j3, err := resume(pending)
+	if err != nil {
+		t.Fatalf("resumed create that had made nothing: %v", err)
+	}
+	if rec := j3.recs["p6_thing.a"]; rec.Status != engine.StatusApplied {
+		t.Errorf("recorded after creating anew: %+v", rec)
+	}
+	if b, err := os.ReadFile(object); err != nil || !strings.Contains(string(b), `"content":"one"`) {
+		t.Errorf("object after creating anew: %v %s", err, b)
+	}
+}
+
 // TestBridgeUntrustedRefs: a ref that is not the deploy branch may only
 // use providers the lock file holds (no download of a provider of its
 // choosing) and makes no provider call beyond the schema: no data source

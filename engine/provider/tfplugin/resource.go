@@ -6,6 +6,8 @@ package tfplugin
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -30,6 +32,7 @@ var (
 	_ provider.ChangePlanner           = (*resourceType)(nil)
 	_ provider.DriftReader             = (*resourceType)(nil)
 	_ provider.Importer                = (*resourceType)(nil)
+	_ provider.Adopter                 = (*resourceType)(nil)
 	_ provider.ConfigValidator         = (*resourceType)(nil)
 	_ provider.ProviderConfigValidator = (*resourceType)(nil)
 )
@@ -104,6 +107,12 @@ func (rt *resourceType) change(ctx context.Context, req provider.Request, update
 			return provider.Result{}, err
 		}
 	}
+	return rt.bringTo(ctx, lease, req, cfg, prior, private)
+}
+
+// bringTo plans and applies the change from prior (null for a create) to
+// cfg.
+func (rt *resourceType) bringTo(ctx context.Context, lease Client, req provider.Request, cfg, prior cty.Value, private []byte) (provider.Result, error) {
 	plan, err := lease.PlanResourceChange(ctx, PlanRequest{TypeName: rt.typ, Prior: prior, Proposed: proposedNew(rt.schema.Block, prior, cfg), Config: cfg, PriorPrivate: private})
 	if err != nil {
 		return provider.Result{}, err
@@ -111,6 +120,15 @@ func (rt *resourceType) change(ctx context.Context, req provider.Request, update
 	if !prior.IsNull() && plan.Planned.RawEquals(prior) {
 		// Nothing to change (an imported object as configured).
 		return rt.result(prior, plan.PlannedPrivate, req.RequestID), nil
+	}
+	if prior.IsNull() && req.Prepared != nil {
+		// A create whose object's id the provider planned: journaled
+		// first, so that a crash during the apply adopts the object.
+		if adopt := adoptionOf(plan.Planned); adopt != nil {
+			if err := req.Prepared(adopt); err != nil {
+				return provider.Result{}, err
+			}
+		}
 	}
 	applied, err := lease.ApplyResourceChange(ctx, ApplyRequest{TypeName: rt.typ, Prior: prior, Planned: plan.Planned, Config: cfg, PlannedPrivate: plan.PlannedPrivate})
 	if err != nil {
@@ -171,9 +189,69 @@ func (rt *resourceType) ValidateConfig(ctx context.Context, req provider.Request
 	return nil
 }
 
+// adoption is what a create journals to find its object again if a crash
+// interrupts it: the import id the provider planned.
+type adoption struct {
+	ID string `json:"id"`
+}
+
+// adoptionOf is the adoption of a planned new state: its "id" when the
+// provider planned it (known, not empty), else nil: most providers learn
+// the id of an object only when they create it.
+func adoptionOf(planned cty.Value) []byte {
+	if planned.IsNull() || !planned.IsKnown() || !planned.Type().IsObjectType() || !planned.Type().HasAttribute("id") {
+		return nil
+	}
+	id := planned.GetAttr("id")
+	if id.IsNull() || !id.IsKnown() || !id.Type().Equals(cty.String) || id.AsString() == "" {
+		return nil
+	}
+	b, _ := json.Marshal(adoption{ID: id.AsString()})
+	return b
+}
+
+// Adopt finds the object a create a crash interrupted made from its
+// journaled adoption: ImportResourceState of its id and ReadResource, then
+// it is brought to the configuration like an import block's object. An
+// object the provider does not find is not there: found is false, and so
+// it is when the import fails (some providers' importers fail on an id
+// they do not find): the create is repeated, as it would be without an
+// adoption, and the log says why.
+func (rt *resourceType) Adopt(ctx context.Context, req provider.Request, adopt []byte) (provider.Result, bool, error) {
+	var a adoption
+	if err := json.Unmarshal(adopt, &a); err != nil || a.ID == "" {
+		return provider.Result{}, false, nil // not ours to read: create anew
+	}
+	cfg, err := rt.config(req.Properties)
+	if err != nil {
+		return provider.Result{}, false, err
+	}
+	lease, err := rt.p.client(ctx, req.ProviderConfig)
+	if err != nil {
+		return provider.Result{}, false, err
+	}
+	defer lease.Release()
+	prior, private, err := rt.importObject(ctx, lease, a.ID)
+	if err != nil {
+		if ctx.Err() != nil {
+			return provider.Result{}, false, err
+		}
+		if !errors.Is(err, errNoObject) {
+			rt.p.r.Log.Warn().Str("resource", req.LogicalID).Err(err).Msg("cannot import what the interrupted create made; creating anew")
+		}
+		return provider.Result{}, false, nil
+	}
+	req.Prepared = nil
+	res, err := rt.bringTo(ctx, lease, req, cfg, prior, private)
+	return res, err == nil, err
+}
+
 // CanImport: resource types of Terraform providers import with
 // ImportResourceState (a provider that cannot says so when asked).
 func (rt *resourceType) CanImport() bool { return true }
+
+// errNoObject: the object to import does not exist.
+var errNoObject = errors.New("no such object")
 
 // importObject imports the object of id and reads it.
 func (rt *resourceType) importObject(ctx context.Context, c Client, id string) (cty.Value, []byte, error) {
@@ -190,7 +268,7 @@ func (rt *resourceType) importObject(ctx context.Context, c Client, id string) (
 			return cty.NilVal, nil, fmt.Errorf("import %s %q: read: %w", rt.typ, id, err)
 		}
 		if read.New.IsNull() {
-			return cty.NilVal, nil, fmt.Errorf("import %s %q: no such object", rt.typ, id)
+			return cty.NilVal, nil, fmt.Errorf("import %s %q: %w", rt.typ, id, errNoObject)
 		}
 		return read.New, read.Private, nil
 	}

@@ -8,7 +8,11 @@
 // diagnostic on "fail"; crash = true makes the process exit with status 2
 // in the middle of create or update; sleep_ms makes create wait that long
 // (or until the call is cancelled) after writing "sleeping <name>" to
-// stderr.
+// stderr. named = true makes an object named by its name, as cloud
+// objects named by their users are: its id (prefix + name) is planned, a
+// create fails when an object of that id exists, and sleep_ms waits after
+// the object is written (a create that made the object and waits for it
+// to be ready).
 package main
 
 import (
@@ -142,6 +146,7 @@ type thingModel struct {
 	Fail     types.Bool     `tfsdk:"fail"`
 	Crash    types.Bool     `tfsdk:"crash"`
 	SleepMS  types.Int64    `tfsdk:"sleep_ms"`
+	Named    types.Bool     `tfsdk:"named"`
 	Settings *settingsModel `tfsdk:"settings"`
 	Tags     []tagModel     `tfsdk:"tag"`
 }
@@ -157,6 +162,7 @@ type file struct {
 	Region   string        `json:"region"`
 	Fail     *bool         `json:"fail"`
 	Crash    *bool         `json:"crash"`
+	Named    *bool         `json:"named"`
 	Settings *settingsFile `json:"settings"`
 	Tags     []tagFile     `json:"tag"`
 }
@@ -175,7 +181,7 @@ type tagFile struct {
 func toFile(m *thingModel) file {
 	f := file{ID: m.ID.ValueString(), Name: m.Name.ValueString(), Content: m.Content.ValueStringPointer(),
 		Mode: m.Mode.ValueString(), Secret: m.Secret.ValueStringPointer(), Region: m.Region.ValueString(),
-		Fail: m.Fail.ValueBoolPointer(), Crash: m.Crash.ValueBoolPointer()}
+		Fail: m.Fail.ValueBoolPointer(), Crash: m.Crash.ValueBoolPointer(), Named: m.Named.ValueBoolPointer()}
 	if m.Settings != nil {
 		f.Settings = &settingsFile{Color: m.Settings.Color.ValueStringPointer(), Size: m.Settings.Size.ValueInt64Pointer(),
 			Token: m.Settings.Token.ValueStringPointer()}
@@ -189,7 +195,7 @@ func toFile(m *thingModel) file {
 func fromFile(f file) thingModel {
 	m := thingModel{ID: types.StringValue(f.ID), Name: types.StringValue(f.Name), Content: types.StringPointerValue(f.Content),
 		Mode: types.StringValue(f.Mode), Secret: types.StringPointerValue(f.Secret), Region: types.StringValue(f.Region),
-		Fail: types.BoolPointerValue(f.Fail), Crash: types.BoolPointerValue(f.Crash)}
+		Fail: types.BoolPointerValue(f.Fail), Crash: types.BoolPointerValue(f.Crash), Named: types.BoolPointerValue(f.Named)}
 	if f.Settings != nil {
 		m.Settings = &settingsModel{Color: types.StringPointerValue(f.Settings.Color), Size: types.Int64PointerValue(f.Settings.Size),
 			Token: types.StringPointerValue(f.Settings.Token)}
@@ -229,6 +235,7 @@ func (r *thing) Schema(_ context.Context, _ resource.SchemaRequest, resp *resour
 			"fail":     rschema.BoolAttribute{Optional: true},
 			"crash":    rschema.BoolAttribute{Optional: true},
 			"sleep_ms": rschema.Int64Attribute{Optional: true},
+			"named":    rschema.BoolAttribute{Optional: true},
 			"settings": rschema.SingleNestedAttribute{Optional: true, Attributes: map[string]rschema.Attribute{
 				"color": rschema.StringAttribute{Optional: true},
 				"size":  rschema.Int64Attribute{Optional: true},
@@ -251,6 +258,13 @@ func (r *thing) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, 
 		return
 	}
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("region"), r.cfg.Region)...)
+	var named types.Bool
+	var name types.String
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("named"), &named)...)
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("name"), &name)...)
+	if req.State.Raw.IsNull() && named.ValueBool() && !name.IsUnknown() {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("id"), r.cfg.Prefix+name.ValueString())...)
+	}
 }
 
 func (r *thing) path(id string) string { return filepath.Join(r.cfg.Dir, id+".json") }
@@ -281,22 +295,40 @@ func (r *thing) Create(ctx context.Context, req resource.CreateRequest, resp *re
 	if resp.Diagnostics.HasError() || !r.hooks(&m, &resp.Diagnostics) {
 		return
 	}
-	if ms := m.SleepMS.ValueInt64(); ms > 0 {
-		fmt.Fprintf(os.Stderr, "sleeping %s\n", m.Name.ValueString())
-		select {
-		case <-time.After(time.Duration(ms) * time.Millisecond):
-		case <-ctx.Done():
-			resp.Diagnostics.AddError("Cancelled", ctx.Err().Error())
-			return
-		}
+	named := m.Named.ValueBool()
+	if !named && !sleep(ctx, &m, &resp.Diagnostics) {
+		return
 	}
 	m.ID = types.StringValue(r.cfg.Prefix + m.Name.ValueString())
 	m.Region = types.StringValue(r.cfg.Region)
+	if _, err := os.Stat(r.path(m.ID.ValueString())); named && err == nil {
+		resp.Diagnostics.AddError("Object already exists", fmt.Sprintf("An object named %q already exists.", m.ID.ValueString()))
+		return
+	}
 	if err := r.write(&m); err != nil {
 		resp.Diagnostics.AddError("Cannot write object", err.Error())
 		return
 	}
+	if named && !sleep(ctx, &m, &resp.Diagnostics) {
+		return
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// sleep waits sleep_ms (after saying so on stderr) or until ctx ends.
+func sleep(ctx context.Context, m *thingModel, diags *diag.Diagnostics) bool {
+	ms := m.SleepMS.ValueInt64()
+	if ms <= 0 {
+		return true
+	}
+	fmt.Fprintf(os.Stderr, "sleeping %s\n", m.Name.ValueString())
+	select {
+	case <-time.After(time.Duration(ms) * time.Millisecond):
+		return true
+	case <-ctx.Done():
+		diags.AddError("Cancelled", ctx.Err().Error())
+		return false
+	}
 }
 
 func (r *thing) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
