@@ -252,39 +252,63 @@ func TestTerraformProviderEndToEnd(t *testing.T) {
 
 // TestTerraformProviderKilledMidApply: stackd run is killed (SIGKILL) while
 // provider calls are in flight; after the restart the operation resumes
-// and every object exists, nothing is left in progress.
+// and every object exists, nothing is left in progress. Killed before the
+// provider made its object, the create is repeated; killed after it made
+// a named object (whose id the provider planned, so it was journaled
+// before the create), the object is adopted, where repeating the create
+// would fail on it ("already exists") or, with a cloud that does not
+// refuse, make a second one.
 func TestTerraformProviderKilledMidApply(t *testing.T) {
 	plugins := providerPluginDir(t)
 	binary := stackdBinary(t)
-	slow := strings.Replace(p6Template, "  crash   = var.crash_account == target.account\n", "  crash   = var.crash_account == target.account\n  sleep_ms = 1500\n", 1)
-	f, world, _ := p6Fixture(t, slow, "slow things")
-	args := f.flags("--plugin-dir", plugins, "--listen", "127.0.0.1:0", "--interval", "1h", "--log-level", "debug")
-	p := startProc(t, binary, nil, append([]string{"run"}, args...)...)
-	// Killed while a create is inside the provider (each sleeps 1.5 s
-	// after saying so on its stderr, which stackd logs at debug level).
-	p.waitLine(t, 60*time.Second, 0, "a create in the provider", func(l map[string]any) bool {
-		msg, _ := l["message"].(string)
-		return l["stream"] == "stderr" && strings.HasPrefix(msg, "sleeping ")
-	})
-	p.kill(t)
-	p = startProc(t, binary, nil, append([]string{"run"}, args...)...)
-	p.waitLine(t, 90*time.Second, 0, "the resumed operation", func(l map[string]any) bool {
-		return l["message"] == "operation finished" && l["status"] == "SUCCEEDED"
-	})
-	for _, tg := range [][2]string{{"eu-west-1", "111111111111"}, {"us-east-1", "111111111111"}, {"eu-west-1", "222222222222"}, {"us-east-1", "222222222222"}} {
-		if _, err := os.Stat(filepath.Join(world, tg[1], tg[0]+"-app.json")); err != nil {
-			t.Errorf("object of %s/%s after the restart: %v", tg[0], tg[1], err)
-		}
-	}
-	p.signal(t, syscall.SIGTERM)
-	p.wait(t, 30*time.Second)
-	st := runBinary(t, binary, "status", "--state-dir", f.state)
-	if strings.Contains(st.stdout, "IN_PROGRESS") || !strings.Contains(st.stdout, "OPERATION_COMPLETE") {
-		t.Errorf("status after the restart:\n%s", st.stdout)
-	}
-	chk := runBinary(t, binary, "state", "check", "--state-dir", f.state)
-	if chk.err != nil {
-		t.Errorf("state check: %s", chk)
+	for _, tc := range []struct {
+		name, attrs string
+		adopted     bool
+	}{
+		{"before the object was made", "  sleep_ms = 1500\n", false},
+		{"after a named object was made", "  sleep_ms = 1500\n  named    = true\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			slow := strings.Replace(p6Template, "  crash   = var.crash_account == target.account\n", "  crash   = var.crash_account == target.account\n"+tc.attrs, 1)
+			f, world, _ := p6Fixture(t, slow, "slow things")
+			args := f.flags("--plugin-dir", plugins, "--listen", "127.0.0.1:0", "--interval", "1h", "--log-level", "debug")
+			p := startProc(t, binary, nil, append([]string{"run"}, args...)...)
+			// Killed while a create is inside the provider (each sleeps
+			// 1.5 s after saying so on its stderr, which stackd logs at
+			// debug level).
+			p.waitLine(t, 60*time.Second, 0, "a create in the provider", func(l map[string]any) bool {
+				msg, _ := l["message"].(string)
+				return l["stream"] == "stderr" && strings.HasPrefix(msg, "sleeping ")
+			})
+			p.kill(t)
+			p = startProc(t, binary, nil, append([]string{"run"}, args...)...)
+			done := p.waitLine(t, 90*time.Second, 0, "the resumed operation", func(l map[string]any) bool {
+				return l["message"] == "operation finished" && l["status"] == "SUCCEEDED"
+			})
+			adopted := false
+			lines, _ := p.log.since(0)
+			for _, l := range lines[:done] {
+				adopted = adopted || l["message"] == "adopted the object a create a crash interrupted made"
+			}
+			if adopted != tc.adopted {
+				t.Errorf("the resumed operation adopted an object: %v, want %v; logs:\n%s", adopted, tc.adopted, p.log)
+			}
+			for _, tg := range [][2]string{{"eu-west-1", "111111111111"}, {"us-east-1", "111111111111"}, {"eu-west-1", "222222222222"}, {"us-east-1", "222222222222"}} {
+				if _, err := os.Stat(filepath.Join(world, tg[1], tg[0]+"-app.json")); err != nil {
+					t.Errorf("object of %s/%s after the restart: %v", tg[0], tg[1], err)
+				}
+			}
+			p.signal(t, syscall.SIGTERM)
+			p.wait(t, 30*time.Second)
+			st := runBinary(t, binary, "status", "--state-dir", f.state)
+			if strings.Contains(st.stdout, "IN_PROGRESS") || !strings.Contains(st.stdout, "OPERATION_COMPLETE") {
+				t.Errorf("status after the restart:\n%s", st.stdout)
+			}
+			chk := runBinary(t, binary, "state", "check", "--state-dir", f.state)
+			if chk.err != nil {
+				t.Errorf("state check: %s", chk)
+			}
+		})
 	}
 }
 
