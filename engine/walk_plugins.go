@@ -108,6 +108,14 @@ func (w *walker) readData(node string) hcl.Diagnostics {
 		w.resources[node] = cty.DynamicVal
 		return diags
 	}
+	if cv, ok := ds.(provider.ConfigValidator); ok && w.mode != modeApply && (cfg == cty.NilVal || cfg.IsWhollyKnown()) {
+		// The provider's own validators of the data block (Terraform's
+		// ValidateDataResourceConfig); unknown values are skipped.
+		clean, _ := props.UnmarkDeep()
+		if err := cv.ValidateConfig(w.meter.ctx, provider.Request{Target: w.inst.providerTarget(), LogicalID: w.prefix + node, Properties: clean, ProviderConfig: unmarked(cfg)}); err != nil {
+			return diags.Append(errorf(r.DeclRange, "Invalid data source configuration", "%s: %s.", w.prefix+node, strings.TrimSuffix(err.Error(), ".")))
+		}
+	}
 	if !props.IsWhollyKnown() || cfg != cty.NilVal && !cfg.IsWhollyKnown() || w.mode != modeApply && w.dependsOnChange(node) {
 		// Read during the apply, once what it reads exists: as Terraform
 		// defers a data source that depends on a resource with changes.

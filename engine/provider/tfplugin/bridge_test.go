@@ -375,6 +375,16 @@ provider "p6" {
 	if !diags.HasErrors() || !strings.Contains(diags.Error(), "tag[0].key") || !strings.Contains(diags.Error(), "does not match") {
 		t.Errorf("a tag key the provider's validator refuses: %v", diags)
 	}
+	// And of a data block: an object id is lower case.
+	bad, diags = e.Load(defs("data \"p6_object\" \"x\" {\n  id = \"Not Lower\"\n}"), ".")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: bad.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, nil)
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), "Invalid data source configuration") || !strings.Contains(diags.Error(), "does not match") ||
+		diags[0].Subject == nil || !strings.HasPrefix(diags[0].Subject.String(), "t/main.hcl:10,") {
+		t.Errorf("a data block the provider's validator refuses: %v", diags)
+	}
 	// And its validators of the provider block: region must look like
 	// eu-west-1, and target "moon" does not.
 	moon := defs("resource \"p6_thing\" \"a\" {\n  name = \"x\"\n}")

@@ -10,7 +10,10 @@ import (
 	"github.com/stackd/stackd/engine/provider"
 )
 
-var _ provider.DataSource = (*dataSource)(nil)
+var (
+	_ provider.DataSource      = (*dataSource)(nil)
+	_ provider.ConfigValidator = (*dataSource)(nil)
+)
 
 // dataSource is one data source of a provider.
 type dataSource struct {
@@ -47,4 +50,29 @@ func (ds *dataSource) ReadData(ctx context.Context, req provider.Request) (map[s
 		}
 	}
 	return out, nil
+}
+
+// ValidateConfig is ValidateDataResourceConfig: the provider's validators
+// of the data block, on the executable's unconfigured validating process;
+// a configuration they accepted is not asked about again.
+func (ds *dataSource) ValidateConfig(ctx context.Context, req provider.Request) error {
+	cfg, err := fullObject(ds.schema.Block, req.Properties, ds.schema.Block.ImpliedType())
+	if err != nil {
+		return err
+	}
+	key, cacheable := validKey("data."+ds.typ, cfg)
+	if cacheable && ds.p.validResources.has(key) {
+		return nil
+	}
+	c, err := ds.p.r.validator(ctx, ds.p)
+	if err != nil {
+		return err
+	}
+	if _, err := c.ValidateDataResourceConfig(ctx, ds.typ, cfg); err != nil {
+		return err
+	}
+	if cacheable {
+		ds.p.validResources.add(key)
+	}
+	return nil
 }

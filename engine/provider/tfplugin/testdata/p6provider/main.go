@@ -421,7 +421,7 @@ func (d *object) Configure(_ context.Context, req datasource.ConfigureRequest, _
 
 func (d *object) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
 	resp.Schema = dschema.Schema{Attributes: map[string]dschema.Attribute{
-		"id":      dschema.StringAttribute{Required: true},
+		"id":      dschema.StringAttribute{Required: true, Validators: []validator.String{pattern{regexp.MustCompile(`^[a-z0-9-]+$`)}}},
 		"name":    dschema.StringAttribute{Computed: true},
 		"content": dschema.StringAttribute{Computed: true},
 		"region":  dschema.StringAttribute{Computed: true},
