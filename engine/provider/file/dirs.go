@@ -129,23 +129,28 @@ func (c *dirCache) closeIdle() {
 }
 
 // openDir opens the directory dir of target's instance root, creating
-// both if needed, and sweeps the temporary files a crash left in it.
+// both if needed, and sweeps the temporary files a crash left in it (when
+// it existed).
 func openDir(p *Provider, target provider.Target, dir string) (*dirHandle, error) {
 	root, instDir, err := p.roots.Instance(target)
 	if err != nil {
 		return nil, err
 	}
-	p.temps.sweep(root, instDir, dir)
 	if dir == "" {
+		p.temps.sweep(root, instDir, dir)
 		return &dirHandle{d: root, instDir: instDir}, nil
 	}
 	defer root.Close()
 	d, err := root.OpenRoot(dir)
-	if errors.Is(err, fs.ErrNotExist) {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		// A directory made now holds no leftovers: nothing to sweep.
 		if err := root.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("create directory %q: %w", dir, err)
 		}
 		d, err = root.OpenRoot(dir)
+	case err == nil:
+		p.temps.sweep(root, instDir, dir)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open directory %q: %w", dir, err)
