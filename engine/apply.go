@@ -494,7 +494,7 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 	}
 	rec.Sensitive = resultSensitive(p, target, rp.After, rec, rr, result)
 	rec.PhysicalID = result.PhysicalID
-	rec.Private, rec.SchemaVersion = result.Private, result.SchemaVersion
+	rec.Private, rec.SchemaVersion, rec.Identity = result.Private, result.SchemaVersion, result.Identity
 	rec.Status = StatusApplied
 	if err := j.Save(ctx, rec); err != nil {
 		return fail(fmt.Errorf("journal: %w", err))

@@ -259,7 +259,7 @@ func (w *walker) planChange(cp provider.ChangePlanner, rp *ResourcePlan, rr *rec
 	pc, err := cp.PlanChange(w.meter.ctx, provider.Request{
 		Target: w.inst.providerTarget(), LogicalID: rp.Address, PhysicalID: rr.PhysicalID,
 		Properties: clean, OldProperties: rr.inputs(), Attributes: attrs,
-		Private: rr.Private, SchemaVersion: rr.SchemaVersion, ProviderConfig: unmarked(w.providerCfg),
+		Private: rr.Private, SchemaVersion: rr.SchemaVersion, Identity: rr.Identity, ProviderConfig: unmarked(w.providerCfg),
 	})
 	if err != nil {
 		return nil, err

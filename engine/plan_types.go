@@ -43,10 +43,12 @@ type ResourceState struct {
 	// recorded from before the new one is created until the old one is
 	// deleted; an apply that finds one deletes it.
 	Deposed *Deposed
-	// Private and SchemaVersion are what a Terraform provider returned
-	// with the resource (provider.Result), given back with each request.
+	// Private, SchemaVersion and Identity are what a Terraform provider
+	// returned with the resource (provider.Result), given back with each
+	// request.
 	Private       []byte
 	SchemaVersion int64
+	Identity      []byte
 	// Provider names the Terraform provider of a plugin resource
 	// ("LOCAL|SOURCE|VERSION"), and ProviderConfig is the configuration it
 	// was last applied with: enough to delete the resource once its

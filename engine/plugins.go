@@ -226,7 +226,7 @@ func pluginRequest(req provider.Request, rr *ResourceState, cfg cty.Value) provi
 	if a := decodeObject(rr.Attributes); a.Type().IsObjectType() && a.LengthInt() > 0 {
 		req.Attributes = a.AsValueMap()
 	}
-	req.Private, req.SchemaVersion = rr.Private, rr.SchemaVersion
+	req.Private, req.SchemaVersion, req.Identity = rr.Private, rr.SchemaVersion, rr.Identity
 	req.ProviderConfig = cfg
 	if cfg == cty.NilVal && len(rr.ProviderConfig) > 0 {
 		if v, err := DecodeValue(rr.ProviderConfig); err == nil {

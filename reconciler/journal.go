@@ -50,7 +50,7 @@ func resourceRecord(r engine.ResourceState, now time.Time) state.Resource {
 		DependsOn: r.DependsOn, Status: r.Status, RequestID: r.RequestID,
 		DeletionPolicy: r.DeletionPolicy, Metadata: r.Metadata, Updated: now,
 		Private: r.Private, SchemaVersion: r.SchemaVersion, Provider: r.Provider, ProviderConfig: r.ProviderConfig,
-		Adopt: r.Adopt,
+		Adopt: r.Adopt, Identity: r.Identity,
 	}
 	if d := r.Deposed; d != nil {
 		rec.Deposed = &state.DeposedResource{
@@ -68,7 +68,7 @@ func resourceState(rec state.Resource) engine.ResourceState {
 		DependsOn: rec.DependsOn, Status: rec.Status, RequestID: rec.RequestID,
 		DeletionPolicy: rec.DeletionPolicy, Metadata: rec.Metadata,
 		Private: rec.Private, SchemaVersion: rec.SchemaVersion, Provider: rec.Provider, ProviderConfig: rec.ProviderConfig,
-		Adopt: rec.Adopt,
+		Adopt: rec.Adopt, Identity: rec.Identity,
 	}
 	if d := rec.Deposed; d != nil {
 		r.Deposed = &engine.Deposed{

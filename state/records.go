@@ -191,6 +191,9 @@ type Resource struct {
 	// bytes and state schema version for the resource.
 	Private       []byte `json:"private,omitempty"`
 	SchemaVersion int64  `json:"schema_version,omitempty"`
+	// Identity is its resource identity (JSON), for providers that have
+	// them.
+	Identity []byte `json:"identity,omitempty"`
 	// Provider names a plugin resource's Terraform provider, and
 	// ProviderConfig is the configuration it was last applied with.
 	Provider       string          `json:"provider,omitempty"`

@@ -106,6 +106,10 @@ type Request struct {
 	// state schema version).
 	Private       []byte
 	SchemaVersion int64
+	// Identity is the resource identity the provider last returned (JSON;
+	// Terraform providers with resource identity), given back so that the
+	// provider can tell its object even when it is gone.
+	Identity []byte
 	// ProviderConfig is the evaluated provider block the resource uses
 	// (Terraform providers: configured per target); cty.NilVal for the
 	// built-in providers.
@@ -162,10 +166,11 @@ type Result struct {
 	Attributes map[string]cty.Value
 	// SensitiveAttributes names attributes whose values must never be shown.
 	SensitiveAttributes []string
-	// Private and SchemaVersion are recorded with the resource and given
-	// back in the next Request (Terraform providers).
+	// Private, SchemaVersion and Identity are recorded with the resource
+	// and given back in the next Request (Terraform providers).
 	Private       []byte
 	SchemaVersion int64
+	Identity      []byte
 	// Upgraded, from Read only, are the request's recorded attributes as
 	// the provider understands them now, when it had to upgrade them (a
 	// Terraform provider's newer state schema version); nil otherwise.

@@ -654,11 +654,24 @@ func TestBridgeAdoptsWhatAnInterruptedCreateMade(t *testing.T) {
 			pending = r
 		}
 	}
-	if string(pending.Adopt) != `{"id":"prea-eu-west-1"}` {
-		t.Fatalf("pending create journaled with adoption %q, want the planned id", pending.Adopt)
+	if string(pending.Adopt) != `{"identity":{"id":"prea-eu-west-1"},"id":"prea-eu-west-1"}` {
+		t.Fatalf("pending create journaled with adoption %q, want the planned identity and id", pending.Adopt)
 	}
-	if rec := j.recs["p6_thing.a"]; rec.Status != engine.StatusApplied || len(rec.Adopt) != 0 {
-		t.Errorf("record after the create: status %v, adoption %q; want applied, none kept", rec.Status, rec.Adopt)
+	if rec := j.recs["p6_thing.a"]; rec.Status != engine.StatusApplied || len(rec.Adopt) != 0 || string(rec.Identity) != `{"id":"prea-eu-west-1"}` {
+		t.Errorf("record after the create: status %v, adoption %q, identity %q; want applied, no adoption kept, its identity", rec.Status, rec.Adopt, rec.Identity)
+	}
+	// The recorded identity goes back to the provider: an object deleted
+	// by hand reads as gone (without it this provider's framework fails
+	// the read: "Missing Resource Identity After Read").
+	if err := os.Rename(object, object+".away"); err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.CheckDrift(ctx, inst, j.list(), nil)
+	if err != nil || len(d.Resources) != 1 || !d.Resources[0].Deleted {
+		t.Errorf("drift check of an object deleted by hand: %v %+v", err, d)
+	}
+	if err := os.Rename(object+".away", object); err != nil {
+		t.Fatal(err)
 	}
 	resume := func(rec engine.ResourceState) (*memJournal, error) {
 		t.Helper()

@@ -85,6 +85,9 @@ type Client interface {
 	// ImportResourceState adopts an existing object by its import id. The
 	// imported states usually need a ReadResource to be complete.
 	ImportResourceState(ctx context.Context, typeName, id string) (*ImportResponse, error)
+	// ImportResourceStateByIdentity adopts an existing object by its
+	// resource identity (a value of the type's IdentitySchema).
+	ImportResourceStateByIdentity(ctx context.Context, typeName string, identity cty.Value) (*ImportResponse, error)
 	// StopProvider asks the provider to cancel its in-flight calls quickly;
 	// the process keeps running.
 	StopProvider(ctx context.Context) error
@@ -109,6 +112,8 @@ type PlanRequest struct {
 	// configuration, all of the type's ImpliedType.
 	Prior, Proposed, Config cty.Value
 	PriorPrivate            []byte
+	// PriorIdentity is the recorded resource identity (cty.NilVal: none).
+	PriorIdentity cty.Value
 }
 
 // PlanResponse is PlanResourceChange's answer.
@@ -119,6 +124,10 @@ type PlanResponse struct {
 	// object; always empty for a create (Prior null).
 	RequiresReplace []cty.Path
 	PlannedPrivate  []byte
+	// PlannedIdentity is the object's planned resource identity, when the
+	// type has an identity schema and the provider planned one (else
+	// cty.NilVal).
+	PlannedIdentity cty.Value
 	// LegacyTypeSystem is set by providers of terraform-plugin-sdk, whose
 	// plans may not honour the configuration exactly.
 	LegacyTypeSystem bool
@@ -130,12 +139,16 @@ type ApplyRequest struct {
 	TypeName               string
 	Prior, Planned, Config cty.Value
 	PlannedPrivate         []byte
+	// PlannedIdentity is PlanResponse.PlannedIdentity (cty.NilVal: none).
+	PlannedIdentity cty.Value
 }
 
 // ApplyResponse is ApplyResourceChange's answer.
 type ApplyResponse struct {
 	// New is the new state, null after a delete.
-	New              cty.Value
+	New cty.Value
+	// NewIdentity is the object's resource identity (cty.NilVal: none).
+	NewIdentity      cty.Value
 	Private          []byte
 	LegacyTypeSystem bool
 	Diagnostics      Diagnostics
@@ -146,12 +159,17 @@ type ReadRequest struct {
 	TypeName string
 	Current  cty.Value
 	Private  []byte
+	// CurrentIdentity is the recorded resource identity (cty.NilVal:
+	// none).
+	CurrentIdentity cty.Value
 }
 
 // ReadResponse is ReadResource's answer.
 type ReadResponse struct {
 	// New is the refreshed state, null when the object no longer exists.
-	New         cty.Value
+	New cty.Value
+	// NewIdentity is the object's resource identity (cty.NilVal: none).
+	NewIdentity cty.Value
 	Private     []byte
 	Diagnostics Diagnostics
 }
@@ -179,6 +197,8 @@ type ImportResponse struct {
 type ImportedResource struct {
 	TypeName string
 	State    cty.Value
+	// Identity is its resource identity (cty.NilVal: none).
+	Identity cty.Value
 	Private  []byte
 }
 
@@ -476,6 +496,18 @@ func (c *client) Schema(ctx context.Context) (*ProviderSchema, error) {
 	if s.Provider.Block == nil {
 		s.Provider.Block = &Block{}
 	}
+	// Resource identities (Terraform 1.12+): a provider older than them
+	// answers Unimplemented, and one that cannot tell has none.
+	_ = c.call(ctx, "GetResourceIdentitySchemas", func(ctx context.Context) error {
+		ids, diags, err := c.raw.identitySchemas(ctx)
+		if err == nil && !diags.HasErrors() {
+			s.Identities = ids
+		}
+		if status.Code(err) == codes.Unimplemented {
+			return nil
+		}
+		return err
+	})
 	c.schema = s
 	return s, nil
 }
@@ -615,6 +647,9 @@ func (c *client) PlanResourceChange(ctx context.Context, req PlanRequest) (*Plan
 	if in.config, err = c.encode(op, "config", req.Config, ty); err != nil {
 		return nil, err
 	}
+	if in.priorIdentity, err = c.encodeIdentity(s, op, req.TypeName, req.PriorIdentity); err != nil {
+		return nil, err
+	}
 	var out rawPlanResponse
 	if err := c.call(ctx, op, func(ctx context.Context) error {
 		var err error
@@ -632,6 +667,11 @@ func (c *client) PlanResourceChange(ctx context.Context, req PlanRequest) (*Plan
 	}
 	if resp.Planned, err = c.decode(op, "planned state", out.planned, ty); err != nil {
 		return nil, err
+	}
+	if is := s.Identities[req.TypeName]; is != nil && out.plannedIdentity != nil {
+		if resp.PlannedIdentity, err = c.decode(op, "planned identity", out.plannedIdentity, is.ImpliedType()); err != nil {
+			return nil, err
+		}
 	}
 	return resp, diagsErr(op, c.opts.Name, resp.Diagnostics)
 }
@@ -657,6 +697,11 @@ func (c *client) ApplyResourceChange(ctx context.Context, req ApplyRequest) (*Ap
 	if in.config, err = c.encode(op, "config", req.Config, ty); err != nil {
 		return nil, err
 	}
+	if is := s.Identities[req.TypeName]; is != nil && req.PlannedIdentity != cty.NilVal {
+		if in.plannedIdentity, err = c.encode(op, "planned identity", req.PlannedIdentity, is.ImpliedType()); err != nil {
+			return nil, err
+		}
+	}
 	var out rawApplyResponse
 	if err := c.call(ctx, op, func(ctx context.Context) error {
 		var err error
@@ -667,6 +712,9 @@ func (c *client) ApplyResourceChange(ctx context.Context, req ApplyRequest) (*Ap
 	}
 	resp := &ApplyResponse{Private: out.private, LegacyTypeSystem: out.legacy, Diagnostics: out.diags}
 	if resp.New, err = c.decode(op, "new state", out.newState, ty); err != nil {
+		return nil, err
+	}
+	if resp.NewIdentity, err = c.decodeIdentity(s, op, req.TypeName, out.newIdentity); err != nil {
 		return nil, err
 	}
 	return resp, diagsErr(op, c.opts.Name, resp.Diagnostics)
@@ -687,16 +735,23 @@ func (c *client) ReadResource(ctx context.Context, req ReadRequest) (*ReadRespon
 	if err != nil {
 		return nil, err
 	}
+	ident, err := c.encodeIdentity(s, op, req.TypeName, req.CurrentIdentity)
+	if err != nil {
+		return nil, err
+	}
 	var out rawReadResponse
 	if err := c.call(ctx, op, func(ctx context.Context) error {
 		var err error
-		out, err = c.raw.read(ctx, req.TypeName, cur, req.Private, c.metaValue(s))
+		out, err = c.raw.read(ctx, req.TypeName, cur, req.Private, c.metaValue(s), ident)
 		return err
 	}); err != nil {
 		return nil, err
 	}
 	resp := &ReadResponse{Private: out.private, Diagnostics: out.diags}
 	if resp.New, err = c.decode(op, "new state", out.newState, ty); err != nil {
+		return nil, err
+	}
+	if resp.NewIdentity, err = c.decodeIdentity(s, op, req.TypeName, out.newIdentity); err != nil {
 		return nil, err
 	}
 	return resp, diagsErr(op, c.opts.Name, resp.Diagnostics)
@@ -756,7 +811,29 @@ func (c *client) UpgradeResourceState(ctx context.Context, typeName string, vers
 }
 
 func (c *client) ImportResourceState(ctx context.Context, typeName, id string) (*ImportResponse, error) {
+	return c.importState(ctx, typeName, id, cty.NilVal)
+}
+
+func (c *client) ImportResourceStateByIdentity(ctx context.Context, typeName string, identity cty.Value) (*ImportResponse, error) {
+	return c.importState(ctx, typeName, "", identity)
+}
+
+func (c *client) importState(ctx context.Context, typeName, id string, identity cty.Value) (*ImportResponse, error) {
 	const op = "ImportResourceState"
+	s, err := c.Schema(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ident *dynamic
+	if identity != cty.NilVal {
+		is := s.Identities[typeName]
+		if is == nil {
+			return nil, callError(op, c.opts.Name, fmt.Errorf("resource type %s has no identity schema", typeName))
+		}
+		if ident, err = c.encode(op, "identity", identity, is.ImpliedType()); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := c.typeSchema(ctx, typeName, false); err != nil {
 		return nil, err
 	}
@@ -764,7 +841,7 @@ func (c *client) ImportResourceState(ctx context.Context, typeName, id string) (
 	var diags Diagnostics
 	if err := c.call(ctx, op, func(ctx context.Context) error {
 		var err error
-		out, diags, err = c.raw.importState(ctx, typeName, id)
+		out, diags, err = c.raw.importState(ctx, typeName, id, ident)
 		return err
 	}); err != nil {
 		return nil, err
@@ -779,7 +856,11 @@ func (c *client) ImportResourceState(ctx context.Context, typeName, id string) (
 		if err != nil {
 			return nil, err
 		}
-		resp.Imported = append(resp.Imported, ImportedResource{TypeName: imp.typeName, State: v, Private: imp.private})
+		id, err := c.decodeIdentity(s, op, imp.typeName, imp.identity)
+		if err != nil {
+			return nil, err
+		}
+		resp.Imported = append(resp.Imported, ImportedResource{TypeName: imp.typeName, State: v, Identity: id, Private: imp.private})
 	}
 	return resp, diagsErr(op, c.opts.Name, diags)
 }
@@ -798,4 +879,30 @@ func (c *client) StopProvider(ctx context.Context) error {
 		return callError(op, c.opts.Name, errors.New(msg))
 	}
 	return nil
+}
+
+// encodeIdentity encodes an identity of typeName for the provider: nil
+// when v is cty.NilVal or the type has no identity schema.
+func (c *client) encodeIdentity(s *ProviderSchema, op, typeName string, v cty.Value) (*dynamic, error) {
+	if v == cty.NilVal {
+		return nil, nil
+	}
+	is := s.Identities[typeName]
+	if is == nil {
+		return nil, nil
+	}
+	return c.encode(op, "identity", v, is.ImpliedType())
+}
+
+// decodeIdentity decodes an identity of typeName from the provider:
+// cty.NilVal when there is none or the type has no identity schema.
+func (c *client) decodeIdentity(s *ProviderSchema, op, typeName string, d *dynamic) (cty.Value, error) {
+	if d == nil {
+		return cty.NilVal, nil
+	}
+	is := s.Identities[typeName]
+	if is == nil {
+		return cty.NilVal, nil
+	}
+	return c.decode(op, "identity", d, is.ImpliedType())
 }

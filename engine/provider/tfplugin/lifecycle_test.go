@@ -148,7 +148,13 @@ func TestLifecycle(t *testing.T) {
 			// Read: unchanged, changed out of band, deleted out of band.
 			read := func() cty.Value {
 				t.Helper()
-				r, err := tc.c.ReadResource(ctx, ReadRequest{TypeName: tc.typ, Current: state})
+				// As Terraform does, the recorded identity goes with the
+				// state (p6's things have one: their id).
+				ident := cty.NilVal
+				if s, _ := tc.c.Schema(ctx); s != nil && s.Identities[tc.typ] != nil {
+					ident = cty.ObjectVal(map[string]cty.Value{"id": state.GetAttr("id")})
+				}
+				r, err := tc.c.ReadResource(ctx, ReadRequest{TypeName: tc.typ, Current: state, CurrentIdentity: ident})
 				if err != nil {
 					t.Fatalf("ReadResource: %v", err)
 				}

@@ -27,10 +27,13 @@ type rawProvider interface {
 	validateData(ctx context.Context, typeName string, cfg *dynamic) (Diagnostics, error)
 	plan(ctx context.Context, req rawPlanRequest) (rawPlanResponse, error)
 	apply(ctx context.Context, req rawApplyRequest) (rawApplyResponse, error)
-	read(ctx context.Context, typeName string, cur *dynamic, private []byte, meta *dynamic) (rawReadResponse, error)
+	read(ctx context.Context, typeName string, cur *dynamic, private []byte, meta, identity *dynamic) (rawReadResponse, error)
 	readData(ctx context.Context, typeName string, cfg, meta *dynamic) (*dynamic, Diagnostics, error)
 	upgrade(ctx context.Context, typeName string, version int64, rawJSON []byte) (*dynamic, Diagnostics, error)
-	importState(ctx context.Context, typeName, id string) ([]rawImported, Diagnostics, error)
+	importState(ctx context.Context, typeName, id string, identity *dynamic) ([]rawImported, Diagnostics, error)
+	// identitySchemas answers GetResourceIdentitySchemas; a provider older
+	// than resource identity answers codes.Unimplemented.
+	identitySchemas(ctx context.Context) (map[string]*IdentitySchema, Diagnostics, error)
 	stop(ctx context.Context) (string, error)
 }
 
@@ -38,12 +41,14 @@ type rawPlanRequest struct {
 	typeName                      string
 	prior, proposed, config, meta *dynamic
 	priorPrivate                  []byte
+	priorIdentity                 *dynamic
 }
 
 type rawPlanResponse struct {
 	planned         *dynamic
 	requiresReplace []cty.Path
 	plannedPrivate  []byte
+	plannedIdentity *dynamic
 	legacy          bool
 	diags           Diagnostics
 }
@@ -52,24 +57,28 @@ type rawApplyRequest struct {
 	typeName                     string
 	prior, planned, config, meta *dynamic
 	plannedPrivate               []byte
+	plannedIdentity              *dynamic
 }
 
 type rawApplyResponse struct {
-	newState *dynamic
-	private  []byte
-	legacy   bool
-	diags    Diagnostics
+	newState    *dynamic
+	newIdentity *dynamic
+	private     []byte
+	legacy      bool
+	diags       Diagnostics
 }
 
 type rawReadResponse struct {
-	newState *dynamic
-	private  []byte
-	diags    Diagnostics
+	newState    *dynamic
+	newIdentity *dynamic
+	private     []byte
+	diags       Diagnostics
 }
 
 type rawImported struct {
 	typeName string
 	state    *dynamic
+	identity *dynamic
 	private  []byte
 }
 

@@ -93,48 +93,86 @@ func (rt *resourceType) change(ctx context.Context, req provider.Request, update
 		return provider.Result{}, err
 	}
 	defer lease.Release()
-	prior, private := cty.NullVal(rt.ty()), []byte(nil)
+	prior, private, identity := cty.NullVal(rt.ty()), []byte(nil), cty.NilVal
 	switch {
 	case update:
 		if prior, err = rt.prior(ctx, lease, req); err != nil {
 			return provider.Result{}, err
 		}
-		private = req.Private
+		private, identity = req.Private, rt.identityOf(req.Identity)
 	case req.ImportID != "":
 		// An import block: the existing object is the prior state, then
 		// brought to the configuration like an update.
-		if prior, private, err = rt.importObject(ctx, lease, req.ImportID); err != nil {
+		if prior, private, identity, err = rt.importObject(ctx, lease, req.ImportID, cty.NilVal); err != nil {
 			return provider.Result{}, err
 		}
 	}
-	return rt.bringTo(ctx, lease, req, cfg, prior, private)
+	return rt.bringTo(ctx, lease, req, cfg, prior, private, identity)
 }
 
-// bringTo plans and applies the change from prior (null for a create) to
-// cfg.
-func (rt *resourceType) bringTo(ctx context.Context, lease Client, req provider.Request, cfg, prior cty.Value, private []byte) (provider.Result, error) {
-	plan, err := lease.PlanResourceChange(ctx, PlanRequest{TypeName: rt.typ, Prior: prior, Proposed: proposedNew(rt.schema.Block, prior, cfg), Config: cfg, PriorPrivate: private})
+// bringTo plans and applies the change from prior (null for a create;
+// identity its resource identity, cty.NilVal when none) to cfg.
+func (rt *resourceType) bringTo(ctx context.Context, lease Client, req provider.Request, cfg, prior cty.Value, private []byte, identity cty.Value) (provider.Result, error) {
+	plan, err := lease.PlanResourceChange(ctx, PlanRequest{TypeName: rt.typ, Prior: prior, Proposed: proposedNew(rt.schema.Block, prior, cfg), Config: cfg,
+		PriorPrivate: private, PriorIdentity: identity})
 	if err != nil {
 		return provider.Result{}, err
 	}
 	if !prior.IsNull() && plan.Planned.RawEquals(prior) {
 		// Nothing to change (an imported object as configured).
-		return rt.result(prior, plan.PlannedPrivate, req.RequestID), nil
+		return rt.result(prior, plan.PlannedPrivate, either(plan.PlannedIdentity, identity), req.RequestID), nil
 	}
 	if prior.IsNull() && req.Prepared != nil {
 		// A create whose object's id the provider planned: journaled
 		// first, so that a crash during the apply adopts the object.
-		if adopt := adoptionOf(plan.Planned); adopt != nil {
+		if adopt := rt.adoptionOf(plan); adopt != nil {
 			if err := req.Prepared(adopt); err != nil {
 				return provider.Result{}, err
 			}
 		}
 	}
-	applied, err := lease.ApplyResourceChange(ctx, ApplyRequest{TypeName: rt.typ, Prior: prior, Planned: plan.Planned, Config: cfg, PlannedPrivate: plan.PlannedPrivate})
+	applied, err := lease.ApplyResourceChange(ctx, ApplyRequest{TypeName: rt.typ, Prior: prior, Planned: plan.Planned, Config: cfg,
+		PlannedPrivate: plan.PlannedPrivate, PlannedIdentity: plan.PlannedIdentity})
 	if err != nil {
 		return provider.Result{}, err
 	}
-	return rt.result(applied.New, applied.Private, req.RequestID), nil
+	return rt.result(applied.New, applied.Private, either(applied.NewIdentity, plan.PlannedIdentity), req.RequestID), nil
+}
+
+// either is v, or else w when v is cty.NilVal or null.
+func either(v, w cty.Value) cty.Value {
+	if v == cty.NilVal || v.IsNull() {
+		return w
+	}
+	return v
+}
+
+// identityOf is a recorded resource identity (JSON) as a value of the
+// type's identity schema; cty.NilVal when none was recorded, the type has
+// no identity, or the record is of another identity schema.
+func (rt *resourceType) identityOf(b []byte) cty.Value {
+	is := rt.p.schema.Identities[rt.typ]
+	if len(b) == 0 || is == nil {
+		return cty.NilVal
+	}
+	v, err := ctyjson.Unmarshal(b, is.ImpliedType())
+	if err != nil {
+		return cty.NilVal
+	}
+	return v
+}
+
+// identityJSON is an identity as recorded: JSON, nil when there is none.
+func (rt *resourceType) identityJSON(v cty.Value) []byte {
+	is := rt.p.schema.Identities[rt.typ]
+	if is == nil || v == cty.NilVal || v.IsNull() || !v.IsWhollyKnown() {
+		return nil
+	}
+	b, err := ctyjson.Marshal(v, is.ImpliedType())
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 func (rt *resourceType) Delete(ctx context.Context, req provider.Request) error {
@@ -154,7 +192,8 @@ func (rt *resourceType) Delete(ctx context.Context, req provider.Request) error 
 	planned := null
 	private := req.Private
 	if rt.p.schema.PlanDestroy {
-		plan, err := lease.PlanResourceChange(ctx, PlanRequest{TypeName: rt.typ, Prior: prior, Proposed: null, Config: null, PriorPrivate: req.Private})
+		plan, err := lease.PlanResourceChange(ctx, PlanRequest{TypeName: rt.typ, Prior: prior, Proposed: null, Config: null, PriorPrivate: req.Private,
+			PriorIdentity: rt.identityOf(req.Identity)})
 		if err != nil {
 			return err
 		}
@@ -190,24 +229,38 @@ func (rt *resourceType) ValidateConfig(ctx context.Context, req provider.Request
 }
 
 // adoption is what a create journals to find its object again if a crash
-// interrupts it: the import id the provider planned.
+// interrupts it: the resource identity the provider planned (JSON of the
+// type's identity schema), or else the id it planned.
 type adoption struct {
-	ID string `json:"id"`
+	Identity json.RawMessage `json:"identity,omitempty"`
+	ID       string          `json:"id,omitempty"`
 }
 
-// adoptionOf is the adoption of a planned new state: its "id" when the
-// provider planned it (known, not empty), else nil: most providers learn
+// adoptionOf is the adoption of a create's plan, nil when the provider
+// planned neither a wholly known identity nor an id: most providers learn
 // the id of an object only when they create it.
-func adoptionOf(planned cty.Value) []byte {
-	if planned.IsNull() || !planned.IsKnown() || !planned.Type().IsObjectType() || !planned.Type().HasAttribute("id") {
+func (rt *resourceType) adoptionOf(plan *PlanResponse) []byte {
+	var a adoption
+	if is := rt.p.schema.Identities[rt.typ]; is != nil && knownObject(plan.PlannedIdentity) && plan.PlannedIdentity.IsWhollyKnown() {
+		if b, err := ctyjson.Marshal(plan.PlannedIdentity, is.ImpliedType()); err == nil {
+			a.Identity = b
+		}
+	}
+	if planned := plan.Planned; knownObject(planned) && planned.Type().HasAttribute("id") {
+		if id := planned.GetAttr("id"); !id.IsNull() && id.IsKnown() && id.Type().Equals(cty.String) {
+			a.ID = id.AsString()
+		}
+	}
+	if a.Identity == nil && a.ID == "" {
 		return nil
 	}
-	id := planned.GetAttr("id")
-	if id.IsNull() || !id.IsKnown() || !id.Type().Equals(cty.String) || id.AsString() == "" {
-		return nil
-	}
-	b, _ := json.Marshal(adoption{ID: id.AsString()})
+	b, _ := json.Marshal(a)
 	return b
+}
+
+// knownObject reports whether v is a known, non-null object.
+func knownObject(v cty.Value) bool {
+	return v != cty.NilVal && v.IsKnown() && !v.IsNull() && v.Type().IsObjectType()
 }
 
 // Adopt finds the object a create a crash interrupted made from its
@@ -219,8 +272,17 @@ func adoptionOf(planned cty.Value) []byte {
 // adoption, and the log says why.
 func (rt *resourceType) Adopt(ctx context.Context, req provider.Request, adopt []byte) (provider.Result, bool, error) {
 	var a adoption
-	if err := json.Unmarshal(adopt, &a); err != nil || a.ID == "" {
+	if err := json.Unmarshal(adopt, &a); err != nil || a.ID == "" && a.Identity == nil {
 		return provider.Result{}, false, nil // not ours to read: create anew
+	}
+	identity := cty.NilVal
+	if is := rt.p.schema.Identities[rt.typ]; is != nil && a.Identity != nil {
+		if v, err := ctyjson.Unmarshal(a.Identity, is.ImpliedType()); err == nil {
+			identity = v
+		}
+	}
+	if identity == cty.NilVal && a.ID == "" {
+		return provider.Result{}, false, nil // an identity of another schema: create anew
 	}
 	cfg, err := rt.config(req.Properties)
 	if err != nil {
@@ -231,7 +293,7 @@ func (rt *resourceType) Adopt(ctx context.Context, req provider.Request, adopt [
 		return provider.Result{}, false, err
 	}
 	defer lease.Release()
-	prior, private, err := rt.importObject(ctx, lease, a.ID)
+	prior, private, imported, err := rt.importObject(ctx, lease, a.ID, identity)
 	if err != nil {
 		if ctx.Err() != nil {
 			return provider.Result{}, false, err
@@ -242,7 +304,7 @@ func (rt *resourceType) Adopt(ctx context.Context, req provider.Request, adopt [
 		return provider.Result{}, false, nil
 	}
 	req.Prepared = nil
-	res, err := rt.bringTo(ctx, lease, req, cfg, prior, private)
+	res, err := rt.bringTo(ctx, lease, req, cfg, prior, private, imported)
 	return res, err == nil, err
 }
 
@@ -253,26 +315,34 @@ func (rt *resourceType) CanImport() bool { return true }
 // errNoObject: the object to import does not exist.
 var errNoObject = errors.New("no such object")
 
-// importObject imports the object of id and reads it.
-func (rt *resourceType) importObject(ctx context.Context, c Client, id string) (cty.Value, []byte, error) {
-	im, err := c.ImportResourceState(ctx, rt.typ, id)
+// importObject imports the object of identity (when not cty.NilVal) or
+// id and reads it.
+func (rt *resourceType) importObject(ctx context.Context, c Client, id string, identity cty.Value) (cty.Value, []byte, cty.Value, error) {
+	var im *ImportResponse
+	var err error
+	if identity != cty.NilVal {
+		im, err = c.ImportResourceStateByIdentity(ctx, rt.typ, identity)
+		id = "by identity"
+	} else {
+		im, err = c.ImportResourceState(ctx, rt.typ, id)
+	}
 	if err != nil {
-		return cty.NilVal, nil, fmt.Errorf("import %s %q: %w", rt.typ, id, err)
+		return cty.NilVal, nil, cty.NilVal, fmt.Errorf("import %s %q: %w", rt.typ, id, err)
 	}
 	for _, o := range im.Imported {
 		if o.TypeName != rt.typ {
 			continue
 		}
-		read, err := c.ReadResource(ctx, ReadRequest{TypeName: rt.typ, Current: o.State, Private: o.Private})
+		read, err := c.ReadResource(ctx, ReadRequest{TypeName: rt.typ, Current: o.State, Private: o.Private, CurrentIdentity: o.Identity})
 		if err != nil {
-			return cty.NilVal, nil, fmt.Errorf("import %s %q: read: %w", rt.typ, id, err)
+			return cty.NilVal, nil, cty.NilVal, fmt.Errorf("import %s %q: read: %w", rt.typ, id, err)
 		}
 		if read.New.IsNull() {
-			return cty.NilVal, nil, fmt.Errorf("import %s %q: %w", rt.typ, id, errNoObject)
+			return cty.NilVal, nil, cty.NilVal, fmt.Errorf("import %s %q: %w", rt.typ, id, errNoObject)
 		}
-		return read.New, read.Private, nil
+		return read.New, read.Private, either(read.NewIdentity, o.Identity), nil
 	}
-	return cty.NilVal, nil, fmt.Errorf("import %s %q: the provider returned no object of that type", rt.typ, id)
+	return cty.NilVal, nil, cty.NilVal, fmt.Errorf("import %s %q: the provider returned no object of that type", rt.typ, id)
 }
 
 // Read is ReadResource: the object as it is now, provider.ErrNotFound
@@ -290,14 +360,15 @@ func (rt *resourceType) Read(ctx context.Context, req provider.Request) (provide
 	if err != nil {
 		return provider.Result{}, err
 	}
-	read, err := lease.ReadResource(ctx, ReadRequest{TypeName: rt.typ, Current: prior, Private: req.Private})
+	current := rt.identityOf(req.Identity)
+	read, err := lease.ReadResource(ctx, ReadRequest{TypeName: rt.typ, Current: prior, Private: req.Private, CurrentIdentity: current})
 	if err != nil {
 		return provider.Result{}, err
 	}
 	if read.New.IsNull() {
 		return provider.Result{}, provider.ErrNotFound
 	}
-	res := rt.result(read.New, read.Private, req.RequestID)
+	res := rt.result(read.New, read.Private, either(read.NewIdentity, current), req.RequestID)
 	if req.SchemaVersion < rt.schema.Version && prior.Type().IsObjectType() {
 		res.Upgraded = prior.AsValueMap()
 	}
@@ -326,7 +397,8 @@ func (rt *resourceType) PlanChange(ctx context.Context, req provider.Request) (p
 	if err != nil {
 		return provider.PlannedChange{}, err
 	}
-	plan, err := lease.PlanResourceChange(ctx, PlanRequest{TypeName: rt.typ, Prior: prior, Proposed: proposedNew(rt.schema.Block, prior, cfg), Config: cfg, PriorPrivate: req.Private})
+	plan, err := lease.PlanResourceChange(ctx, PlanRequest{TypeName: rt.typ, Prior: prior, Proposed: proposedNew(rt.schema.Block, prior, cfg), Config: cfg,
+		PriorPrivate: req.Private, PriorIdentity: rt.identityOf(req.Identity)})
 	if err != nil {
 		return provider.PlannedChange{}, err
 	}
@@ -349,8 +421,8 @@ func (rt *resourceType) PlanChange(ctx context.Context, req provider.Request) (p
 // result is what the engine records of a new state: every attribute of it
 // (the whole state, so that the next call has the prior state whole), the
 // sensitive ones named.
-func (rt *resourceType) result(state cty.Value, private []byte, requestID string) provider.Result {
-	res := provider.Result{Attributes: map[string]cty.Value{}, Private: private, SchemaVersion: rt.schema.Version}
+func (rt *resourceType) result(state cty.Value, private []byte, identity cty.Value, requestID string) provider.Result {
+	res := provider.Result{Attributes: map[string]cty.Value{}, Private: private, SchemaVersion: rt.schema.Version, Identity: rt.identityJSON(identity)}
 	if state.IsNull() || !state.Type().IsObjectType() {
 		return res
 	}

@@ -17,12 +17,25 @@ type ProviderSchema struct {
 	// ResourceTypes and DataSources are keyed by type name ("aws_s3_bucket").
 	ResourceTypes map[string]*Schema
 	DataSources   map[string]*Schema
+	// Identities are the resource types' identity schemas (resource
+	// identity, Terraform 1.12+), by type name; none for older providers.
+	Identities map[string]*IdentitySchema
 	// PlanDestroy: the provider wants PlanResourceChange called for destroy
 	// plans too (proposed new state null).
 	PlanDestroy bool
 	// Diagnostics are the warnings GetProviderSchema reported.
 	Diagnostics Diagnostics
 }
+
+// IdentitySchema is a resource type's identity: the attributes by which
+// its provider finds its object (ImportResourceState with an identity).
+type IdentitySchema struct {
+	Version    int64
+	Attributes map[string]cty.Type
+}
+
+// ImpliedType is the object type of the identity's values.
+func (s *IdentitySchema) ImpliedType() cty.Type { return cty.Object(s.Attributes) }
 
 // Schema is one versioned block schema: a resource type, a data source or
 // the provider configuration.

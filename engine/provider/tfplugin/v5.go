@@ -189,13 +189,13 @@ func (p *v5) validateData(ctx context.Context, typeName string, cfg *dynamic) (D
 func (p *v5) plan(ctx context.Context, req rawPlanRequest) (rawPlanResponse, error) {
 	resp, err := p.pc.PlanResourceChange(ctx, &pb.PlanResourceChange_Request{
 		TypeName: req.typeName, PriorState: dyn5(req.prior), ProposedNewState: dyn5(req.proposed),
-		Config: dyn5(req.config), PriorPrivate: req.priorPrivate, ProviderMeta: dyn5(req.meta),
+		Config: dyn5(req.config), PriorPrivate: req.priorPrivate, ProviderMeta: dyn5(req.meta), PriorIdentity: identityData5(req.priorIdentity),
 		ClientCapabilities: &pb.ClientCapabilities{},
 	})
 	if err != nil {
 		return rawPlanResponse{}, err
 	}
-	out := rawPlanResponse{planned: undyn5(resp.PlannedState), plannedPrivate: resp.PlannedPrivate,
+	out := rawPlanResponse{planned: undyn5(resp.PlannedState), plannedPrivate: resp.PlannedPrivate, plannedIdentity: identity5(resp.PlannedIdentity),
 		legacy: resp.LegacyTypeSystem, diags: diags5(resp.Diagnostics)}
 	for _, rr := range resp.RequiresReplace {
 		out.requiresReplace = append(out.requiresReplace, path5(rr))
@@ -207,21 +207,22 @@ func (p *v5) apply(ctx context.Context, req rawApplyRequest) (rawApplyResponse, 
 	resp, err := p.pc.ApplyResourceChange(ctx, &pb.ApplyResourceChange_Request{
 		TypeName: req.typeName, PriorState: dyn5(req.prior), PlannedState: dyn5(req.planned),
 		Config: dyn5(req.config), PlannedPrivate: req.plannedPrivate, ProviderMeta: dyn5(req.meta),
+		PlannedIdentity: identityData5(req.plannedIdentity),
 	})
 	if err != nil {
 		return rawApplyResponse{}, err
 	}
-	return rawApplyResponse{newState: undyn5(resp.NewState), private: resp.Private, legacy: resp.LegacyTypeSystem,
+	return rawApplyResponse{newState: undyn5(resp.NewState), newIdentity: identity5(resp.NewIdentity), private: resp.Private, legacy: resp.LegacyTypeSystem,
 		diags: diags5(resp.Diagnostics)}, nil
 }
 
-func (p *v5) read(ctx context.Context, typeName string, cur *dynamic, private []byte, meta *dynamic) (rawReadResponse, error) {
+func (p *v5) read(ctx context.Context, typeName string, cur *dynamic, private []byte, meta, identity *dynamic) (rawReadResponse, error) {
 	resp, err := p.pc.ReadResource(ctx, &pb.ReadResource_Request{TypeName: typeName, CurrentState: dyn5(cur),
-		Private: private, ProviderMeta: dyn5(meta), ClientCapabilities: &pb.ClientCapabilities{}})
+		Private: private, ProviderMeta: dyn5(meta), ClientCapabilities: &pb.ClientCapabilities{}, CurrentIdentity: identityData5(identity)})
 	if err != nil {
 		return rawReadResponse{}, err
 	}
-	return rawReadResponse{newState: undyn5(resp.NewState), private: resp.Private, diags: diags5(resp.Diagnostics)}, nil
+	return rawReadResponse{newState: undyn5(resp.NewState), newIdentity: identity5(resp.NewIdentity), private: resp.Private, diags: diags5(resp.Diagnostics)}, nil
 }
 
 func (p *v5) readData(ctx context.Context, typeName string, cfg, meta *dynamic) (*dynamic, Diagnostics, error) {
@@ -242,8 +243,8 @@ func (p *v5) upgrade(ctx context.Context, typeName string, version int64, rawJSO
 	return undyn5(resp.UpgradedState), diags5(resp.Diagnostics), nil
 }
 
-func (p *v5) importState(ctx context.Context, typeName, id string) ([]rawImported, Diagnostics, error) {
-	resp, err := p.pc.ImportResourceState(ctx, &pb.ImportResourceState_Request{TypeName: typeName, Id: id,
+func (p *v5) importState(ctx context.Context, typeName, id string, identity *dynamic) ([]rawImported, Diagnostics, error) {
+	resp, err := p.pc.ImportResourceState(ctx, &pb.ImportResourceState_Request{TypeName: typeName, Id: id, Identity: identityData5(identity),
 		ClientCapabilities: &pb.ClientCapabilities{}})
 	if err != nil {
 		return nil, nil, err
@@ -253,7 +254,7 @@ func (p *v5) importState(ctx context.Context, typeName, id string) ([]rawImporte
 		if r == nil {
 			continue
 		}
-		out = append(out, rawImported{typeName: r.TypeName, state: undyn5(r.State), private: r.Private})
+		out = append(out, rawImported{typeName: r.TypeName, state: undyn5(r.State), identity: identity5(r.Identity), private: r.Private})
 	}
 	return out, diags5(resp.Diagnostics), nil
 }
@@ -264,4 +265,41 @@ func (p *v5) stop(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return resp.Error, nil
+}
+
+func identity5(d *pb.ResourceIdentityData) *dynamic {
+	if d == nil {
+		return nil
+	}
+	return undyn5(d.IdentityData)
+}
+
+func identityData5(d *dynamic) *pb.ResourceIdentityData {
+	if d == nil {
+		return nil
+	}
+	return &pb.ResourceIdentityData{IdentityData: dyn5(d)}
+}
+
+func (p *v5) identitySchemas(ctx context.Context) (map[string]*IdentitySchema, Diagnostics, error) {
+	resp, err := p.pc.GetResourceIdentitySchemas(ctx, &pb.GetResourceIdentitySchemas_Request{})
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make(map[string]*IdentitySchema, len(resp.IdentitySchemas))
+	for name, s := range resp.IdentitySchemas {
+		if s == nil {
+			continue
+		}
+		is := &IdentitySchema{Version: s.Version, Attributes: make(map[string]cty.Type, len(s.IdentityAttributes))}
+		for _, a := range s.IdentityAttributes {
+			ty, err := parseType(a.Type)
+			if err != nil {
+				return nil, nil, fmt.Errorf("identity of %s: attribute %s: %w", name, a.Name, err)
+			}
+			is.Attributes[a.Name] = ty
+		}
+		out[name] = is
+	}
+	return out, diags5(resp.Diagnostics), nil
 }

@@ -202,13 +202,13 @@ func (p *v6) validateData(ctx context.Context, typeName string, cfg *dynamic) (D
 func (p *v6) plan(ctx context.Context, req rawPlanRequest) (rawPlanResponse, error) {
 	resp, err := p.pc.PlanResourceChange(ctx, &pb.PlanResourceChange_Request{
 		TypeName: req.typeName, PriorState: dyn6(req.prior), ProposedNewState: dyn6(req.proposed),
-		Config: dyn6(req.config), PriorPrivate: req.priorPrivate, ProviderMeta: dyn6(req.meta),
+		Config: dyn6(req.config), PriorPrivate: req.priorPrivate, ProviderMeta: dyn6(req.meta), PriorIdentity: identityData6(req.priorIdentity),
 		ClientCapabilities: &pb.ClientCapabilities{},
 	})
 	if err != nil {
 		return rawPlanResponse{}, err
 	}
-	out := rawPlanResponse{planned: undyn6(resp.PlannedState), plannedPrivate: resp.PlannedPrivate,
+	out := rawPlanResponse{planned: undyn6(resp.PlannedState), plannedPrivate: resp.PlannedPrivate, plannedIdentity: identity6(resp.PlannedIdentity),
 		legacy: resp.LegacyTypeSystem, diags: diags6(resp.Diagnostics)}
 	for _, rr := range resp.RequiresReplace {
 		out.requiresReplace = append(out.requiresReplace, path6(rr))
@@ -220,21 +220,22 @@ func (p *v6) apply(ctx context.Context, req rawApplyRequest) (rawApplyResponse, 
 	resp, err := p.pc.ApplyResourceChange(ctx, &pb.ApplyResourceChange_Request{
 		TypeName: req.typeName, PriorState: dyn6(req.prior), PlannedState: dyn6(req.planned),
 		Config: dyn6(req.config), PlannedPrivate: req.plannedPrivate, ProviderMeta: dyn6(req.meta),
+		PlannedIdentity: identityData6(req.plannedIdentity),
 	})
 	if err != nil {
 		return rawApplyResponse{}, err
 	}
-	return rawApplyResponse{newState: undyn6(resp.NewState), private: resp.Private, legacy: resp.LegacyTypeSystem,
+	return rawApplyResponse{newState: undyn6(resp.NewState), newIdentity: identity6(resp.NewIdentity), private: resp.Private, legacy: resp.LegacyTypeSystem,
 		diags: diags6(resp.Diagnostics)}, nil
 }
 
-func (p *v6) read(ctx context.Context, typeName string, cur *dynamic, private []byte, meta *dynamic) (rawReadResponse, error) {
+func (p *v6) read(ctx context.Context, typeName string, cur *dynamic, private []byte, meta, identity *dynamic) (rawReadResponse, error) {
 	resp, err := p.pc.ReadResource(ctx, &pb.ReadResource_Request{TypeName: typeName, CurrentState: dyn6(cur),
-		Private: private, ProviderMeta: dyn6(meta), ClientCapabilities: &pb.ClientCapabilities{}})
+		Private: private, ProviderMeta: dyn6(meta), ClientCapabilities: &pb.ClientCapabilities{}, CurrentIdentity: identityData6(identity)})
 	if err != nil {
 		return rawReadResponse{}, err
 	}
-	return rawReadResponse{newState: undyn6(resp.NewState), private: resp.Private, diags: diags6(resp.Diagnostics)}, nil
+	return rawReadResponse{newState: undyn6(resp.NewState), newIdentity: identity6(resp.NewIdentity), private: resp.Private, diags: diags6(resp.Diagnostics)}, nil
 }
 
 func (p *v6) readData(ctx context.Context, typeName string, cfg, meta *dynamic) (*dynamic, Diagnostics, error) {
@@ -255,8 +256,8 @@ func (p *v6) upgrade(ctx context.Context, typeName string, version int64, rawJSO
 	return undyn6(resp.UpgradedState), diags6(resp.Diagnostics), nil
 }
 
-func (p *v6) importState(ctx context.Context, typeName, id string) ([]rawImported, Diagnostics, error) {
-	resp, err := p.pc.ImportResourceState(ctx, &pb.ImportResourceState_Request{TypeName: typeName, Id: id,
+func (p *v6) importState(ctx context.Context, typeName, id string, identity *dynamic) ([]rawImported, Diagnostics, error) {
+	resp, err := p.pc.ImportResourceState(ctx, &pb.ImportResourceState_Request{TypeName: typeName, Id: id, Identity: identityData6(identity),
 		ClientCapabilities: &pb.ClientCapabilities{}})
 	if err != nil {
 		return nil, nil, err
@@ -266,7 +267,7 @@ func (p *v6) importState(ctx context.Context, typeName, id string) ([]rawImporte
 		if r == nil {
 			continue
 		}
-		out = append(out, rawImported{typeName: r.TypeName, state: undyn6(r.State), private: r.Private})
+		out = append(out, rawImported{typeName: r.TypeName, state: undyn6(r.State), identity: identity6(r.Identity), private: r.Private})
 	}
 	return out, diags6(resp.Diagnostics), nil
 }
@@ -277,4 +278,41 @@ func (p *v6) stop(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return resp.Error, nil
+}
+
+func identity6(d *pb.ResourceIdentityData) *dynamic {
+	if d == nil {
+		return nil
+	}
+	return undyn6(d.IdentityData)
+}
+
+func identityData6(d *dynamic) *pb.ResourceIdentityData {
+	if d == nil {
+		return nil
+	}
+	return &pb.ResourceIdentityData{IdentityData: dyn6(d)}
+}
+
+func (p *v6) identitySchemas(ctx context.Context) (map[string]*IdentitySchema, Diagnostics, error) {
+	resp, err := p.pc.GetResourceIdentitySchemas(ctx, &pb.GetResourceIdentitySchemas_Request{})
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make(map[string]*IdentitySchema, len(resp.IdentitySchemas))
+	for name, s := range resp.IdentitySchemas {
+		if s == nil {
+			continue
+		}
+		is := &IdentitySchema{Version: s.Version, Attributes: make(map[string]cty.Type, len(s.IdentityAttributes))}
+		for _, a := range s.IdentityAttributes {
+			ty, err := parseType(a.Type)
+			if err != nil {
+				return nil, nil, fmt.Errorf("identity of %s: attribute %s: %w", name, a.Name, err)
+			}
+			is.Attributes[a.Name] = ty
+		}
+		out[name] = is
+	}
+	return out, diags6(resp.Diagnostics), nil
 }

@@ -35,11 +35,13 @@ import (
 	pschema "github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/identityschema"
 	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
@@ -208,6 +210,14 @@ func fromFile(f file) thingModel {
 
 type thing struct{ cfg *config }
 
+// IdentitySchema: a thing is found by its id (resource identity), which
+// named things plan.
+func (r *thing) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = identityschema.Schema{Attributes: map[string]identityschema.Attribute{
+		"id": identityschema.StringAttribute{RequiredForImport: true},
+	}}
+}
+
 func (r *thing) Metadata(_ context.Context, _ resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = "p6_thing"
 }
@@ -264,6 +274,9 @@ func (r *thing) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, 
 	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("name"), &name)...)
 	if req.State.Raw.IsNull() && named.ValueBool() && !name.IsUnknown() {
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("id"), r.cfg.Prefix+name.ValueString())...)
+		if resp.Identity != nil {
+			resp.Diagnostics.Append(resp.Identity.SetAttribute(ctx, path.Root("id"), r.cfg.Prefix+name.ValueString())...)
+		}
 	}
 }
 
@@ -313,6 +326,14 @@ func (r *thing) Create(ctx context.Context, req resource.CreateRequest, resp *re
 		return
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	setIdentity(ctx, resp.Identity, m.ID, &resp.Diagnostics)
+}
+
+// setIdentity sets a thing's identity, its id.
+func setIdentity(ctx context.Context, identity *tfsdk.ResourceIdentity, id types.String, diags *diag.Diagnostics) {
+	if identity != nil {
+		diags.Append(identity.SetAttribute(ctx, path.Root("id"), id)...)
+	}
 }
 
 // sleep waits sleep_ms (after saying so on stderr) or until ctx ends.
@@ -353,6 +374,7 @@ func (r *thing) Read(ctx context.Context, req resource.ReadRequest, resp *resour
 	}
 	got := fromFile(f)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &got)...)
+	setIdentity(ctx, resp.Identity, got.ID, &resp.Diagnostics)
 }
 
 func (r *thing) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -366,6 +388,7 @@ func (r *thing) Update(ctx context.Context, req resource.UpdateRequest, resp *re
 		return
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	setIdentity(ctx, resp.Identity, m.ID, &resp.Diagnostics)
 }
 
 func (r *thing) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -380,7 +403,14 @@ func (r *thing) Delete(ctx context.Context, req resource.DeleteRequest, resp *re
 }
 
 func (r *thing) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	resource.ImportStatePassthroughID(ctx, path.Root("id"), req, resp)
+	if req.ID == "" {
+		resource.ImportStatePassthroughWithIdentity(ctx, path.Root("id"), path.Root("id"), req, resp)
+		return
+	}
+	// By id: the identity is the id too, so a read that finds nothing
+	// still has the identity it looked for.
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	setIdentity(ctx, resp.Identity, types.StringValue(req.ID), &resp.Diagnostics)
 }
 
 // UpgradeState upgrades version 0, whose "content" was called "text".
