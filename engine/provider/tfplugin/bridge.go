@@ -231,7 +231,8 @@ type pluginProvider struct {
 	// validConfigs are the hashes of configurations the provider's
 	// validators accepted.
 	validConfigs sync.Map
-	// validResources are the resource configurations they accepted.
+	// validResources are the resource and data configurations they
+	// accepted (validated).
 	validResources validCache
 }
 

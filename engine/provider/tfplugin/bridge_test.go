@@ -312,13 +312,8 @@ func testBridgeLifecycle(t *testing.T, proto int) {
 	}
 }
 
-// TestBridgeDiagnostics: resources, nested blocks, data sources and
-// provider blocks are validated against the provider's schema when the
-// definitions load, with file:line diagnostics; a provider alias without
-// its block when the instance plans.
-func TestBridgeDiagnostics(t *testing.T) {
-	e, _, _ := newBridgeEngine(t, 6)
-	const head = `terraform {
+// oneTargetHead requires p6 and configures it for the target.
+const oneTargetHead = `terraform {
   required_providers {
     p6 = { source = "registry.example.com/stackd/p6" }
   }
@@ -328,18 +323,29 @@ provider "p6" {
   dir    = "/nonexistent"
 }
 `
-	defs := func(body string) fstest.MapFS {
-		return fstest.MapFS{
-			"d.hcl": {Data: []byte(`stack_set "s" {
+
+// oneTargetDefs is a stack set of one target (eu-west-1, 111) whose
+// template is oneTargetHead and body.
+func oneTargetDefs(body string) fstest.MapFS {
+	return fstest.MapFS{
+		"d.hcl": {Data: []byte(`stack_set "s" {
   template = "./t"
   deployment_targets {
     regions  = ["eu-west-1"]
     accounts = ["111"]
   }
 }`)},
-			"t/main.hcl": {Data: []byte(head + body)},
-		}
+		"t/main.hcl": {Data: []byte(oneTargetHead + body)},
 	}
+}
+
+// TestBridgeDiagnostics: resources, nested blocks, data sources and
+// provider blocks are validated against the provider's schema when the
+// definitions load, with file:line diagnostics; a provider alias without
+// its block when the instance plans.
+func TestBridgeDiagnostics(t *testing.T) {
+	e, _, _ := newBridgeEngine(t, 6)
+	defs := oneTargetDefs
 	for _, tc := range []struct {
 		body, at, want string
 	}{
@@ -416,31 +422,7 @@ func TestBridgeValidatesAConfigurationOnce(t *testing.T) {
 	t.Setenv("P6_VALIDATION_LOG", log)
 	e, _, _ := newBridgeEngine(t, 6)
 	load := func(key string) *engine.StackSet {
-		defs, diags := e.Load(fstest.MapFS{
-			"d.hcl": {Data: []byte(`stack_set "s" {
-  template = "./t"
-  deployment_targets {
-    regions  = ["eu-west-1"]
-    accounts = ["111"]
-  }
-}`)},
-			"t/main.hcl": {Data: []byte(`terraform {
-  required_providers {
-    p6 = { source = "registry.example.com/stackd/p6" }
-  }
-}
-provider "p6" {
-  region = target.region
-  dir    = "/nonexistent"
-}
-resource "p6_thing" "a" {
-  name = "x"
-  tag {
-    key = "` + key + `"
-  }
-}
-`)},
-		}, ".")
+		defs, diags := e.Load(oneTargetDefs("resource \"p6_thing\" \"a\" {\n  name = \"x\"\n  tag {\n    key = \""+key+"\"\n  }\n}\n"), ".")
 		if diags.HasErrors() {
 			t.Fatal(diags)
 		}

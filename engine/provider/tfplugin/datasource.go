@@ -60,19 +60,8 @@ func (ds *dataSource) ValidateConfig(ctx context.Context, req provider.Request) 
 	if err != nil {
 		return err
 	}
-	key, cacheable := validKey("data."+ds.typ, cfg)
-	if cacheable && ds.p.validResources.has(key) {
-		return nil
-	}
-	c, err := ds.p.r.validator(ctx, ds.p)
-	if err != nil {
+	return ds.p.validated(ctx, "data."+ds.typ, cfg, func(c Client) error {
+		_, err := c.ValidateDataResourceConfig(ctx, ds.typ, cfg)
 		return err
-	}
-	if _, err := c.ValidateDataResourceConfig(ctx, ds.typ, cfg); err != nil {
-		return err
-	}
-	if cacheable {
-		ds.p.validResources.add(key)
-	}
-	return nil
+	})
 }

@@ -211,21 +211,10 @@ func (rt *resourceType) ValidateConfig(ctx context.Context, req provider.Request
 	if err != nil {
 		return err
 	}
-	key, cacheable := validKey(rt.typ, cfg)
-	if cacheable && rt.p.validResources.has(key) {
-		return nil
-	}
-	c, err := rt.p.r.validator(ctx, rt.p)
-	if err != nil {
+	return rt.p.validated(ctx, rt.typ, cfg, func(c Client) error {
+		_, err := c.ValidateResourceConfig(ctx, rt.typ, cfg)
 		return err
-	}
-	if _, err := c.ValidateResourceConfig(ctx, rt.typ, cfg); err != nil {
-		return err
-	}
-	if cacheable {
-		rt.p.validResources.add(key)
-	}
-	return nil
+	})
 }
 
 // adoption is what a create journals to find its object again if a crash

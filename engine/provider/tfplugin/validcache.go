@@ -1,6 +1,7 @@
 package tfplugin
 
 import (
+	"context"
 	"crypto/sha256"
 	"sync"
 
@@ -59,4 +60,25 @@ func (c *validCache) add(key [sha256.Size]byte) {
 		c.seen = make(map[[sha256.Size]byte]struct{})
 	}
 	c.seen[key] = struct{}{}
+}
+
+// validated runs validate on the provider's validating process unless the
+// configuration cfg of kind (a resource type, "data." and a data source's)
+// was accepted before; an accepted one is remembered.
+func (pp *pluginProvider) validated(ctx context.Context, kind string, cfg cty.Value, validate func(Client) error) error {
+	key, cacheable := validKey(kind, cfg)
+	if cacheable && pp.validResources.has(key) {
+		return nil
+	}
+	c, err := pp.r.validator(ctx, pp)
+	if err != nil {
+		return err
+	}
+	if err := validate(c); err != nil {
+		return err
+	}
+	if cacheable {
+		pp.validResources.add(key)
+	}
+	return nil
 }
