@@ -112,15 +112,47 @@ func (t *Template) addProvider(e *Engine, b *hcl.Block) hcl.Diagnostics {
 // providerRef reads a resource's provider meta-argument: NAME or
 // NAME.ALIAS.
 func providerRef(a *hcl.Attribute) (string, hcl.Diagnostics) {
-	tr, diags := hcl.AbsTraversalForExpr(a.Expr)
+	return providerKey(a.Expr)
+}
+
+// moduleProviders reads a module call's providers argument into m: the
+// module's provider (key) each of the caller's serves (value), both NAME
+// or NAME.ALIAS.
+func moduleProviders(a *hcl.Attribute, m map[string]string) hcl.Diagnostics {
+	pairs, diags := hcl.ExprMap(a.Expr)
+	if diags.HasErrors() {
+		return hcl.Diagnostics{errorf(a.Expr.Range(), "Invalid providers argument", "providers takes a map of the module's providers to the caller's, without quotes: providers = { aws = aws.west }.")}
+	}
+	for _, kv := range pairs {
+		child, kd := providerKey(kv.Key)
+		parent, vd := providerKey(kv.Value)
+		if kd.HasErrors() || vd.HasErrors() {
+			diags = append(diags, kd...)
+			diags = append(diags, vd...)
+			continue
+		}
+		if c, _, _ := strings.Cut(child, "."); c != strings.Split(parent, ".")[0] {
+			diags = diags.Append(errorf(kv.Value.Range(), "Invalid providers argument",
+				"The module's provider %s can only be served by a configuration of provider %s, not %s.", child, c, parent))
+			continue
+		}
+		m[child] = parent
+	}
+	return diags
+}
+
+// providerKey reads a provider reference: NAME or NAME.ALIAS, a bare
+// traversal.
+func providerKey(expr hcl.Expression) (string, hcl.Diagnostics) {
+	tr, diags := hcl.AbsTraversalForExpr(expr)
 	if diags.HasErrors() || len(tr) < 1 || len(tr) > 2 {
-		return "", hcl.Diagnostics{errorf(a.Expr.Range(), "Invalid provider reference", "provider takes a provider name or NAME.ALIAS, without quotes (provider = aws.west).")}
+		return "", hcl.Diagnostics{errorf(expr.Range(), "Invalid provider reference", "provider takes a provider name or NAME.ALIAS, without quotes (provider = aws.west).")}
 	}
 	key := tr.RootName()
 	if len(tr) == 2 {
 		step, ok := tr[1].(hcl.TraverseAttr)
 		if !ok {
-			return "", hcl.Diagnostics{errorf(a.Expr.Range(), "Invalid provider reference", "provider takes NAME or NAME.ALIAS.")}
+			return "", hcl.Diagnostics{errorf(expr.Range(), "Invalid provider reference", "provider takes NAME or NAME.ALIAS.")}
 		}
 		key += "." + step.Name
 	}

@@ -89,11 +89,17 @@ type Output struct {
 // the block's arguments as its variables; its outputs are readable as
 // module.NAME.OUTPUT.
 type ModuleCall struct {
-	Name      string
-	Source    string // as written, relative to the calling template
-	Template  *Template
-	Inputs    map[string]*hcl.Attribute
-	DeclRange hcl.Range
+	Name     string
+	Source   string // as written, relative to the calling template
+	Template *Template
+	Inputs   map[string]*hcl.Attribute
+	// Providers is the call's providers argument: the module's provider
+	// ("NAME" or "NAME.ALIAS") each of the caller's provider configurations
+	// serves, as in Terraform (providers = { aws = aws.west }).
+	Providers map[string]string
+	// ProvidersRange is where the providers argument is.
+	ProvidersRange hcl.Range
+	DeclRange      hcl.Range
 }
 
 // metadataRef keys a resource's metadata references in Resource.refs.
@@ -469,8 +475,23 @@ func (t *Template) addModule(ld *loader, b *hcl.Block) hcl.Diagnostics {
 		return diags
 	}
 	mc.Template = child
+	if len(child.Providers) > 0 {
+		// As Terraform recommends (and requires of modules called with
+		// count or for_each): providers are configured by the template
+		// that deploys, and passed down.
+		for _, key := range sortedKeys(child.Providers) {
+			pb := child.Providers[key]
+			diags = diags.Append(errorf(pb.DeclRange, "Provider configuration in a module",
+				"Module %q (%s) configures provider %s; a module uses the providers of the template that calls it. Move the block there (with an alias if it differs from the caller's own) and pass it: providers = { %s = %s }.",
+				name, dir, key, key, key))
+		}
+	}
+	if a := attrs["providers"]; a != nil {
+		mc.Providers, mc.ProvidersRange = map[string]string{}, a.Expr.Range()
+		diags = append(diags, moduleProviders(a, mc.Providers)...)
+	}
 	for n, a := range attrs {
-		if n == "source" {
+		if n == "source" || n == "providers" {
 			continue
 		}
 		if _, ok := child.Variables[n]; !ok {

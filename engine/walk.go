@@ -87,6 +87,11 @@ type walker struct {
 	// root only) serve every module.
 	rootW        *walker
 	providerCfgs map[string]cty.Value
+	// providerMap maps a module's provider keys ("NAME", "NAME.ALIAS") to
+	// the root template's configurations that serve them: its call's
+	// providers argument over the caller's map, the caller's default
+	// configurations inherited (as in Terraform). Nil for the root.
+	providerMap map[string]string
 	// providerCfg is the provider configuration of the resource being
 	// diffed (ChangePlanner).
 	providerCfg cty.Value
@@ -300,6 +305,10 @@ func (w *walker) module(mc *ModuleCall) hcl.Diagnostics {
 		changedAddrs: w.changedAddrs,
 	}
 	child.prior = w.priorModuleVars(mc)
+	var pdiags hcl.Diagnostics
+	if child.providerMap, pdiags = w.childProviders(mc); pdiags.HasErrors() {
+		return append(diags, pdiags...)
+	}
 	diags = append(diags, child.walkNodes()...)
 	if diags.HasErrors() {
 		return diags

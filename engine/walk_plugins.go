@@ -19,12 +19,12 @@ import (
 // this instance (cached per walk). A resource without a provider block
 // gets its provider's empty configuration.
 func (w *walker) providerConfig(r *Resource) (cty.Value, hcl.Diagnostics) {
-	return w.providerConfigFor(r.Type, r.Provider)
+	return w.providerConfigFor(r.Type, r.Provider, r.DeclRange)
 }
 
 // providerConfigFor is providerConfig of a type ("data.TYPE" for a data
-// source) and a provider meta-argument.
-func (w *walker) providerConfigFor(typ, ref string) (cty.Value, hcl.Diagnostics) {
+// source) and a provider meta-argument, of the block at rng.
+func (w *walker) providerConfigFor(typ, ref string, rng hcl.Range) (cty.Value, hcl.Diagnostics) {
 	owner := w.e.typeOwner(typ)
 	if owner == "" {
 		return cty.NilVal, nil // a built-in type
@@ -33,6 +33,13 @@ func (w *walker) providerConfigFor(typ, ref string) (cty.Value, hcl.Diagnostics)
 	if key == "" {
 		key = owner
 	}
+	rootKey, ok := w.rootProviderKey(key)
+	if !ok {
+		return cty.NilVal, hcl.Diagnostics{errorf(rng, "Provider configuration not passed",
+			"%s uses provider %s, which the call of module %q does not pass; add it to the call: providers = { %s = … }.",
+			strings.TrimSuffix(w.prefix, "."), key, w.modPath[len(w.modPath)-1], key)}
+	}
+	key = rootKey
 	if v, ok := w.root().providerCfgs[key]; ok {
 		return v, nil
 	}
@@ -40,7 +47,7 @@ func (w *walker) providerConfigFor(typ, ref string) (cty.Value, hcl.Diagnostics)
 	schema, _ := w.e.providerConfigSchema(name)
 	pb := w.root().tmpl.Providers[key]
 	if pb == nil && strings.Contains(key, ".") {
-		return cty.NilVal, hcl.Diagnostics{errorf(w.nodeRange(typ), "Provider configuration not present",
+		return cty.NilVal, hcl.Diagnostics{errorf(rng, "Provider configuration not present",
 			"provider = %s names a provider block with alias %q, which the template does not have; add provider %q { alias = %q … }.", key, strings.TrimPrefix(key, name+"."), name, strings.TrimPrefix(key, name+"."))}
 	}
 	props := map[string]*hcl.Attribute{}
@@ -72,6 +79,40 @@ func (w *walker) providerConfigFor(typ, ref string) (cty.Value, hcl.Diagnostics)
 	return v, nil
 }
 
+// rootProviderKey is the root template's provider configuration that key
+// ("NAME" or "NAME.ALIAS") names in this walker's template: false for an
+// aliased configuration a module was not passed.
+func (w *walker) rootProviderKey(key string) (string, bool) {
+	if v, ok := w.providerMap[key]; ok {
+		return v, true
+	}
+	if w.rootW == nil || !strings.Contains(key, ".") {
+		return key, true // the root's own, or a default one inherited
+	}
+	return "", false
+}
+
+// childProviders is the providerMap of the module mc calls.
+func (w *walker) childProviders(mc *ModuleCall) (map[string]string, hcl.Diagnostics) {
+	m := map[string]string{}
+	for k, v := range w.providerMap {
+		if !strings.Contains(k, ".") {
+			m[k] = v // default configurations are inherited
+		}
+	}
+	for _, child := range sortedKeys(mc.Providers) {
+		parent := mc.Providers[child]
+		rk, ok := w.rootProviderKey(parent)
+		if !ok || w.rootW == nil && strings.Contains(parent, ".") && w.tmpl.Providers[parent] == nil {
+			return nil, hcl.Diagnostics{errorf(mc.ProvidersRange, "Provider configuration not present",
+				"Module %q is passed %s = %s, which this template does not have: configure provider %q { alias = %q … } here, or pass one it has.",
+				mc.Name, child, parent, strings.Split(parent, ".")[0], strings.TrimPrefix(parent, strings.Split(parent, ".")[0]+"."))}
+		}
+		m[child] = rk
+	}
+	return m, nil
+}
+
 // encodeProviderConfig is what a resource records of its provider's
 // configuration, so that it can be deleted when its template is gone.
 func encodeProviderConfig(v cty.Value) (json.RawMessage, error) {
@@ -92,7 +133,7 @@ func (w *walker) readData(node string) hcl.Diagnostics {
 	r := w.tmpl.Data[node]
 	ds, _ := w.e.dataSource(r.Type)
 	schema := ds.Schema()
-	cfg, diags := w.providerConfigFor("data."+r.Type, r.Provider)
+	cfg, diags := w.providerConfigFor("data."+r.Type, r.Provider, r.DeclRange)
 	if diags.HasErrors() {
 		return diags
 	}

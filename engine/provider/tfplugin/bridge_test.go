@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -408,8 +409,8 @@ func TestBridgeDiagnostics(t *testing.T) {
 		t.Fatal(diags)
 	}
 	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: defsOK.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, nil)
-	if !diags.HasErrors() || !strings.Contains(diags.Error(), "p6.west") {
-		t.Errorf("provider = p6.west without its block: %v", diags)
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), "p6.west") || diags[0].Subject == nil || !strings.HasPrefix(diags[0].Subject.String(), "t/main.hcl:10,") {
+		t.Errorf("provider = p6.west without its block: %v, want it at the resource (t/main.hcl:10)", diags)
 	}
 }
 
@@ -693,6 +694,108 @@ func TestBridgeAdoptsWhatAnInterruptedCreateMade(t *testing.T) {
 	}
 	if b, err := os.ReadFile(object); err != nil || !strings.Contains(string(b), `"content":"one"`) {
 		t.Errorf("object after creating anew: %v %s", err, b)
+	}
+}
+
+// TestBridgeModuleProviders: a module uses the provider configurations
+// its call passes (providers = { p6 = p6.west }), inherits its caller's
+// default ones, and passes them on to the modules it calls; a module that
+// configures a provider itself, a call passing a configuration the
+// template does not have, and a module resource using an aliased
+// configuration it was not passed are diagnostics.
+func TestBridgeModuleProviders(t *testing.T) {
+	e, _, _ := newBridgeEngine(t, 6)
+	world := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(world, "111"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const require = `terraform {
+  required_providers {
+    p6 = { source = "registry.example.com/stackd/p6" }
+  }
+}
+`
+	provider := func(alias, prefix string) string {
+		a := ""
+		if alias != "" {
+			a = "  alias  = \"" + alias + "\"\n"
+		}
+		return "provider \"p6\" {\n" + a + "  region = target.region\n  dir    = \"" + world + "/${target.account}\"\n  prefix = \"" + prefix + "\"\n}\n"
+	}
+	files := func(root, module string) fstest.MapFS {
+		return fstest.MapFS{
+			"d.hcl": {Data: []byte(`stack_set "s" {
+  template = "./t"
+  deployment_targets {
+    regions  = ["eu-west-1"]
+    accounts = ["111"]
+  }
+}`)},
+			"t/main.hcl":       {Data: []byte(require + provider("", "d-") + provider("west", "w-") + provider("east", "e-") + root)},
+			"t/m/main.hcl":     {Data: []byte(require + module)},
+			"t/inner/main.hcl": {Data: []byte(require + "resource \"p6_thing\" \"y\" {\n  name = \"inner\"\n}\n")},
+		}
+	}
+	const calls = `module "a" {
+  source    = "./m"
+  providers = { p6 = p6.west }
+}
+module "b" {
+  source    = "./m"
+  providers = { p6 = p6.east }
+}
+module "c" {
+  source = "./m"
+}
+`
+	const module = `resource "p6_thing" "x" {
+  name = "obj"
+}
+module "inner" {
+  source = "../inner"
+}
+`
+	defs, diags := e.Load(files(calls, module), ".")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	ctx := testCtx(t)
+	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}}
+	p, diags := e.PlanContext(ctx, inst, nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if _, err := e.Apply(ctx, p, &memJournal{recs: map[string]engine.ResourceState{}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(filepath.Join(world, "111"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, en := range entries {
+		got = append(got, en.Name())
+	}
+	want := []string{"d-inner.json", "d-obj.json", "e-inner.json", "e-obj.json", "w-inner.json", "w-obj.json"}
+	if !slices.Equal(got, want) {
+		t.Errorf("objects made through the modules' providers: %v, want %v", got, want)
+	}
+
+	for _, tc := range []struct {
+		name, root, module, at, want string
+		plan                         bool
+	}{
+		{"a module configuring a provider", calls, provider("", "m-") + module, "t/m/main.hcl:6,", "Provider configuration in a module", false},
+		{"a call passing what the template does not have", "module \"a\" {\n  source    = \"./m\"\n  providers = { p6 = p6.nope }\n}\n", module, "t/main.hcl:", "Provider configuration not present", true},
+		{"a module using an alias it was not passed", "module \"a\" {\n  source = \"./m\"\n}\n", "resource \"p6_thing\" \"x\" {\n  name     = \"obj\"\n  provider = p6.west\n}\n", "t/m/main.hcl:", "Provider configuration not passed", true},
+	} {
+		defs, diags := e.Load(files(tc.root, tc.module), ".")
+		if tc.plan && !diags.HasErrors() {
+			_, diags = e.PlanContext(ctx, &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, nil)
+		}
+		if !diags.HasErrors() || !strings.Contains(diags.Error(), tc.want) || diags[0].Subject == nil || !strings.HasPrefix(diags[0].Subject.String(), tc.at) {
+			t.Errorf("%s: %v, want %q at %s", tc.name, diags, tc.want, tc.at)
+		}
 	}
 }
 
