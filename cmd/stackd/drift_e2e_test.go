@@ -161,7 +161,14 @@ func TestDriftDaemon(t *testing.T) {
 // driftCLI runs stackd drift NAME --json through the daemon.
 func driftCLI(t *testing.T, binary string, f *fixture, name string) *reconciler.DriftReport {
 	t.Helper()
-	res := runBinary(t, binary, "drift", name, "--json", "--state-dir", f.state)
+	// While an operation of the stack set runs (the daemon's pass after a
+	// restart, say) the daemon answers 409 and the CLI says so: ask again
+	// until it is free.
+	var res cliResult
+	eventually(t, 60*time.Second, func() bool {
+		res = runBinary(t, binary, "drift", name, "--json", "--state-dir", f.state)
+		return res.err == nil || !strings.Contains(res.stderr, "(HTTP 409)")
+	}, "stack set %s stayed busy: %s", name, &res)
 	if res.err != nil {
 		t.Fatalf("stackd drift: %s", res)
 	}
