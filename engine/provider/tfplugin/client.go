@@ -275,7 +275,7 @@ func Start(ctx context.Context, opts Options) (Client, error) {
 
 	// The provider makes its socket in a directory of its own, removed on
 	// Close even when the provider crashed and could not remove the socket.
-	sockDir, err := os.MkdirTemp("", "tfplugin-")
+	sockDir, err := newSockDir()
 	if err != nil {
 		return nil, fmt.Errorf("start provider %s: %w", opts.Name, err)
 	}
