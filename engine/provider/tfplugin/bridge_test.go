@@ -325,17 +325,21 @@ provider "p6" {
 }
 `
 
-// oneTargetDefs is a stack set of one target (eu-west-1, 111) whose
-// template is oneTargetHead and body.
-func oneTargetDefs(body string) fstest.MapFS {
-	return fstest.MapFS{
-		"d.hcl": {Data: []byte(`stack_set "s" {
+// oneTargetStackSet is a stack set "s" of one target (eu-west-1, 111)
+// whose template is ./t.
+const oneTargetStackSet = `stack_set "s" {
   template = "./t"
   deployment_targets {
     regions  = ["eu-west-1"]
     accounts = ["111"]
   }
-}`)},
+}`
+
+// oneTargetDefs is oneTargetStackSet with a template of oneTargetHead and
+// body.
+func oneTargetDefs(body string) fstest.MapFS {
+	return fstest.MapFS{
+		"d.hcl":      {Data: []byte(oneTargetStackSet)},
 		"t/main.hcl": {Data: []byte(oneTargetHead + body)},
 	}
 }
@@ -724,13 +728,7 @@ func TestBridgeModuleProviders(t *testing.T) {
 	}
 	files := func(root, module string) fstest.MapFS {
 		return fstest.MapFS{
-			"d.hcl": {Data: []byte(`stack_set "s" {
-  template = "./t"
-  deployment_targets {
-    regions  = ["eu-west-1"]
-    accounts = ["111"]
-  }
-}`)},
+			"d.hcl":            {Data: []byte(oneTargetStackSet)},
 			"t/main.hcl":       {Data: []byte(require + provider("", "d-") + provider("west", "w-") + provider("east", "e-") + root)},
 			"t/m/main.hcl":     {Data: []byte(require + module)},
 			"t/inner/main.hcl": {Data: []byte(require + "resource \"p6_thing\" \"y\" {\n  name = \"inner\"\n}\n")},
