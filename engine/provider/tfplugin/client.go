@@ -668,10 +668,8 @@ func (c *client) PlanResourceChange(ctx context.Context, req PlanRequest) (*Plan
 	if resp.Planned, err = c.decode(op, "planned state", out.planned, ty); err != nil {
 		return nil, err
 	}
-	if is := s.Identities[req.TypeName]; is != nil && out.plannedIdentity != nil {
-		if resp.PlannedIdentity, err = c.decode(op, "planned identity", out.plannedIdentity, is.ImpliedType()); err != nil {
-			return nil, err
-		}
+	if resp.PlannedIdentity, err = c.decodeIdentity(s, op, req.TypeName, out.plannedIdentity); err != nil {
+		return nil, err
 	}
 	return resp, diagsErr(op, c.opts.Name, resp.Diagnostics)
 }
@@ -697,10 +695,8 @@ func (c *client) ApplyResourceChange(ctx context.Context, req ApplyRequest) (*Ap
 	if in.config, err = c.encode(op, "config", req.Config, ty); err != nil {
 		return nil, err
 	}
-	if is := s.Identities[req.TypeName]; is != nil && req.PlannedIdentity != cty.NilVal {
-		if in.plannedIdentity, err = c.encode(op, "planned identity", req.PlannedIdentity, is.ImpliedType()); err != nil {
-			return nil, err
-		}
+	if in.plannedIdentity, err = c.encodeIdentity(s, op, req.TypeName, req.PlannedIdentity); err != nil {
+		return nil, err
 	}
 	var out rawApplyResponse
 	if err := c.call(ctx, op, func(ctx context.Context) error {
@@ -824,15 +820,12 @@ func (c *client) importState(ctx context.Context, typeName, id string, identity 
 	if err != nil {
 		return nil, err
 	}
-	var ident *dynamic
-	if identity != cty.NilVal {
-		is := s.Identities[typeName]
-		if is == nil {
-			return nil, callError(op, c.opts.Name, fmt.Errorf("resource type %s has no identity schema", typeName))
-		}
-		if ident, err = c.encode(op, "identity", identity, is.ImpliedType()); err != nil {
-			return nil, err
-		}
+	if identity != cty.NilVal && s.Identities[typeName] == nil {
+		return nil, callError(op, c.opts.Name, fmt.Errorf("resource type %s has no identity schema", typeName))
+	}
+	ident, err := c.encodeIdentity(s, op, typeName, identity)
+	if err != nil {
+		return nil, err
 	}
 	if _, err := c.typeSchema(ctx, typeName, false); err != nil {
 		return nil, err

@@ -229,12 +229,7 @@ type adoption struct {
 // planned neither a wholly known identity nor an id: most providers learn
 // the id of an object only when they create it.
 func (rt *resourceType) adoptionOf(plan *PlanResponse) []byte {
-	var a adoption
-	if is := rt.p.schema.Identities[rt.typ]; is != nil && knownObject(plan.PlannedIdentity) && plan.PlannedIdentity.IsWhollyKnown() {
-		if b, err := ctyjson.Marshal(plan.PlannedIdentity, is.ImpliedType()); err == nil {
-			a.Identity = b
-		}
-	}
+	a := adoption{Identity: rt.identityJSON(plan.PlannedIdentity)}
 	if planned := plan.Planned; knownObject(planned) && planned.Type().HasAttribute("id") {
 		if id := planned.GetAttr("id"); !id.IsNull() && id.IsKnown() && id.Type().Equals(cty.String) {
 			a.ID = id.AsString()
@@ -261,17 +256,12 @@ func knownObject(v cty.Value) bool {
 // adoption, and the log says why.
 func (rt *resourceType) Adopt(ctx context.Context, req provider.Request, adopt []byte) (provider.Result, bool, error) {
 	var a adoption
-	if err := json.Unmarshal(adopt, &a); err != nil || a.ID == "" && a.Identity == nil {
+	if err := json.Unmarshal(adopt, &a); err != nil {
 		return provider.Result{}, false, nil // not ours to read: create anew
 	}
-	identity := cty.NilVal
-	if is := rt.p.schema.Identities[rt.typ]; is != nil && a.Identity != nil {
-		if v, err := ctyjson.Unmarshal(a.Identity, is.ImpliedType()); err == nil {
-			identity = v
-		}
-	}
+	identity := rt.identityOf(a.Identity)
 	if identity == cty.NilVal && a.ID == "" {
-		return provider.Result{}, false, nil // an identity of another schema: create anew
+		return provider.Result{}, false, nil // nothing it can find it by: create anew
 	}
 	cfg, err := rt.config(req.Properties)
 	if err != nil {
