@@ -20,8 +20,7 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
-	"github.com/ProtonMail/go-crypto/openpgp/packet"
+	"github.com/stackd/stackd/internal/testkit"
 )
 
 // testProvider builds the protocol 6 test provider of
@@ -324,23 +323,9 @@ type signer struct {
 
 func newSigner(t *testing.T, name string) *signer {
 	t.Helper()
-	e, err := openpgp.NewEntity(name, "test", name+"@example.com", &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	w, err := armor.Encode(&buf, openpgp.PublicKeyType, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Serialize(w); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	e, pub := testkit.OpenPGPKey(t, name)
 	keyFile := filepath.Join(t.TempDir(), name+".asc")
-	if err := os.WriteFile(keyFile, buf.Bytes(), 0o600); err != nil {
+	if err := os.WriteFile(keyFile, []byte(pub), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return &signer{entity: e, keyFile: keyFile}
@@ -390,11 +375,7 @@ func registryForP6(t *testing.T, corrupt bool, signedBy ...*signer) (host, caFil
 	})
 	var sig []byte
 	if len(signedBy) > 0 {
-		var b bytes.Buffer
-		if err := openpgp.DetachSign(&b, signedBy[0].entity, strings.NewReader(sums), nil); err != nil {
-			t.Fatal(err)
-		}
-		sig = b.Bytes()
+		sig = testkit.DetachSign(t, signedBy[0].entity, []byte(sums))
 	}
 	mux.HandleFunc("GET /v1/providers/stackd/p6/1.0.0/download/{os}/{arch}", func(w http.ResponseWriter, _ *http.Request) {
 		meta := map[string]any{"protocols": []string{"6.0"}, "os": runtime.GOOS, "arch": runtime.GOARCH, "filename": name,

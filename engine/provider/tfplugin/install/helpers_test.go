@@ -22,9 +22,8 @@ import (
 	"testing"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
-	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	"github.com/rs/zerolog"
+	"github.com/stackd/stackd/internal/testkit"
 )
 
 func zerologTo(w io.Writer) zerolog.Logger { return zerolog.New(w).Level(zerolog.DebugLevel) }
@@ -90,36 +89,6 @@ func runProvider(t testing.TB, exe string) string {
 	return string(out)
 }
 
-// newKey makes a throwaway OpenPGP signing key (EdDSA: fast to make).
-func newKey(t testing.TB, name string) (*openpgp.Entity, string) {
-	t.Helper()
-	e, err := openpgp.NewEntity(name, "test", name+"@example.com", &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	w, err := armor.Encode(&buf, openpgp.PublicKeyType, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Serialize(w); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return e, buf.String()
-}
-
-func detachSign(t testing.TB, e *openpgp.Entity, doc []byte) []byte {
-	t.Helper()
-	var sig bytes.Buffer
-	if err := openpgp.DetachSign(&sig, e, bytes.NewReader(doc), nil); err != nil {
-		t.Fatal(err)
-	}
-	return sig.Bytes()
-}
-
 // testVersion is one version a testRegistry serves.
 type testVersion struct {
 	Version   string
@@ -156,7 +125,7 @@ const secretQuery = "X-Amz-Signature=s3cr3tv4lue"
 
 func newTestRegistry(t testing.TB, ns, typ string, versions ...testVersion) *testRegistry {
 	t.Helper()
-	signer, pub := newKey(t, "registry")
+	signer, pub := testkit.OpenPGPKey(t, "registry")
 	r := &testRegistry{t: t, ns: ns, typ: typ, versions: versions, signer: signer, signKey: pub}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/terraform.json", func(w http.ResponseWriter, _ *http.Request) {
@@ -269,7 +238,7 @@ func (r *testRegistry) handleFile(w http.ResponseWriter, req *http.Request) {
 		_, _ = w.Write(doc)
 		return
 	case "SHA256SUMS.sig":
-		sig := detachSign(r.t, r.signer, doc)
+		sig := testkit.DetachSign(r.t, r.signer, doc)
 		if sigFor != nil {
 			sig = sigFor(v, sig)
 		}

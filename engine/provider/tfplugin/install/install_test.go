@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stackd/stackd/internal/testkit"
 )
 
 var (
@@ -347,7 +348,7 @@ func TestInstallBadChecksum(t *testing.T) {
 }
 
 func TestInstallSignature(t *testing.T) {
-	_, strangerKey := newKey(t, "stranger")
+	_, strangerKey := testkit.OpenPGPKey(t, "stranger")
 	tests := []struct {
 		name    string
 		inst    func(reg *testRegistry) *Installer
@@ -363,7 +364,7 @@ func TestInstallSignature(t *testing.T) {
 		{name: "signature of other content", err: ErrSignature,
 			inst: func(reg *testRegistry) *Installer { return &Installer{TrustedKeys: []string{reg.signKey}} },
 			breakIt: func(r *testRegistry) {
-				r.sigFor = func(string, []byte) []byte { return detachSign(r.t, r.signer, []byte("something else")) }
+				r.sigFor = func(string, []byte) []byte { return testkit.DetachSign(r.t, r.signer, []byte("something else")) }
 			}},
 		{name: "SHA256SUMS altered after signing", err: ErrSignature,
 			inst: func(reg *testRegistry) *Installer { return &Installer{TrustRegistryKeys: true} },
