@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -149,18 +148,7 @@ func TestRejectedRevisionAlerts(t *testing.T) {
 	info := readDaemonInfo(t, f.state)
 	get := func(path string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodGet, info.URL+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer s3cret-token")
-		resp, err := httpClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return apiGetStatus(t, info.URL+path)
 	}
 	metricsHave := func(want ...string) {
 		t.Helper()

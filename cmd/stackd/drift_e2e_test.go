@@ -179,8 +179,15 @@ func driftCLI(t *testing.T, binary string, f *fixture, name string) *reconciler.
 	return reps[0]
 }
 
-// apiGet GETs url with the test daemons' token.
+// apiGet GETs url with the test daemons' token: the body.
 func apiGet(t *testing.T, url string) string {
+	t.Helper()
+	_, body := apiGetStatus(t, url)
+	return body
+}
+
+// apiGetStatus GETs url with the test daemons' token: status and body.
+func apiGetStatus(t *testing.T, url string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
@@ -193,5 +200,5 @@ func apiGet(t *testing.T, url string) string {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return string(b)
+	return resp.StatusCode, string(b)
 }
