@@ -400,7 +400,8 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 				return fail(err)
 			}
 		}
-		rec.Deposed = &Deposed{PhysicalID: rr.PhysicalID, Inputs: rr.Inputs, Attributes: rr.Attributes, Sensitive: rr.Sensitive, DeletionPolicy: rr.DeletionPolicy}
+		rec.Deposed = &Deposed{PhysicalID: rr.PhysicalID, Inputs: rr.Inputs, Attributes: rr.Attributes, Sensitive: rr.Sensitive, DeletionPolicy: rr.DeletionPolicy,
+			Private: rr.Private, SchemaVersion: rr.SchemaVersion, Identity: rr.Identity, ProviderConfig: rr.ProviderConfig}
 	}
 	switch rp.Action {
 	case Replace:
@@ -476,10 +477,7 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 		if d := rec.Deposed; d != nil {
 			// A resumed create_before_destroy replacement failed: the old
 			// object is the resource again.
-			old := ResourceState{
-				Address: rec.Address, Type: rec.Type, PhysicalID: d.PhysicalID, Inputs: d.Inputs, Attributes: d.Attributes,
-				Sensitive: d.Sensitive, DeletionPolicy: d.DeletionPolicy, DependsOn: rec.DependsOn, Metadata: rec.Metadata,
-			}
+			old := d.resource(&rec)
 			return fail(settleFailed(ctx, j, &recordedResource{ResourceState: old}, Update, err))
 		}
 		return fail(settleFailed(ctx, j, &recordedResource{ResourceState: rec}, Create, err))
@@ -530,10 +528,12 @@ func (e *Engine) deleteDeposed(ctx context.Context, target provider.Target, rec 
 		ev := Event{Address: rec.Address, Type: rec.Type, Action: Delete, Phase: "start", Detail: "deposed " + d.PhysicalID}
 		obs(ev)
 		began := time.Now()
-		err = p.Delete(ctx, provider.Request{
+		// A Terraform provider deletes from the old object's whole state.
+		old := d.resource(rec)
+		err = p.Delete(ctx, pluginRequest(provider.Request{
 			Target: target, LogicalID: rec.Address, RequestID: d.RequestID,
 			PhysicalID: d.PhysicalID, Properties: decodeObject(d.Inputs),
-		})
+		}, &old, cty.NilVal))
 		ev.Duration = time.Since(began)
 		if err != nil && !errors.Is(err, provider.ErrNotFound) {
 			ev.Phase, ev.Err = "failed", err
@@ -548,6 +548,16 @@ func (e *Engine) deleteDeposed(ctx context.Context, target provider.Target, rec 
 		return fmt.Errorf("journal: %w", err)
 	}
 	return nil
+}
+
+// resource is the deposed object as the resource rec once was: its own
+// state with rec's address, type and references.
+func (d *Deposed) resource(rec *ResourceState) ResourceState {
+	return ResourceState{
+		Address: rec.Address, Type: rec.Type, PhysicalID: d.PhysicalID, Inputs: d.Inputs, Attributes: d.Attributes,
+		Sensitive: d.Sensitive, DeletionPolicy: d.DeletionPolicy, DependsOn: rec.DependsOn, Metadata: rec.Metadata,
+		Private: d.Private, SchemaVersion: d.SchemaVersion, Identity: d.Identity, Provider: rec.Provider, ProviderConfig: d.ProviderConfig,
+	}
 }
 
 // objectWith merges the attributes of b into object a.

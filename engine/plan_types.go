@@ -71,8 +71,12 @@ type Deposed struct {
 	Sensitive      []string
 	RequestID      string
 	DeletionPolicy string
+	// Private, SchemaVersion, Identity and ProviderConfig are the old
+	// object's, as a Terraform provider needs them to delete it.
 	Private        []byte
 	SchemaVersion  int64
+	Identity       []byte
+	ProviderConfig json.RawMessage
 }
 
 // Action is what applying a plan does to one resource.

@@ -56,6 +56,7 @@ func resourceRecord(r engine.ResourceState, now time.Time) state.Resource {
 		rec.Deposed = &state.DeposedResource{
 			PhysicalID: d.PhysicalID, Inputs: d.Inputs, Attributes: d.Attributes, Sensitive: d.Sensitive,
 			RequestID: d.RequestID, DeletionPolicy: d.DeletionPolicy, Private: d.Private, SchemaVersion: d.SchemaVersion,
+			Identity: d.Identity, ProviderConfig: d.ProviderConfig,
 		}
 	}
 	return rec
@@ -74,6 +75,7 @@ func resourceState(rec state.Resource) engine.ResourceState {
 		r.Deposed = &engine.Deposed{
 			PhysicalID: d.PhysicalID, Inputs: d.Inputs, Attributes: d.Attributes, Sensitive: d.Sensitive,
 			RequestID: d.RequestID, DeletionPolicy: d.DeletionPolicy, Private: d.Private, SchemaVersion: d.SchemaVersion,
+			Identity: d.Identity, ProviderConfig: d.ProviderConfig,
 		}
 	}
 	return r

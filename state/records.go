@@ -215,6 +215,8 @@ type DeposedResource struct {
 	DeletionPolicy string          `json:"deletion_policy,omitempty"`
 	Private        []byte          `json:"private,omitempty"`
 	SchemaVersion  int64           `json:"schema_version,omitempty"`
+	Identity       []byte          `json:"identity,omitempty"`
+	ProviderConfig json.RawMessage `json:"provider_config,omitempty"`
 }
 
 // InstanceResult is the outcome of one instance in an operation.

@@ -797,6 +797,51 @@ module "inner" {
 	}
 }
 
+// TestBridgeCreateBeforeDestroy: a replacement with
+// lifecycle.create_before_destroy creates the new object first, then
+// deletes the old one through the provider, with the state, private
+// bytes and configuration it was recorded with.
+func TestBridgeCreateBeforeDestroy(t *testing.T) {
+	e, _, _ := newBridgeEngine(t, 6)
+	world := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(world, "111"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	load := func(name string) *engine.StackSet {
+		t.Helper()
+		files := bridgeDefs(world, name, "one")
+		files["t/main.hcl"].Data = []byte(strings.Replace(string(files["t/main.hcl"].Data), "  content = var.content\n",
+			"  content = var.content\n  lifecycle {\n    create_before_destroy = true\n  }\n", 1))
+		defs, diags := e.Load(files, ".")
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		return defs.StackSet("s")
+	}
+	ctx := testCtx(t)
+	inst := &engine.Instance{StackSet: load("old"), StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}}
+	j := &memJournal{recs: map[string]engine.ResourceState{}}
+	for _, name := range []string{"old", "new"} {
+		inst.StackSet = load(name)
+		p, diags := e.PlanContext(ctx, inst, j.list())
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		if _, err := e.Apply(ctx, p, j, nil); err != nil {
+			t.Fatalf("apply %s: %v", name, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(world, "111", "prenew-eu-west-1.json")); err != nil {
+		t.Errorf("the replacement: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(world, "111", "preold-eu-west-1.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the replaced object after create_before_destroy: %v, want it deleted", err)
+	}
+	if rec := j.recs["p6_thing.a"]; rec.Deposed != nil || rec.PhysicalID != "prenew-eu-west-1" {
+		t.Errorf("record after the replacement: %+v", rec)
+	}
+}
+
 // TestBridgeUntrustedRefs: a ref that is not the deploy branch may only
 // use providers the lock file holds (no download of a provider of its
 // choosing) and makes no provider call beyond the schema: no data source
