@@ -174,22 +174,21 @@ func (r *Resolver) Resolve(ctx context.Context, reqs []engine.ProviderRequiremen
 			if err != nil {
 				return nil, err
 			}
-			pp = &pluginProvider{r: r, name: req.LocalName, pkg: pkg, schema: ps}
+			pp = newPluginProvider(r, req.LocalName, pkg, ps)
 			if r.providers == nil {
 				r.providers = map[string]*pluginProvider{}
 			}
 			r.providers[key] = pp
 		}
-		ps := pp.schema
-		out.Configs[req.LocalName] = blockSchema(ps.Provider.Block, false)
+		out.Configs[req.LocalName] = pp.config
 		origin := engine.ProviderRequirement{LocalName: req.LocalName, Source: addr.String(), Version: pkg.Version.String()}
-		for typ, s := range ps.ResourceTypes {
-			out.Resources[typ] = &resourceType{p: pp, typ: typ, schema: s, pschema: blockSchema(s.Block, true)}
+		for typ, rt := range pp.resources {
+			out.Resources[typ] = rt
 			out.TypeProvider[typ] = req.LocalName
 			out.Origin[typ] = origin
 		}
-		for typ, s := range ps.DataSources {
-			out.DataSources[typ] = &dataSource{p: pp, typ: typ, schema: s, pschema: blockSchema(s.Block, true)}
+		for typ, ds := range pp.dataSources {
+			out.DataSources[typ] = ds
 			out.TypeProvider["data."+typ] = req.LocalName
 		}
 	}
@@ -228,12 +227,30 @@ type pluginProvider struct {
 	name   string
 	pkg    install.Package
 	schema *ProviderSchema
+	// config, resources and dataSources are what the engine gets of it,
+	// converted from schema once (a big provider has over a thousand
+	// types, and every load of a template asks).
+	config      provider.Schema
+	resources   map[string]*resourceType
+	dataSources map[string]*dataSource
 	// validConfigs are the hashes of configurations the provider's
 	// validators accepted.
 	validConfigs sync.Map
 	// validResources are the resource and data configurations they
 	// accepted (validated).
 	validResources validCache
+}
+
+func newPluginProvider(r *Resolver, name string, pkg install.Package, ps *ProviderSchema) *pluginProvider {
+	pp := &pluginProvider{r: r, name: name, pkg: pkg, schema: ps, config: blockSchema(ps.Provider.Block, false),
+		resources: make(map[string]*resourceType, len(ps.ResourceTypes)), dataSources: make(map[string]*dataSource, len(ps.DataSources))}
+	for typ, s := range ps.ResourceTypes {
+		pp.resources[typ] = &resourceType{p: pp, typ: typ, schema: s, pschema: blockSchema(s.Block, true)}
+	}
+	for typ, s := range ps.DataSources {
+		pp.dataSources[typ] = &dataSource{p: pp, typ: typ, schema: s, pschema: blockSchema(s.Block, true)}
+	}
+	return pp
 }
 
 // client is a lease on a process of the provider configured with cfg (the
