@@ -50,7 +50,7 @@ func (c FileClaim) Where() string {
 // Files lists the files the plan manages: those of its file resources
 // whose path is known, including those it deletes (Deleting).
 func (p *InstancePlan) Files() []FileClaim {
-	var out []FileClaim
+	out := make([]FileClaim, 0, len(p.Resources))
 	for _, rp := range p.Resources {
 		if rp.Type != fileType {
 			continue

@@ -796,6 +796,11 @@ func (r *Reconciler) prepare(ctx context.Context, rev string, mode planMode, unt
 		}
 		diags = append(diags, odiags...)
 	}
+	// The claims are needed for the check only: at 10,000 instances of ten
+	// files they are ~18 MB the rest of the pass would keep alive.
+	for _, j := range jobs {
+		j.files = nil
+	}
 	return jobs, diags, nil
 }
 
