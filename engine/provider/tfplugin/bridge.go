@@ -2,11 +2,11 @@ package tfplugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rs/zerolog"
 	"github.com/zclconf/go-cty/cty"
@@ -38,6 +38,8 @@ type Resolver struct {
 	Log zerolog.Logger
 	// MTLS: see Options.MTLS.
 	MTLS bool
+	// GOGC: see Options.GOGC.
+	GOGC int
 
 	mu      sync.Mutex
 	lock    *install.LockFile
@@ -48,53 +50,32 @@ type Resolver struct {
 	installed map[string]install.Package
 	providers map[string]*pluginProvider
 
-	// vmu guards validators: one unconfigured process per executable
-	// that validates configurations (ValidateResourceConfig and
-	// ValidateProviderConfig need no configured provider, so a plan does
-	// not start a configured process per target just to validate).
-	vmu        sync.Mutex
-	validators map[string]Client
-	closed     bool
+	// closed: Close was called.
+	closed atomic.Bool
 }
 
-// validator is the executable's unconfigured process, started on first
-// use and again when it exited.
-func (r *Resolver) validator(ctx context.Context, pp *pluginProvider) (Client, error) {
-	r.vmu.Lock()
-	defer r.vmu.Unlock()
-	if r.closed {
+// validator is a lease on the executable's unconfigured process, which
+// validates configurations: ValidateResourceConfig and
+// ValidateProviderConfig need no configured provider, so a plan does not
+// start a configured process per target just to validate. The Pool starts
+// it again when it exited, retires it as any other (MaxUses) and ends it
+// when idle.
+func (r *Resolver) validator(ctx context.Context, pp *pluginProvider) (*Lease, error) {
+	if r.closed.Load() {
 		return nil, ErrClosed
 	}
-	if c, ok := r.validators[pp.pkg.Executable]; ok {
-		select {
-		case <-c.Exited():
-			_ = c.Close()
-		default:
-			return c, nil
-		}
-	}
-	c, err := Start(ctx, Options{Path: pp.pkg.Executable, Name: pp.name, Logger: &r.Log, MTLS: r.MTLS})
+	l, err := r.Pool.Acquire(ctx, Options{Path: pp.pkg.Executable, Name: pp.name, Logger: &r.Log, MTLS: r.MTLS, GOGC: r.GOGC}, cty.NilVal)
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: %w", pp.name, err)
 	}
-	if r.validators == nil {
-		r.validators = map[string]Client{}
-	}
-	r.validators[pp.pkg.Executable] = c
-	return c, nil
+	return l, nil
 }
 
-// Close stops the validating processes (the Pool's are the Pool's).
+// Close makes the Resolver refuse to validate; the processes are the
+// Pool's to end.
 func (r *Resolver) Close() error {
-	r.vmu.Lock()
-	defer r.vmu.Unlock()
-	r.closed = true
-	var errs []error
-	for _, c := range r.validators {
-		errs = append(errs, c.Close())
-	}
-	r.validators = nil
-	return errors.Join(errs...)
+	r.closed.Store(true)
+	return nil
 }
 
 // offlineInstaller is Installer with the registry disabled (made once).
@@ -208,7 +189,7 @@ func (r *Resolver) schema(ctx context.Context, name string, pkg install.Package)
 	if s, ok := r.schemas[pkg.Executable]; ok {
 		return s, nil
 	}
-	c, err := Start(ctx, Options{Path: pkg.Executable, Name: name, Logger: &r.Log, MTLS: r.MTLS})
+	c, err := Start(ctx, Options{Path: pkg.Executable, Name: name, Logger: &r.Log, MTLS: r.MTLS, GOGC: r.GOGC})
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: %w", name, err)
 	}
@@ -269,5 +250,5 @@ func (pp *pluginProvider) client(ctx context.Context, cfg cty.Value) (*Lease, er
 			secrets = append(secrets, v)
 		}
 	}
-	return pp.r.Pool.Acquire(ctx, Options{Path: pp.pkg.Executable, Name: pp.name, Logger: &pp.r.Log, MTLS: pp.r.MTLS, Redactor: engine.NewRedactor(secrets...)}, full)
+	return pp.r.Pool.Acquire(ctx, Options{Path: pp.pkg.Executable, Name: pp.name, Logger: &pp.r.Log, MTLS: pp.r.MTLS, GOGC: pp.r.GOGC, Redactor: engine.NewRedactor(secrets...)}, full)
 }

@@ -308,8 +308,9 @@ func testBridgeLifecycle(t *testing.T, proto int) {
 	if _, err := os.Stat(filepath.Join(world, "111", newID+".json")); !os.IsNotExist(err) {
 		t.Errorf("the object outlived its destroy (%v)", err)
 	}
-	if pool.Len() != 1 {
-		t.Errorf("%d provider processes for one configuration", pool.Len())
+	// One configured process, and the unconfigured one that validates.
+	if pool.Len() != 2 {
+		t.Errorf("%d provider processes for one configuration, want 2 (one validates)", pool.Len())
 	}
 }
 

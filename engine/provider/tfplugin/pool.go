@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zclconf/go-cty/cty"
@@ -29,6 +30,10 @@ const DefaultMaxProcesses = 16
 // gone.
 const DefaultIdleTimeout = 5 * time.Minute
 
+// DefaultMaxUses is the PoolOptions.MaxUses stackd runs with unless told
+// otherwise (the Pool's own zero value never retires a process).
+const DefaultMaxUses = 1000
+
 // ErrPoolClosed is wrapped by Acquire after Close.
 var ErrPoolClosed = errors.New("provider pool closed")
 
@@ -44,13 +49,21 @@ type PoolOptions struct {
 	IdleTimeout time.Duration
 	// Clock drives idle eviction; default clock.Real.
 	Clock clock.Clock
+	// MaxUses, when positive, retires a process after that many leases:
+	// the next Acquire starts a fresh one, and the retired process ends
+	// once its last lease is released. Providers built on
+	// terraform-plugin-framework keep every call's context until
+	// StopProvider (~35 KB a call: a process that served 30,000 calls
+	// holds 1 GB, and its garbage collector marks all of it every cycle);
+	// Terraform never notices, its provider processes live one run.
+	MaxUses int
 }
 
 // Validate checks o and fills in defaults.
 func (o *PoolOptions) Validate() error {
-	if o.MaxProcesses < 0 || o.IdleTimeout < 0 {
-		return fmt.Errorf("pool options: MaxProcesses (%d) and IdleTimeout (%s) must not be negative; 0 means the default",
-			o.MaxProcesses, o.IdleTimeout)
+	if o.MaxProcesses < 0 || o.IdleTimeout < 0 || o.MaxUses < 0 {
+		return fmt.Errorf("pool options: MaxProcesses (%d), IdleTimeout (%s) and MaxUses (%d) must not be negative; 0 means the default",
+			o.MaxProcesses, o.IdleTimeout, o.MaxUses)
 	}
 	if o.MaxProcesses == 0 {
 		o.MaxProcesses = DefaultMaxProcesses
@@ -65,11 +78,15 @@ func (o *PoolOptions) Validate() error {
 }
 
 // PoolKey identifies a pooled process: an executable and the hash of the
-// provider configuration it was configured with.
+// provider configuration it was configured with (Unconfigured: none).
 type PoolKey struct {
 	Path       string
 	ConfigHash string
 }
+
+// Unconfigured is the ConfigHash of a process Acquire did not configure
+// (cfg cty.NilVal): one that validates configurations.
+const Unconfigured = "unconfigured"
 
 // ConfigHash is the hex SHA-256 of a provider configuration (marks
 // dropped, type included), the second half of a PoolKey. A configuration
@@ -97,11 +114,15 @@ type Pool struct {
 
 	mu      sync.Mutex
 	entries map[PoolKey]*poolEntry
+	// retired are the processes MaxUses retired that still have leases.
+	retired map[*poolEntry]bool
 	changed chan struct{} // closed and replaced when a lease is released or an entry leaves
 	closed  bool
 
 	stop chan struct{}
 	done chan struct{}
+
+	started atomic.Int64
 }
 
 type poolEntry struct {
@@ -110,6 +131,7 @@ type poolEntry struct {
 	client   Client
 	err      error
 	refs     int
+	uses     int
 	lastUsed time.Time
 }
 
@@ -121,6 +143,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	p := &Pool{
 		opts:    opts,
 		entries: map[PoolKey]*poolEntry{},
+		retired: map[*poolEntry]bool{},
 		changed: make(chan struct{}),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -149,6 +172,10 @@ func (l *Lease) Release() {
 		l.e.refs--
 		l.e.lastUsed = l.p.opts.Clock.Now()
 		l.p.signalLocked()
+		if l.e.refs == 0 && l.p.retired[l.e] {
+			delete(l.p.retired, l.e)
+			go closeClient(l.e)
+		}
 	})
 }
 
@@ -161,16 +188,21 @@ func (p *Pool) signalLocked() {
 }
 
 // Acquire returns a lease on the process for (opts.Path, cfg), starting
-// and configuring one if there is none or the last one exited. Callers
-// with the same key share the process and its start: if the first
-// caller's ctx ends during the start, the others get that error too.
+// and configuring one if there is none, the last one exited or was
+// retired (MaxUses). cfg cty.NilVal asks for a process that is not
+// configured (to validate configurations). Callers with the same key
+// share the process and its start: if the first caller's ctx ends during
+// the start, the others get that error too.
 func (p *Pool) Acquire(ctx context.Context, opts Options, cfg cty.Value) (*Lease, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	hash, err := ConfigHash(cfg)
-	if err != nil {
-		return nil, err
+	hash := Unconfigured
+	if cfg != cty.NilVal {
+		var err error
+		if hash, err = ConfigHash(cfg); err != nil {
+			return nil, err
+		}
 	}
 	key := PoolKey{Path: opts.Path, ConfigHash: hash}
 	for {
@@ -187,6 +219,12 @@ func (p *Pool) Acquire(ctx context.Context, opts Options, cfg cty.Value) (*Lease
 		}
 		if e != nil {
 			e.refs++
+			e.uses++
+			if p.opts.MaxUses > 0 && e.uses >= p.opts.MaxUses {
+				// This is its last lease: the next caller starts afresh.
+				p.removeLocked(e)
+				p.retired[e] = true
+			}
 			p.mu.Unlock()
 			return p.await(ctx, e)
 		}
@@ -206,17 +244,21 @@ func (p *Pool) Acquire(ctx context.Context, opts Options, cfg cty.Value) (*Lease
 				return nil, fmt.Errorf("acquire provider %s: all %d processes busy: %w", opts.Name, p.opts.MaxProcesses, ctx.Err())
 			}
 		}
-		e = &poolEntry{key: key, ready: make(chan struct{}), refs: 1}
+		e = &poolEntry{key: key, ready: make(chan struct{}), refs: 1, uses: 1}
 		p.entries[key] = e
 		p.mu.Unlock()
 
 		c, err := startConfigured(ctx, opts, cfg)
+		if err == nil {
+			p.started.Add(1)
+		}
 		p.mu.Lock()
 		e.client, e.err = c, err
 		close(e.ready)
 		if err != nil {
 			e.refs--
 			p.removeLocked(e)
+			delete(p.retired, e)
 		}
 		p.mu.Unlock()
 		if err != nil {
@@ -228,8 +270,8 @@ func (p *Pool) Acquire(ctx context.Context, opts Options, cfg cty.Value) (*Lease
 
 func startConfigured(ctx context.Context, opts Options, cfg cty.Value) (Client, error) {
 	c, err := Start(ctx, opts)
-	if err != nil {
-		return nil, err
+	if err != nil || cfg == cty.NilVal {
+		return c, err
 	}
 	if _, err := c.ConfigureProvider(ctx, cfg); err != nil {
 		_ = c.Close()
@@ -258,6 +300,10 @@ func (p *Pool) unref(e *poolEntry) {
 	defer p.mu.Unlock()
 	e.refs--
 	p.signalLocked()
+	if e.refs == 0 && p.retired[e] {
+		delete(p.retired, e)
+		go closeClient(e)
+	}
 }
 
 // isDead: started, and its process exited (or it failed to start).
@@ -305,7 +351,11 @@ func closeClient(e *poolEntry) {
 	}
 }
 
-// Len is the number of processes the Pool holds (started or starting).
+// Started is the number of processes the Pool started.
+func (p *Pool) Started() int { return int(p.started.Load()) }
+
+// Len is the number of processes the Pool holds (started or starting),
+// not counting retired ones still finishing their calls.
 func (p *Pool) Len() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -354,6 +404,10 @@ func (p *Pool) Close() error {
 	p.closed = true
 	entries := p.entries
 	p.entries = map[PoolKey]*poolEntry{}
+	for e := range p.retired {
+		entries[PoolKey{Path: e.key.Path, ConfigHash: fmt.Sprintf("retired %p", e)}] = e
+	}
+	p.retired = map[*poolEntry]bool{}
 	p.signalLocked()
 	p.mu.Unlock()
 	close(p.stop)

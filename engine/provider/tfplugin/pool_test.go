@@ -259,3 +259,106 @@ func TestConfigHash(t *testing.T) {
 		t.Error("ConfigHash of an unknown value: no error")
 	}
 }
+
+// TestPoolRecycles: after MaxUses leases a process is retired: the next
+// caller gets a fresh one, while the retired one finishes the calls of the
+// leases still held and ends after the last is released.
+func TestPoolRecycles(t *testing.T) {
+	p := newTestPool(t, PoolOptions{Clock: newFakeClock(), MaxUses: 3})
+	dir := t.TempDir()
+	cfg := target{region: "eu-west-1", prefix: "r-", dir: dir}.value()
+	opts := Options{Path: providers[6]}
+	var old []*Lease
+	for range 3 {
+		l, err := p.Acquire(testCtx(t), opts, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old = append(old, l)
+	}
+	for _, l := range old[1:] {
+		if l.PID() != old[0].PID() {
+			t.Fatalf("leases within MaxUses got processes %d and %d, want one", old[0].PID(), l.PID())
+		}
+	}
+	fresh, err := p.Acquire(testCtx(t), opts, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Release()
+	if fresh.PID() == old[0].PID() {
+		t.Fatal("the fourth lease with MaxUses 3 got the retired process")
+	}
+	if got := p.Len(); got != 1 {
+		t.Errorf("Len() = %d, want 1 (the retired process is not counted)", got)
+	}
+	if got := p.Started(); got != 2 {
+		t.Errorf("Started() = %d, want 2", got)
+	}
+	// The retired process still serves the leases on it.
+	old[0].Release()
+	old[1].Release()
+	s, err := old[2].Schema(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := &thingCase{c: old[2], typ: "p6_thing", b: s.ResourceTypes["p6_thing"].Block}
+	if _, err := tc.apply(t, cty.NilVal, tc.config(map[string]cty.Value{"name": cty.StringVal("late")})); err != nil {
+		t.Fatalf("a call on the retired process before its last release: %v", err)
+	}
+	if got := readObject(t, dir, "r-late")["region"]; got != "eu-west-1" {
+		t.Errorf("object made by the retired process: region %v, want eu-west-1", got)
+	}
+	select {
+	case <-old[2].Exited():
+		t.Fatal("the retired process ended while a lease on it was held")
+	default:
+	}
+	old[2].Release()
+	select {
+	case <-old[2].Exited():
+	case <-testCtx(t).Done():
+		t.Fatal("the retired process did not end after its last lease was released")
+	}
+	if !processAlive(fresh.PID()) {
+		t.Error("the fresh process ended with the retired one")
+	}
+}
+
+// TestPoolUnconfigured: a nil configuration leases a process that is not
+// configured, apart from the configured ones, which validates.
+func TestPoolUnconfigured(t *testing.T) {
+	p := newTestPool(t, PoolOptions{Clock: newFakeClock(), MaxUses: 2})
+	opts := Options{Path: providers[6]}
+	configured, err := p.Acquire(testCtx(t), opts, target{region: "eu-west-1", dir: t.TempDir()}.value())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer configured.Release()
+	var pids []int
+	for range 3 {
+		l, err := p.Acquire(testCtx(t), opts, cty.NilVal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Key().ConfigHash != Unconfigured {
+			t.Errorf("key %q, want Unconfigured", l.Key().ConfigHash)
+		}
+		s, err := l.Schema(testCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := s.ResourceTypes["p6_thing"].Block
+		if _, err := l.ValidateResourceConfig(testCtx(t), "p6_thing", fill(b, map[string]cty.Value{"name": cty.StringVal("x")})); err != nil {
+			t.Errorf("validate on the unconfigured process: %v", err)
+		}
+		pids = append(pids, l.PID())
+		l.Release()
+	}
+	if pids[0] == configured.PID() {
+		t.Error("the unconfigured lease got the configured process")
+	}
+	if pids[1] != pids[0] || pids[2] == pids[0] {
+		t.Errorf("unconfigured processes %v with MaxUses 2: want the first two alike and the third new", pids)
+	}
+}

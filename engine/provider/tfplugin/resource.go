@@ -459,6 +459,7 @@ func (rt *resourceType) ValidateProviderConfig(ctx context.Context, cfg cty.Valu
 	if err != nil {
 		return err
 	}
+	defer c.Release()
 	if _, err := c.ValidateProviderConfig(ctx, full); err != nil {
 		return err
 	}

@@ -74,6 +74,7 @@ func (pp *pluginProvider) validated(ctx context.Context, kind string, cfg cty.Va
 	if err != nil {
 		return err
 	}
+	defer c.Release()
 	if err := validate(c); err != nil {
 		return err
 	}
