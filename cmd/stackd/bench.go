@@ -24,6 +24,7 @@ import (
 
 	"github.com/stackd/stackd/api"
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/provider/tfplugin"
 	"github.com/stackd/stackd/reconciler"
 )
 
@@ -39,6 +40,10 @@ type benchConfig struct {
 	targetsDir                   string
 	// pluginDir holds hashicorp/local for tf-fleet-create.
 	pluginDir string
+	// pluginGOGC is the provider processes' GOGC (0: inherited).
+	pluginGOGC int
+	// pluginRecycleAfter is stackd's --plugin-recycle-after.
+	pluginRecycleAfter int
 }
 
 // benchResult is the JSON line printed per scenario.
@@ -68,13 +73,17 @@ type benchResult struct {
 	// part; against WallSeconds × CPUs it tells CPU-bound from waiting.
 	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
 	// ProviderProcesses counts the Terraform provider processes running
-	// at the end (tf-fleet-create).
-	ProviderProcesses int `json:"provider_processes,omitempty"`
+	// at the end (tf-fleet-create), ProviderProcessesStarted those started
+	// (the ones replaced after --plugin-recycle-after uses included).
+	ProviderProcesses        int `json:"provider_processes,omitempty"`
+	ProviderProcessesStarted int `json:"provider_processes_started,omitempty"`
 	// ProviderCPUSeconds is the user and system CPU time of the provider
 	// processes (stackd's child processes) in the measured part: with
 	// CPUSeconds, what the machine spent.
 	ProviderCPUSeconds float64 `json:"provider_cpu_seconds,omitempty"`
-	CPUs               int     `json:"cpus"`
+	// ProviderPeakRSSMB is the largest peak RSS of a provider process.
+	ProviderPeakRSSMB float64 `json:"provider_peak_rss_mb,omitempty"`
+	CPUs              int     `json:"cpus"`
 }
 
 // summary is the human line of a result: the wall time and where it went.
@@ -92,9 +101,12 @@ func (r *benchResult) summary() string {
 		fmt.Fprintf(&b, ", CPU %.3f s (%.0f%% of %d CPUs)", r.CPUSeconds, 100*r.CPUSeconds/(r.WallSeconds*float64(r.CPUs)), r.CPUs)
 	}
 	if r.ProviderProcesses > 0 {
-		fmt.Fprintf(&b, ", %d provider processes", r.ProviderProcesses)
+		fmt.Fprintf(&b, ", %d provider processes (%d started)", r.ProviderProcesses, r.ProviderProcessesStarted)
 		if r.ProviderCPUSeconds > 0 && r.WallSeconds > 0 {
 			fmt.Fprintf(&b, " using CPU %.3f s (%.0f%% of %d CPUs)", r.ProviderCPUSeconds, 100*r.ProviderCPUSeconds/(r.WallSeconds*float64(r.CPUs)), r.CPUs)
+		}
+		if r.ProviderPeakRSSMB > 0 {
+			fmt.Fprintf(&b, ", the largest's peak RSS %.0f MB", r.ProviderPeakRSSMB)
 		}
 	}
 	if len(r.PhaseSeconds) > 0 && r.WallSeconds > 0 {
@@ -155,6 +167,8 @@ process, so that peak RSS is the scenario's own.`,
 	f.IntVar(&c.resources, "resources", 10, "file resources per instance (big-template: default 1000, in one instance)")
 	f.StringVar(&c.targetsDir, "targets-dir", "", "parent directory of the targets root (default: the working directory, on a disk); e.g. /dev/shm to take the disk out of the figures")
 	f.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the scenario to this file")
+	f.IntVar(&c.pluginRecycleAfter, "plugin-recycle-after", tfplugin.DefaultMaxUses, "resource operations after which a provider process of tf-fleet-create is replaced (as stackd --plugin-recycle-after)")
+	f.IntVar(&c.pluginGOGC, "plugin-gogc", 0, "GOGC of the provider processes of tf-fleet-create (as stackd --plugin-gogc)")
 	f.StringVar(&c.pluginDir, "plugin-dir", "", "plugin directory holding hashicorp/local (filesystem-mirror layout) for tf-fleet-create: the fleet writes its files through that Terraform provider")
 	f.StringVar(&c.memProfile, "memprofile", "", "write a heap profile to this file, taken when the live heap was largest")
 	f.StringVar(&c.dir, "dir", "", "working directory (default: a new temporary directory, removed afterwards; under the user cache directory when the temporary directory is in memory)")
@@ -284,32 +298,91 @@ func childrenCPUSeconds() float64 {
 		return 0
 	}
 	total := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	eachChild(func(_ string, stat []string) {
+		ut, _ := strconv.ParseFloat(stat[11], 64)
+		st, _ := strconv.ParseFloat(stat[12], 64)
+		total += (ut + st) / clockTicks
+	})
+	return total
+}
+
+// childrenPeakRSSMB is the largest peak resident set size (VmHWM) of the
+// process's running children (Linux; 0 elsewhere). getrusage's figure for
+// children would be stackd's own: a child's high-water mark starts from
+// the address space it was forked from.
+func childrenPeakRSSMB() float64 {
+	var kib float64
+	eachChild(func(dir string, _ []string) {
+		b, err := os.ReadFile(filepath.Join(dir, "status"))
+		if err != nil {
+			return
+		}
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				if f := strings.Fields(v); len(f) > 0 {
+					n, _ := strconv.ParseFloat(f[0], 64)
+					kib = max(kib, n)
+				}
+			}
+		}
+	})
+	return kib / 1024
+}
+
+// sampleChildrenPeakRSS samples childrenPeakRSSMB every 50 ms (children
+// that end in between are seen at their last sample) until stop is
+// called, which returns the largest.
+func sampleChildrenPeakRSS() (stop func() float64) {
+	done := make(chan struct{})
+	result := make(chan float64, 1)
+	go func() {
+		peak := 0.0
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			peak = max(peak, childrenPeakRSSMB())
+			select {
+			case <-done:
+				result <- max(peak, childrenPeakRSSMB())
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() float64 {
+		close(done)
+		return <-result
+	}
+}
+
+// eachChild calls fn with the /proc directory and the fields of
+// /proc/PID/stat after the command name (state, ppid, …) of each running
+// child of this process.
+func eachChild(fn func(dir string, stat []string)) {
 	entries, _ := os.ReadDir("/proc")
 	self := os.Getpid()
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if err != nil || pid == self {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		dir := filepath.Join("/proc", e.Name())
+		b, err := os.ReadFile(filepath.Join(dir, "stat"))
 		if err != nil {
 			continue
 		}
 		// pid (comm) state ppid ... utime(14) stime(15), in clock ticks;
 		// comm may hold spaces and parentheses: split after the last ')'.
 		i := bytes.LastIndexByte(b, ')')
-		if i < 0 || pid == self {
+		if i < 0 {
 			continue
 		}
 		f := strings.Fields(string(b[i+1:]))
 		if len(f) < 13 || f[1] != strconv.Itoa(self) {
 			continue
 		}
-		ut, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		total += (ut + st) / clockTicks
+		fn(dir, f)
 	}
-	return total
 }
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat's times: 100 on every
@@ -401,7 +474,7 @@ resource "local_file" "f" {
 	return out
 }
 
-func newBenchFleet(ctx context.Context, dir, targetsDir string, files map[string]string, pluginDirs ...string) (*benchFleet, error) {
+func newBenchFleet(ctx context.Context, dir, targetsDir string, files map[string]string, plugins pluginFlags) (*benchFleet, error) {
 	repoDir := filepath.Join(dir, "repo")
 	repo, err := git.PlainInitWithOptions(repoDir, &git.PlainInitOptions{
 		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")},
@@ -413,7 +486,7 @@ func newBenchFleet(ctx context.Context, dir, targetsDir string, files map[string
 		repo: repoDir, branch: "main", statusBranch: "stackd/status", path: ".",
 		stateDir: filepath.Join(dir, "state"), targetsRoot: filepath.Join(targetsDir, "targets"),
 		allowCommand: true, logLevel: "warn", logFormat: "json", externalURL: "http://127.0.0.1:7070",
-		plugins: pluginFlags{dirs: pluginDirs, noRegistry: true, maxProcesses: 16},
+		plugins: pluginFlags{dirs: plugins.dirs, noRegistry: true, maxProcesses: 16, gogc: plugins.gogc, recycleAfter: plugins.recycleAfter},
 	}}
 	if err := f.commit(files); err != nil {
 		return nil, err
@@ -490,15 +563,15 @@ func runBench(ctx context.Context, c benchConfig) (*benchResult, error) {
 	}
 	res.TargetsFS = fsType(targetsDir)
 	defs := fleetDefs(res.Regions, res.Accounts, res.ResourcesPerInst, counted, "v1")
-	var plugins []string
+	var plugins pluginFlags
 	if c.scenario == "tf-fleet-create" {
 		if c.pluginDir == "" {
 			return nil, fmt.Errorf("tf-fleet-create needs --plugin-dir with hashicorp/local (see docs/performance.md)")
 		}
 		defs = localFleetDefs(defs, res.ResourcesPerInst, filepath.Join(targetsDir, "targets"))
-		plugins = []string{c.pluginDir}
+		plugins = pluginFlags{dirs: []string{c.pluginDir}, gogc: c.pluginGOGC, recycleAfter: c.pluginRecycleAfter}
 	}
-	fl, err := newBenchFleet(ctx, dir, targetsDir, defs, plugins...)
+	fl, err := newBenchFleet(ctx, dir, targetsDir, defs, plugins)
 	if err != nil {
 		return nil, err
 	}
@@ -509,9 +582,11 @@ func runBench(ctx context.Context, c benchConfig) (*benchResult, error) {
 		syscall.Sync()
 		before := phaseSeconds(fl.app.metrics)
 		cpu, childCPU := cpuSeconds(), childrenCPUSeconds()
+		childRSS := sampleChildrenPeakRSS()
 		start := time.Now()
 		err := fn()
 		wall := time.Since(start).Seconds()
+		res.ProviderPeakRSSMB = round3(childRSS())
 		res.CPUSeconds = round3(cpuSeconds() - cpu)
 		res.ProviderCPUSeconds = round3(childrenCPUSeconds() - childCPU)
 		res.PhaseSeconds = map[string]float64{}
@@ -525,6 +600,7 @@ func runBench(ctx context.Context, c benchConfig) (*benchResult, error) {
 		res.WallSeconds, err = timed(func() error { return fl.reconcile(ctx) })
 		if c.scenario == "tf-fleet-create" {
 			res.ProviderProcesses = fl.app.plugins.Len()
+			res.ProviderProcessesStarted = fl.app.plugins.Started()
 		}
 	case "fleet-update", "fleet-noop", "scale":
 		if err = fl.reconcile(ctx); err != nil {

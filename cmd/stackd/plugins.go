@@ -27,6 +27,8 @@ type pluginFlags struct {
 	noRegistry        bool
 	maxProcesses      int
 	mtls              bool
+	gogc              int
+	recycleAfter      int
 }
 
 func (p *pluginFlags) add(f *pflag.FlagSet) {
@@ -38,6 +40,8 @@ func (p *pluginFlags) add(f *pflag.FlagSet) {
 	f.BoolVar(&p.trustRegistryKeys, "plugin-trust-registry-keys", false, "require SHA256SUMS to be signed by a key the registry names (as Terraform does for community providers)")
 	f.BoolVar(&p.noRegistry, "plugin-no-registry", false, "install providers from --plugin-dir and the cache only, never from a registry")
 	f.BoolVar(&p.mtls, "plugin-mtls", false, "mutual TLS on the connection to each provider process, as Terraform does (off: the Unix socket is in a private 0700 directory; TLS costs about a third of each call's CPU)")
+	f.IntVar(&p.gogc, "plugin-gogc", 0, "GOGC of each provider process unless the environment sets GOGC")
+	f.IntVar(&p.recycleAfter, "plugin-recycle-after", tfplugin.DefaultMaxUses, "replace a provider process after it served this many resource operations (each a few calls); 0: never. Providers built on terraform-plugin-framework keep ~35 KB of every call until they stop")
 	f.IntVar(&p.maxProcesses, "plugin-max-processes", tfplugin.DefaultMaxProcesses, "provider processes running at once (one per provider version and evaluated provider configuration)")
 }
 
@@ -69,7 +73,7 @@ func (p *pluginFlags) resolver(stateDir string, log zerolog.Logger) (*tfplugin.R
 		}
 		keys = append(keys, string(b))
 	}
-	pool, err := tfplugin.NewPool(tfplugin.PoolOptions{MaxProcesses: p.maxProcesses})
+	pool, err := tfplugin.NewPool(tfplugin.PoolOptions{MaxProcesses: p.maxProcesses, MaxUses: p.recycleAfter})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -80,7 +84,7 @@ func (p *pluginFlags) resolver(stateDir string, log zerolog.Logger) (*tfplugin.R
 			UserAgent: version.UserAgent("stackd"), DisableRegistry: p.noRegistry,
 			TrustedKeys: keys, TrustRegistryKeys: p.trustRegistryKeys, Log: plog,
 		},
-		LockFile: lock, Pool: pool, Log: plog, MTLS: p.mtls,
+		LockFile: lock, Pool: pool, Log: plog, MTLS: p.mtls, GOGC: p.gogc,
 	}, pool, nil
 }
 

@@ -207,6 +207,31 @@ type ImportedResource struct {
 // framework and the SDK).
 var providerLogEnv = []string{"TF_LOG", "TF_LOG_PROVIDER", "TF_LOG_SDK", "TF_LOG_SDK_PROTO", "TF_LOG_SDK_FRAMEWORK", "TF_LOG_SDK_HELPER_SCHEMA", "TF_LOG_SDK_HELPER_RESOURCE"}
 
+// providerEnv is the environment of a provider process: base and
+// opts.Env, then what they do not set of GOGC (opts.GOGC) and the log
+// levels. Providers log every call at trace level unless told otherwise
+// (terraform-plugin-log's loggers default to TRACE): as much as stackd's
+// own level asks.
+func providerEnv(base []string, opts Options) []string {
+	env := append(slices.Clip(base), opts.Env...)
+	set := func(name string) bool {
+		return slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, name+"=") })
+	}
+	if opts.GOGC > 0 && !set("GOGC") {
+		env = append(env, "GOGC="+strconv.Itoa(opts.GOGC))
+	}
+	level := "WARN"
+	if opts.Logger != nil && opts.Logger.GetLevel() <= zerolog.DebugLevel {
+		level = "DEBUG"
+	}
+	for _, name := range providerLogEnv {
+		if !set(name) {
+			env = append(env, name+"="+level)
+		}
+	}
+	return env
+}
+
 // Options says which provider to start and how.
 type Options struct {
 	// Path is the provider executable (required).
@@ -235,6 +260,10 @@ type Options struct {
 	// reach, and TLS costs about a third of the CPU of every call
 	// (measured with stackd bench --scenario tf-fleet-create).
 	MTLS bool
+	// GOGC, when positive, is the provider process's GOGC unless the
+	// environment (this process's or Env) sets one. Providers written in Go
+	// spend much of their CPU collecting garbage at Go's default of 100.
+	GOGC int
 }
 
 // Validate checks o and fills in defaults.
@@ -286,20 +315,8 @@ func Start(ctx context.Context, opts Options) (Client, error) {
 		_ = os.RemoveAll(sockDir)
 	}
 	cmd := exec.CommandContext(procCtx, opts.Path, opts.Args...)
-	cmd.Env = append(os.Environ(), opts.Env...)
+	cmd.Env = providerEnv(os.Environ(), opts)
 	cmd.Env = append(cmd.Env, plugin.EnvUnixSocketDir+"="+sockDir)
-	// Providers log every call at trace level unless told otherwise
-	// (terraform-plugin-log's loggers default to TRACE): as much as
-	// stackd's own level asks, unless the environment says.
-	level := "WARN"
-	if opts.Logger != nil && opts.Logger.GetLevel() <= zerolog.DebugLevel {
-		level = "DEBUG"
-	}
-	for _, name := range providerLogEnv {
-		if !slices.ContainsFunc(cmd.Env, func(kv string) bool { return strings.HasPrefix(kv, name+"=") }) {
-			cmd.Env = append(cmd.Env, name+"="+level)
-		}
-	}
 
 	gp := &grpcPlugin{}
 	pc := plugin.NewClient(&plugin.ClientConfig{

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -276,4 +278,49 @@ func (r replacer) Redact(s string) string {
 		s = strings.ReplaceAll(s, k, v)
 	}
 	return s
+}
+
+func TestProviderEnv(t *testing.T) {
+	debug := zerolog.New(io.Discard).Level(zerolog.DebugLevel)
+	info := zerolog.New(io.Discard).Level(zerolog.InfoLevel)
+	value := func(env []string, name string) []string {
+		var out []string
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, name+"="); ok {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	tests := []struct {
+		name      string
+		base      []string
+		opts      Options
+		gogc, log []string
+	}{
+		{"defaults", []string{"PATH=/bin"}, Options{Logger: &info}, nil, []string{"WARN"}},
+		{"debug logs", nil, Options{Logger: &debug}, nil, []string{"DEBUG"}},
+		{"GOGC option", nil, Options{Logger: &info, GOGC: 400}, []string{"400"}, []string{"WARN"}},
+		{"GOGC of the environment wins", []string{"GOGC=50"}, Options{Logger: &info, GOGC: 400}, []string{"50"}, []string{"WARN"}},
+		{"GOGC of Env wins", nil, Options{Logger: &info, GOGC: 400, Env: []string{"GOGC=off"}}, []string{"off"}, []string{"WARN"}},
+		{"TF_LOG of the environment wins", []string{"TF_LOG=TRACE"}, Options{Logger: &info}, nil, []string{"TRACE"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := slices.Clone(tt.base)
+			env := providerEnv(base, tt.opts)
+			if got := value(env, "GOGC"); !slices.Equal(got, tt.gogc) {
+				t.Errorf("GOGC = %q, want %q", got, tt.gogc)
+			}
+			if got := value(env, "TF_LOG"); !slices.Equal(got, tt.log) {
+				t.Errorf("TF_LOG = %q, want %q", got, tt.log)
+			}
+			if got := value(env, "TF_LOG_SDK_FRAMEWORK"); len(tt.base) == 0 && !slices.Equal(got, tt.log) {
+				t.Errorf("TF_LOG_SDK_FRAMEWORK = %q, want %q", got, tt.log)
+			}
+			if !slices.Equal(base, tt.base) {
+				t.Errorf("base environment changed: %q", base)
+			}
+		})
+	}
 }
