@@ -54,8 +54,8 @@ type PoolOptions struct {
 	// once its last lease is released. Providers built on
 	// terraform-plugin-framework keep every call's context until
 	// StopProvider (~35 KB a call: a process that served 30,000 calls
-	// holds 1 GB, and its garbage collector marks all of it every cycle);
-	// Terraform never notices, its provider processes live one run.
+	// holds 0.7–1 GB); Terraform never notices, its provider processes
+	// live one run. A retired process is not counted in MaxProcesses.
 	MaxUses int
 }
 
