@@ -592,14 +592,21 @@ func (c *client) validate(ctx context.Context, op string, cfg cty.Value, ty cty.
 	}); err != nil {
 		return nil, err
 	}
-	return diags, diagsErr(op, c.opts.Name, diags)
+	return diags, diagsErr(ctx, op, c.opts.Name, diags)
 }
 
-func diagsErr(op, name string, diags Diagnostics) error {
-	if err := diags.Err(); err != nil {
-		return callError(op, name, err)
+func diagsErr(ctx context.Context, op, name string, diags Diagnostics) error {
+	err := diags.Err()
+	if err == nil {
+		return nil
 	}
-	return nil
+	// A provider that honours the deadline gRPC passed on answers with
+	// its own error when it hits it, which can arrive before ctx's timer
+	// has marked ctx done: the call timed out all the same.
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return callError(op, name, fmt.Errorf("%w (the provider said: %w)", context.DeadlineExceeded, err))
+	}
+	return callError(op, name, err)
 }
 
 func (c *client) ValidateProviderConfig(ctx context.Context, cfg cty.Value) (Diagnostics, error) {
@@ -688,7 +695,7 @@ func (c *client) PlanResourceChange(ctx context.Context, req PlanRequest) (*Plan
 	if resp.PlannedIdentity, err = c.decodeIdentity(s, op, req.TypeName, out.plannedIdentity); err != nil {
 		return nil, err
 	}
-	return resp, diagsErr(op, c.opts.Name, resp.Diagnostics)
+	return resp, diagsErr(ctx, op, c.opts.Name, resp.Diagnostics)
 }
 
 func (c *client) ApplyResourceChange(ctx context.Context, req ApplyRequest) (*ApplyResponse, error) {
@@ -730,7 +737,7 @@ func (c *client) ApplyResourceChange(ctx context.Context, req ApplyRequest) (*Ap
 	if resp.NewIdentity, err = c.decodeIdentity(s, op, req.TypeName, out.newIdentity); err != nil {
 		return nil, err
 	}
-	return resp, diagsErr(op, c.opts.Name, resp.Diagnostics)
+	return resp, diagsErr(ctx, op, c.opts.Name, resp.Diagnostics)
 }
 
 func (c *client) ReadResource(ctx context.Context, req ReadRequest) (*ReadResponse, error) {
@@ -767,7 +774,7 @@ func (c *client) ReadResource(ctx context.Context, req ReadRequest) (*ReadRespon
 	if resp.NewIdentity, err = c.decodeIdentity(s, op, req.TypeName, out.newIdentity); err != nil {
 		return nil, err
 	}
-	return resp, diagsErr(op, c.opts.Name, resp.Diagnostics)
+	return resp, diagsErr(ctx, op, c.opts.Name, resp.Diagnostics)
 }
 
 func (c *client) ReadDataSource(ctx context.Context, typeName string, cfg cty.Value) (*ReadDataSourceResponse, error) {
@@ -798,7 +805,7 @@ func (c *client) ReadDataSource(ctx context.Context, typeName string, cfg cty.Va
 	if resp.State, err = c.decode(op, "state", state, ty); err != nil {
 		return nil, err
 	}
-	return resp, diagsErr(op, c.opts.Name, diags)
+	return resp, diagsErr(ctx, op, c.opts.Name, diags)
 }
 
 func (c *client) UpgradeResourceState(ctx context.Context, typeName string, version int64, rawJSON []byte) (*UpgradeResponse, error) {
@@ -820,7 +827,7 @@ func (c *client) UpgradeResourceState(ctx context.Context, typeName string, vers
 	if resp.Upgraded, err = c.decode(op, "upgraded state", state, ts.Block.ImpliedType()); err != nil {
 		return nil, err
 	}
-	return resp, diagsErr(op, c.opts.Name, diags)
+	return resp, diagsErr(ctx, op, c.opts.Name, diags)
 }
 
 func (c *client) ImportResourceState(ctx context.Context, typeName, id string) (*ImportResponse, error) {
@@ -872,7 +879,7 @@ func (c *client) importState(ctx context.Context, typeName, id string, identity 
 		}
 		resp.Imported = append(resp.Imported, ImportedResource{TypeName: imp.typeName, State: v, Identity: id, Private: imp.private})
 	}
-	return resp, diagsErr(op, c.opts.Name, diags)
+	return resp, diagsErr(ctx, op, c.opts.Name, diags)
 }
 
 func (c *client) StopProvider(ctx context.Context) error {
