@@ -150,12 +150,22 @@ func p6StackSet(world, name, crashAccount string) string {
 func TestTerraformProviderEndToEnd(t *testing.T) {
 	plugins := providerPluginDir(t)
 	f, world, dir := p6Fixture(t, p6Template, "things")
-	flags := f.flags("--plugin-dir", plugins)
+	// Every process serves one use and is replaced: everything below runs
+	// on processes started and retired per use (the pool's own tests hold
+	// leases on a retired process).
+	flags := f.flags("--plugin-dir", plugins, "--plugin-recycle-after", "1")
 	binary := stackdBinary(t)
 
 	res := runBinary(t, binary, append([]string{"apply"}, append(flags, "--log-level", "debug")...)...)
 	if res.err != nil || !strings.Contains(res.stdout, "SUCCEEDED (4/4") {
 		t.Fatalf("first apply: %s", res)
+	}
+	// Without replacement 6 processes start (the schema read, the
+	// validating process, one per configuration); every one started was
+	// stopped by the end.
+	started, stopped := strings.Count(res.stderr, "provider started"), strings.Count(res.stderr, "provider stopped")
+	if started <= 6 || stopped != started {
+		t.Errorf("%d provider processes started and %d stopped; want more than 6 (each replaced after a use), all stopped", started, stopped)
 	}
 	// The provider's own log lines reach stackd's log (debug level),
 	// without the secret of its configuration it printed.

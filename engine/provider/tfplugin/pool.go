@@ -219,12 +219,7 @@ func (p *Pool) Acquire(ctx context.Context, opts Options, cfg cty.Value) (*Lease
 		}
 		if e != nil {
 			e.refs++
-			e.uses++
-			if p.opts.MaxUses > 0 && e.uses >= p.opts.MaxUses {
-				// This is its last lease: the next caller starts afresh.
-				p.removeLocked(e)
-				p.retired[e] = true
-			}
+			p.usedLocked(e)
 			p.mu.Unlock()
 			return p.await(ctx, e)
 		}
@@ -244,8 +239,9 @@ func (p *Pool) Acquire(ctx context.Context, opts Options, cfg cty.Value) (*Lease
 				return nil, fmt.Errorf("acquire provider %s: all %d processes busy: %w", opts.Name, p.opts.MaxProcesses, ctx.Err())
 			}
 		}
-		e = &poolEntry{key: key, ready: make(chan struct{}), refs: 1, uses: 1}
+		e = &poolEntry{key: key, ready: make(chan struct{}), refs: 1}
 		p.entries[key] = e
+		p.usedLocked(e)
 		p.mu.Unlock()
 
 		c, err := startConfigured(ctx, opts, cfg)
@@ -265,6 +261,16 @@ func (p *Pool) Acquire(ctx context.Context, opts Options, cfg cty.Value) (*Lease
 			return nil, err
 		}
 		return &Lease{Client: c, p: p, e: e}, nil
+	}
+}
+
+// usedLocked counts a lease of e; the lease that reaches MaxUses is its
+// last: e is retired and the next caller starts afresh.
+func (p *Pool) usedLocked(e *poolEntry) {
+	e.uses++
+	if p.opts.MaxUses > 0 && e.uses >= p.opts.MaxUses {
+		p.removeLocked(e)
+		p.retired[e] = true
 	}
 }
 

@@ -323,6 +323,22 @@ func TestPoolRecycles(t *testing.T) {
 	if !processAlive(fresh.PID()) {
 		t.Error("the fresh process ended with the retired one")
 	}
+
+	// MaxUses 1: every lease gets a process of its own.
+	once := newTestPool(t, PoolOptions{Clock: newFakeClock(), MaxUses: 1})
+	a, err := once.Acquire(testCtx(t), opts, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Release()
+	b, err := once.Acquire(testCtx(t), opts, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release()
+	if a.PID() == b.PID() {
+		t.Error("MaxUses 1: a second lease got the first's process")
+	}
 }
 
 // TestPoolUnconfigured: a nil configuration leases a process that is not
