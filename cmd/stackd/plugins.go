@@ -73,6 +73,9 @@ func (p *pluginFlags) resolver(stateDir string, log zerolog.Logger) (*tfplugin.R
 		}
 		keys = append(keys, string(b))
 	}
+	if p.recycleAfter < 0 || p.gogc < 0 {
+		return nil, nil, fmt.Errorf("--plugin-recycle-after (%d) and --plugin-gogc (%d) must not be negative; 0 means never replace / Go's default", p.recycleAfter, p.gogc)
+	}
 	pool, err := tfplugin.NewPool(tfplugin.PoolOptions{MaxProcesses: p.maxProcesses, MaxUses: p.recycleAfter})
 	if err != nil {
 		return nil, nil, err
