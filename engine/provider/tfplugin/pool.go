@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -169,13 +171,8 @@ func (l *Lease) Release() {
 	l.once.Do(func() {
 		l.p.mu.Lock()
 		defer l.p.mu.Unlock()
-		l.e.refs--
 		l.e.lastUsed = l.p.opts.Clock.Now()
-		l.p.signalLocked()
-		if l.e.refs == 0 && l.p.retired[l.e] {
-			delete(l.p.retired, l.e)
-			go closeClient(l.e)
-		}
+		l.p.unrefLocked(l.e)
 	})
 }
 
@@ -304,6 +301,11 @@ func (p *Pool) await(ctx context.Context, e *poolEntry) (*Lease, error) {
 func (p *Pool) unref(e *poolEntry) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.unrefLocked(e)
+}
+
+// unrefLocked drops a reference to e; a retired e ends with its last.
+func (p *Pool) unrefLocked(e *poolEntry) {
 	e.refs--
 	p.signalLocked()
 	if e.refs == 0 && p.retired[e] {
@@ -408,11 +410,8 @@ func (p *Pool) Close() error {
 		return nil
 	}
 	p.closed = true
-	entries := p.entries
+	entries := slices.AppendSeq(slices.Collect(maps.Values(p.entries)), maps.Keys(p.retired))
 	p.entries = map[PoolKey]*poolEntry{}
-	for e := range p.retired {
-		entries[PoolKey{Path: e.key.Path, ConfigHash: fmt.Sprintf("retired %p", e)}] = e
-	}
 	p.retired = map[*poolEntry]bool{}
 	p.signalLocked()
 	p.mu.Unlock()
