@@ -29,7 +29,7 @@ import (
 )
 
 // benchScenarios are the end-to-end scenarios of `stackd bench`, in order.
-var benchScenarios = []string{"fleet-create", "fleet-update", "fleet-noop", "big-template", "push-latency", "push-latency-busy", "scale", "drift", "tf-fleet-create"}
+var benchScenarios = []string{"fleet-create", "fleet-update", "fleet-noop", "big-template", "push-latency", "push-latency-busy", "scale", "drift", "tf-fleet-create", "tf-provider-floor"}
 
 type benchConfig struct {
 	scenario                     string
@@ -100,8 +100,8 @@ func (r *benchResult) summary() string {
 	if r.CPUSeconds > 0 && r.WallSeconds > 0 {
 		fmt.Fprintf(&b, ", CPU %.3f s (%.0f%% of %d CPUs)", r.CPUSeconds, 100*r.CPUSeconds/(r.WallSeconds*float64(r.CPUs)), r.CPUs)
 	}
-	if r.ProviderProcesses > 0 {
-		fmt.Fprintf(&b, ", %d provider processes (%d started)", r.ProviderProcesses, r.ProviderProcessesStarted)
+	if r.ProviderProcessesStarted > 0 {
+		fmt.Fprintf(&b, ", %d provider processes started (%d running at the end)", r.ProviderProcessesStarted, r.ProviderProcesses)
 		if r.ProviderCPUSeconds > 0 && r.WallSeconds > 0 {
 			fmt.Fprintf(&b, " using CPU %.3f s (%.0f%% of %d CPUs)", r.ProviderCPUSeconds, 100*r.ProviderCPUSeconds/(r.WallSeconds*float64(r.CPUs)), r.CPUs)
 		}
@@ -130,8 +130,13 @@ func newBenchCommand() *cobra.Command {
 the scenarios fleet-create, fleet-update, fleet-noop, big-template, push-latency,
 push-latency-busy (the same while a pull-request branch that takes tens of
 seconds to plan is pushed before every commit; plan_seconds is one plan of that
-branch), scale and drift (a drift check of the created fleet). With --scenario all (the default) each scenario runs in its own
-process, so that peak RSS is the scenario's own.`,
+branch), scale and drift (a drift check of the created fleet). With
+--plugin-dir holding HashiCorp's local provider, also tf-fleet-create (the
+fleet's files written through that Terraform provider) and tf-provider-floor
+(the same resources made through the provider bridge alone, without the
+reconciler: the least tf-fleet-create can take). With --scenario all (the
+default) each scenario runs in its own process, so that peak RSS is the
+scenario's own.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.scenario == "all" {
@@ -167,9 +172,9 @@ process, so that peak RSS is the scenario's own.`,
 	f.IntVar(&c.resources, "resources", 10, "file resources per instance (big-template: default 1000, in one instance)")
 	f.StringVar(&c.targetsDir, "targets-dir", "", "parent directory of the targets root (default: the working directory, on a disk); e.g. /dev/shm to take the disk out of the figures")
 	f.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the scenario to this file")
-	f.IntVar(&c.pluginRecycleAfter, "plugin-recycle-after", tfplugin.DefaultMaxUses, "resource operations after which a provider process of tf-fleet-create is replaced (as stackd --plugin-recycle-after)")
-	f.IntVar(&c.pluginGOGC, "plugin-gogc", 0, "GOGC of the provider processes of tf-fleet-create (as stackd --plugin-gogc)")
-	f.StringVar(&c.pluginDir, "plugin-dir", "", "plugin directory holding hashicorp/local (filesystem-mirror layout) for tf-fleet-create: the fleet writes its files through that Terraform provider")
+	f.IntVar(&c.pluginRecycleAfter, "plugin-recycle-after", tfplugin.DefaultMaxUses, "resource operations after which a provider process of the tf- scenarios is replaced (as stackd --plugin-recycle-after)")
+	f.IntVar(&c.pluginGOGC, "plugin-gogc", 0, "GOGC of the provider processes of the tf- scenarios (as stackd --plugin-gogc)")
+	f.StringVar(&c.pluginDir, "plugin-dir", "", "plugin directory holding hashicorp/local (filesystem-mirror layout) for tf-fleet-create and tf-provider-floor: the fleet writes its files through that Terraform provider")
 	f.StringVar(&c.memProfile, "memprofile", "", "write a heap profile to this file, taken when the live heap was largest")
 	f.StringVar(&c.dir, "dir", "", "working directory (default: a new temporary directory, removed afterwards; under the user cache directory when the temporary directory is in memory)")
 	return cmd
@@ -183,6 +188,14 @@ func benchAll(ctx context.Context, w io.Writer, c benchConfig) error {
 	}
 	for _, sc := range benchScenarios {
 		args := []string{"bench", "--scenario", sc}
+		if strings.HasPrefix(sc, "tf-") {
+			// The scenarios of Terraform providers need hashicorp/local.
+			if c.pluginDir == "" {
+				fmt.Fprintf(os.Stderr, "%s: skipped (it needs --plugin-dir with hashicorp/local)\n", sc)
+				continue
+			}
+			args = append(args, "--plugin-dir", c.pluginDir, fmt.Sprintf("--plugin-gogc=%d", c.pluginGOGC), fmt.Sprintf("--plugin-recycle-after=%d", c.pluginRecycleAfter))
+		}
 		for _, f := range []struct {
 			name string
 			v    int
@@ -247,6 +260,32 @@ func phaseSeconds(m *api.Metrics) map[string]float64 {
 }
 
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
+
+// measure runs fn and returns its wall time, with the CPU time of stackd
+// and of its children (provider processes) in res, and the children's
+// peak RSS.
+func (res *benchResult) measure(fn func() error) (float64, error) {
+	// What earlier runs (and the set-up) left dirty in the page cache is
+	// written back before the clock starts, not during the run.
+	syscall.Sync()
+	cpu, childCPU := cpuSeconds(), childrenCPUSeconds()
+	childRSS := sampleChildrenPeakRSS()
+	start := time.Now()
+	err := fn()
+	wall := time.Since(start).Seconds()
+	res.ProviderPeakRSSMB = round3(childRSS())
+	res.CPUSeconds = round3(cpuSeconds() - cpu)
+	res.ProviderCPUSeconds = round3(childrenCPUSeconds() - childCPU)
+	return wall, err
+}
+
+// perSecond sets the throughput of a run that made resources resources.
+func (res *benchResult) perSecond(resources float64) {
+	if res.WallSeconds > 0 {
+		res.InstancesPerSecond = float64(res.Instances) / res.WallSeconds
+		res.ResourcesPerSecond = resources / res.WallSeconds
+	}
+}
 
 // peakHeapProfile writes a heap profile to path each time the live heap
 // (after a GC) is larger than any seen before, checking every 100 ms, so
@@ -562,6 +601,14 @@ func runBench(ctx context.Context, c benchConfig) (*benchResult, error) {
 		targetsDir = td
 	}
 	res.TargetsFS = fsType(targetsDir)
+	if c.scenario == "tf-provider-floor" {
+		if err := tfProviderFloor(ctx, c, dir, targetsDir, res); err != nil {
+			return nil, err
+		}
+		res.perSecond(resources)
+		res.PeakRSSMB = peakRSSMB()
+		return res, nil
+	}
 	defs := fleetDefs(res.Regions, res.Accounts, res.ResourcesPerInst, counted, "v1")
 	var plugins pluginFlags
 	if c.scenario == "tf-fleet-create" {
@@ -577,18 +624,8 @@ func runBench(ctx context.Context, c benchConfig) (*benchResult, error) {
 	}
 	defer fl.app.Close()
 	timed := func(fn func() error) (float64, error) {
-		// What earlier runs (and the set-up) left dirty in the page cache
-		// is written back before the clock starts, not during the run.
-		syscall.Sync()
 		before := phaseSeconds(fl.app.metrics)
-		cpu, childCPU := cpuSeconds(), childrenCPUSeconds()
-		childRSS := sampleChildrenPeakRSS()
-		start := time.Now()
-		err := fn()
-		wall := time.Since(start).Seconds()
-		res.ProviderPeakRSSMB = round3(childRSS())
-		res.CPUSeconds = round3(cpuSeconds() - cpu)
-		res.ProviderCPUSeconds = round3(childrenCPUSeconds() - childCPU)
+		wall, err := res.measure(fn)
 		res.PhaseSeconds = map[string]float64{}
 		for ph, v := range phaseSeconds(fl.app.metrics) {
 			res.PhaseSeconds[ph] = round3(v - before[ph])
@@ -664,9 +701,8 @@ func runBench(ctx context.Context, c benchConfig) (*benchResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if res.WallSeconds > 0 && (c.scenario == "fleet-create" || c.scenario == "fleet-update" || c.scenario == "tf-fleet-create") {
-		res.InstancesPerSecond = float64(res.Instances) / res.WallSeconds
-		res.ResourcesPerSecond = resources / res.WallSeconds
+	if c.scenario == "fleet-create" || c.scenario == "fleet-update" || c.scenario == "tf-fleet-create" {
+		res.perSecond(resources)
 	}
 	res.PeakRSSMB = peakRSSMB()
 	return res, nil

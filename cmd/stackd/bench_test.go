@@ -51,3 +51,14 @@ func TestBenchSmoke(t *testing.T) {
 		})
 	}
 }
+
+// The scenarios of Terraform providers say what they need instead of
+// failing somewhere in the provider installer.
+func TestBenchTerraformScenariosNeedPluginDir(t *testing.T) {
+	for _, sc := range []string{"tf-fleet-create", "tf-provider-floor"} {
+		res := stackd(t, "bench", "--scenario", sc, "--regions", "1", "--accounts", "1", "--resources", "1", "--dir", t.TempDir())
+		if res.err == nil || !strings.Contains(res.err.Error(), sc+" needs --plugin-dir with hashicorp/local") {
+			t.Errorf("%s without --plugin-dir: %v; want a failure naming --plugin-dir", sc, res.err)
+		}
+	}
+}
