@@ -293,7 +293,7 @@ func loadDefinitions(fsys fs.FS, dir string, reg provider.Registry, e *Engine, u
 		diags = diags.Append(&hcl.Diagnostic{
 			Severity: hcl.DiagError,
 			Summary:  "No definitions",
-			Detail:   fmt.Sprintf("The directory %q holds no *.hcl definition files.", dir),
+			Detail:   fmt.Sprintf("The directory %q holds no *.hcl definition files. A revision without them is refused, so that a commit that loses the files does not delete every stack set; to delete them all, keep a definitions file with no stack_set block (an empty %s).", dir, path.Join(dir, "stacks.hcl")),
 		})
 	}
 	templates := map[string]*Template{}

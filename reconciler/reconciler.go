@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -37,6 +38,9 @@ const (
 const (
 	metaLastRevision     = "last_revision"
 	metaRejectedRevision = "rejected_revision"
+	// metaRejectedDiagnostics are the diagnostics of the rejected
+	// revision (JSON), told again to whoever asks for it once more.
+	metaRejectedDiagnostics = "rejected_diagnostics"
 )
 
 // Options configure a Reconciler.
@@ -466,7 +470,11 @@ func (r *Reconciler) checkPass(ctx context.Context, head string) ([]state.Operat
 			return nil, &Result{Revision: head, UpToDate: true}, nil
 		}
 		if rej, _ := r.opts.Store.Meta(metaRejectedRevision); string(rej) == head {
-			return nil, &Result{Revision: head, UpToDate: true, Rejected: true}, nil
+			res := &Result{Revision: head, UpToDate: true, Rejected: true}
+			if b, _ := r.opts.Store.Meta(metaRejectedDiagnostics); len(b) > 0 {
+				_ = json.Unmarshal(b, &res.Diagnostics)
+			}
+			return nil, res, nil
 		}
 	}
 	if err := r.checkSpace(head); err != nil {
@@ -640,6 +648,11 @@ func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...
 		if err := r.writeRejection(ctx, rev, res.Diagnostics); err != nil {
 			return res, nil, err
 		}
+		if b, err := json.Marshal(res.Diagnostics); err == nil {
+			if err := r.opts.Store.SetMeta(metaRejectedDiagnostics, b); err != nil {
+				return res, nil, err
+			}
+		}
 		return res, nil, r.opts.Store.SetMeta(metaRejectedRevision, []byte(rev))
 	}
 	p := &pass{}
@@ -695,6 +708,7 @@ func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...
 				return res, p, err
 			}
 			_ = r.opts.Store.SetMeta(metaRejectedRevision, nil)
+			_ = r.opts.Store.SetMeta(metaRejectedDiagnostics, nil)
 		}
 		if err := r.opts.Store.SetMeta(metaLastRevision, []byte(rev)); err != nil {
 			return res, p, err

@@ -65,6 +65,17 @@ func useAccountsFile(content string) func(*testing.T, string) {
 
 var badCommits = []badCommit{
 	{
+		// A commit that loses the definitions does not delete the fleet;
+		// the diagnostic says how to delete every stack set on purpose.
+		name: "every definitions file deleted",
+		edit: func(t *testing.T, repo string) {
+			if err := os.Remove(filepath.Join(repo, "web.hcl")); err != nil {
+				t.Fatal(err)
+			}
+		},
+		want: []string{"No definitions", "holds no *.hcl definition files", "with no stack_set block"},
+	},
+	{
 		name: "syntax error in the definitions",
 		edit: edit("web.hcl", `description = "frontend configuration"`, `description = = "frontend configuration"`),
 		file: "web.hcl", mark: "= =", want: []string{"Invalid expression"},
@@ -189,6 +200,16 @@ func TestHostileCommits(t *testing.T) {
 				}
 			}
 			t.Logf("rejected in %s: %.300s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(res.stdout))
+			// Asked again, the remembered rejection still says why.
+			again := applyRetry(t, f)
+			if again.code() != 1 || !strings.Contains(again.stdout, fmt.Sprintf("Revision %s rejected: nothing applied.", bad[:7])) {
+				t.Errorf("apply of the rejected revision again: exit %d, want 1 and the rejection\n%s", again.code(), again)
+			}
+			for _, w := range want {
+				if !strings.Contains(again.stdout, w) {
+					t.Errorf("apply of the rejected revision again printed:\n%.2000s\nwant it to contain %q", again.stdout, w)
+				}
+			}
 			if diff := cmp.Diff(targets, snapshot(t, f.targets)); diff != "" {
 				t.Errorf("the rejected commit changed the targets (-before +after):\n%s", diff)
 			}
