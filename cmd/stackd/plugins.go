@@ -42,7 +42,7 @@ func (p *pluginFlags) add(f *pflag.FlagSet) {
 	f.BoolVar(&p.mtls, "plugin-mtls", false, "mutual TLS on the connection to each provider process, as Terraform does (off: the Unix socket is in a private 0700 directory; TLS costs about a third of each call's CPU)")
 	f.IntVar(&p.gogc, "plugin-gogc", 0, "GOGC of each provider process unless the environment sets GOGC")
 	f.IntVar(&p.recycleAfter, "plugin-recycle-after", tfplugin.DefaultMaxUses, "replace a provider process after it served this many resource operations (each a few calls); 0: never. Providers built on terraform-plugin-framework keep ~35 KB of every call until they stop")
-	f.IntVar(&p.maxProcesses, "plugin-max-processes", tfplugin.DefaultMaxProcesses, "provider processes running at once (one per provider version and evaluated provider configuration)")
+	f.IntVar(&p.maxProcesses, "plugin-max-processes", tfplugin.DefaultMaxProcesses, "provider processes running at once (one per provider version and evaluated provider configuration); at the cap, an idle one is stopped to make room once idle as long as it took to start")
 }
 
 // resolver wires the engine to provider plugins; the pool is closed with

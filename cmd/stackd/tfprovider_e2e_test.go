@@ -473,3 +473,77 @@ func TestTerraformProviderSignature(t *testing.T) {
 		})
 	}
 }
+
+// TestTerraformProviderMoreConfigurationsThanProcesses: with a provider
+// configured per target (as the StackSets execution-role model makes
+// every account's configuration different) and more targets applied at
+// once than --plugin-max-processes, each target's configuration is
+// started once, not once per resource call: a process an instance used a
+// moment ago is not ended to make room for another's.
+func TestTerraformProviderMoreConfigurationsThanProcesses(t *testing.T) {
+	plugins := providerPluginDir(t)
+	dir := t.TempDir()
+	f := &fixture{repo: filepath.Join(dir, "repo"), state: filepath.Join(dir, "stackd", "state"), targets: filepath.Join(dir, "targets")}
+	world := filepath.Join(dir, "world")
+	var accounts []string
+	for i := range 10 {
+		acct := fmt.Sprintf("%012d", i+1)
+		accounts = append(accounts, `"`+acct+`"`)
+		if err := os.MkdirAll(filepath.Join(world, acct), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const targets = 20
+	writeTree(t, f.repo, map[string]string{
+		"things.hcl": `stack_set "things" {
+  template = "./templates/things"
+  vars     = { world = "` + world + `" }
+  deployment_targets {
+    regions  = ["eu-west-1", "us-east-1"]
+    accounts = [` + strings.Join(accounts, ", ") + `]
+  }
+  operation_preferences {
+    region_concurrency_type = "PARALLEL"
+    max_concurrent_count    = 10
+    failure_tolerance_mode  = "SOFT_FAILURE_TOLERANCE"
+  }
+}
+`,
+		"templates/things/main.hcl": `terraform {
+  required_providers {
+    p6 = { source = "registry.example.com/stackd/p6", version = "~> 1.0" }
+  }
+}
+variable "world" { type = string }
+provider "p6" {
+  region = target.region
+  dir    = "${var.world}/${target.account}"
+  prefix = "${target.region}-"
+  token  = "provider-token-secret"
+}
+resource "p6_thing" "app" {
+  count   = 4
+  name    = "app${count.index}"
+  content = "hello ${target.account}"
+}
+`,
+	})
+	runGit(t, f.repo, "init", "-q")
+	f.commit(t, "things")
+	res := runBinary(t, stackdBinary(t), append([]string{"apply"}, f.flags("--plugin-dir", plugins, "--plugin-max-processes", "2", "--log-level", "debug")...)...)
+	if res.err != nil || !strings.Contains(res.stdout, fmt.Sprintf("SUCCEEDED (%d/%d", targets, targets)) {
+		t.Fatalf("apply: %s", res)
+	}
+	// One process per target's configuration, plus the schema read and
+	// the validating process (started again when the targets' processes
+	// took its place); one start per resource call would be 4 a target.
+	started := strings.Count(res.stderr, "provider started")
+	t.Logf("%d provider processes started", started)
+	if started > targets+4 {
+		t.Errorf("%d provider processes started for %d configurations of %d resources each: processes were ended between the calls of one instance", started, targets, 4)
+	}
+	objects, _ := filepath.Glob(filepath.Join(world, "*", "*-app*.json"))
+	if len(objects) != targets*4 {
+		t.Errorf("%d objects, want %d", len(objects), targets*4)
+	}
+}

@@ -41,9 +41,9 @@ var ErrPoolClosed = errors.New("provider pool closed")
 
 // PoolOptions configures a Pool.
 type PoolOptions struct {
-	// MaxProcesses caps the live processes; Acquire evicts the least
-	// recently used idle one to make room, or waits for one to become idle.
-	// Default DefaultMaxProcesses.
+	// MaxProcesses caps the live processes; Acquire ends the least
+	// recently used one idle for at least its start cost to make room, or
+	// waits for one to be. Default DefaultMaxProcesses.
 	MaxProcesses int
 	// IdleTimeout: a process unused that long is ended. It is checked every
 	// IdleTimeout/2, so an idle process lives at most 1.5×IdleTimeout.
@@ -135,6 +135,10 @@ type poolEntry struct {
 	refs     int
 	uses     int
 	lastUsed time.Time
+	// startCost is how long starting and configuring the process took:
+	// an idle process is not ended to make room before it has been idle
+	// that long (see idlestLocked).
+	startCost time.Duration
 }
 
 // NewPool returns a Pool; Close it to end its processes.
@@ -221,7 +225,8 @@ func (p *Pool) Acquire(ctx context.Context, opts Options, cfg cty.Value) (*Lease
 			return p.await(ctx, e)
 		}
 		if len(p.entries) >= p.opts.MaxProcesses {
-			if victim := p.idlestLocked(); victim != nil {
+			victim, wait := p.idlestLocked(p.opts.Clock.Now())
+			if victim != nil {
 				p.removeLocked(victim)
 				p.mu.Unlock()
 				closeClient(victim)
@@ -229,8 +234,14 @@ func (p *Pool) Acquire(ctx context.Context, opts Options, cfg cty.Value) (*Lease
 			}
 			changed := p.changed
 			p.mu.Unlock()
+			var evictable <-chan time.Time
+			if wait > 0 {
+				evictable = p.opts.Clock.After(wait)
+			}
 			select {
 			case <-changed:
+				continue
+			case <-evictable:
 				continue
 			case <-ctx.Done():
 				return nil, fmt.Errorf("acquire provider %s: all %d processes busy: %w", opts.Name, p.opts.MaxProcesses, ctx.Err())
@@ -241,12 +252,13 @@ func (p *Pool) Acquire(ctx context.Context, opts Options, cfg cty.Value) (*Lease
 		p.usedLocked(e)
 		p.mu.Unlock()
 
+		begin := p.opts.Clock.Now()
 		c, err := startConfigured(ctx, opts, cfg)
 		if err == nil {
 			p.started.Add(1)
 		}
 		p.mu.Lock()
-		e.client, e.err = c, err
+		e.client, e.err, e.startCost = c, err, p.opts.Clock.Now().Sub(begin)
 		close(e.ready)
 		if err != nil {
 			e.refs--
@@ -332,18 +344,38 @@ func (e *poolEntry) isDead() bool {
 	}
 }
 
-// idlestLocked returns the least recently used started entry nobody holds.
-func (p *Pool) idlestLocked() *poolEntry {
-	var best *poolEntry
+// idlestLocked returns the least recently used started entry nobody holds
+// that has been idle at least as long as it took to start (its
+// startCost). When there is none, wait is how long until the first idle
+// one will be (0: none is idle; only a release can make room).
+//
+// A process idle for less than its start cost is kept: when more
+// configurations are in flight than MaxProcesses (one per account, say),
+// ending the process an instance used a moment ago for its previous
+// resource would have it started again for the next, one start per call
+// instead of one per instance. Waiting that long before ending it costs
+// at most what starting it again would (the ski-rental rule): a provider
+// that starts in 20 ms is ended after 20 ms of idleness, one that assumes
+// a role in every account for a second after a second.
+func (p *Pool) idlestLocked(now time.Time) (victim *poolEntry, wait time.Duration) {
 	for _, e := range p.entries {
 		if e.refs > 0 || e.client == nil {
 			continue
 		}
-		if best == nil || e.lastUsed.Before(best.lastUsed) {
-			best = e
+		if left := e.startCost - now.Sub(e.lastUsed); left > 0 {
+			if wait == 0 || left < wait {
+				wait = left
+			}
+			continue
+		}
+		if victim == nil || e.lastUsed.Before(victim.lastUsed) {
+			victim = e
 		}
 	}
-	return best
+	if victim != nil {
+		wait = 0
+	}
+	return victim, wait
 }
 
 func (p *Pool) removeLocked(e *poolEntry) {

@@ -213,6 +213,77 @@ func TestPoolCap(t *testing.T) {
 	}
 }
 
+// TestPoolKeepsWhatCostsMoreToRestart: at the cap, a process idle for less
+// than it took to start is not ended to make room; the caller waits until
+// it has been idle that long, and meanwhile its own configuration still
+// gets it without a restart. One start per instance, not one per call,
+// when more configurations are in flight than processes allowed.
+func TestPoolKeepsWhatCostsMoreToRestart(t *testing.T) {
+	clk := newFakeClock()
+	p := newTestPool(t, PoolOptions{Clock: clk, MaxProcesses: 1})
+	janitor := <-clk.waiters // the janitor's first wait, never fired here
+	defer func() { clk.waiters <- janitor }()
+	dir := t.TempDir()
+	opts := Options{Path: providers[6]}
+	cfgA, cfgB := target{region: "eu-west-1", dir: dir}.value(), target{region: "us-east-2", dir: dir}.value()
+	a, err := p.Acquire(testCtx(t), opts, cfgA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidA := a.PID()
+	p.mu.Lock()
+	a.e.startCost = 10 * time.Second // as a provider assuming a role would take
+	p.mu.Unlock()
+	a.Release()
+
+	got := make(chan error, 1)
+	var b *Lease
+	go func() {
+		var err error
+		b, err = p.Acquire(testCtx(t), opts, cfgB)
+		got <- err
+	}()
+	// B waits on the clock for A to have been idle 10 s, A lives on.
+	select {
+	case <-clk.waiters: // never fired: B's wait ends with the release below
+	case err := <-got:
+		t.Fatalf("Acquire of another configuration at the cap returned (%v) instead of waiting for the idle process to cost less than a restart", err)
+	}
+	if !processAlive(pidA) {
+		t.Fatal("the process idle for less than its start cost was ended")
+	}
+	// A's own configuration gets the same process meanwhile.
+	a2, err := p.Acquire(testCtx(t), opts, cfgA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a2.PID() != pidA {
+		t.Errorf("the kept process was not reused: pid %d, want %d", a2.PID(), pidA)
+	}
+	a2.Release() // wakes B, which waits again: A was used just now
+	var wait chan time.Time
+	select {
+	case wait = <-clk.waiters:
+	case err := <-got:
+		t.Fatalf("Acquire returned (%v) right after the idle process was used again", err)
+	}
+	clk.mu.Lock()
+	clk.now = clk.now.Add(10 * time.Second)
+	now := clk.now
+	clk.mu.Unlock()
+	wait <- now
+	if err := <-got; err != nil {
+		t.Fatalf("Acquire once the idle process cost less than a restart: %v", err)
+	}
+	defer b.Release()
+	if processAlive(pidA) {
+		t.Error("the process idle longer than its start cost was not ended to make room")
+	}
+	if p.Started() != 2 {
+		t.Errorf("Started() = %d, want 2 (A once, B once)", p.Started())
+	}
+}
+
 func TestPoolRestartsCrashed(t *testing.T) {
 	p := newTestPool(t, PoolOptions{Clock: newFakeClock()})
 	cfg := target{region: "eu-west-1", dir: t.TempDir()}.value()
