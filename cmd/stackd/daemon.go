@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -68,6 +69,22 @@ func writeDaemonFile(stateDir string, addr net.Addr, tls bool, tokenFile string)
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
 	return func() { _ = os.Remove(path) }, nil
+}
+
+// stateHeld reports whether another process holds the state in stateDir
+// (Badger's directory lock): a running daemon, which the command then asks
+// instead. Unless the daemon's file says how to reach it, the lock must
+// still be held after a moment: a process that just forked (a command
+// resource of another stackd, a test's child) holds a copy of the lock's
+// descriptor until it execs, after the state was closed.
+func stateHeld(stateDir string) bool {
+	for i := 0; state.Locked(stateDir); i++ {
+		if _, err := os.Stat(daemonFile(stateDir)); err == nil || i == 20 {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
 }
 
 // daemonFlags are how a command reaches a running daemon.

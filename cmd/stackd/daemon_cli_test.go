@@ -14,6 +14,7 @@ import (
 
 	"github.com/stackd/stackd/internal/notify"
 	"github.com/stackd/stackd/reconciler"
+	"github.com/stackd/stackd/state"
 )
 
 // TestCLIAgainstRunningDaemon: while `stackd run` holds the state, status,
@@ -214,5 +215,44 @@ func TestRejectedRevisionAlerts(t *testing.T) {
 	}, "webhook events %v, want %v", got, want)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("webhook events (-want +got):\n%s", diff)
+	}
+}
+
+// A state held only for a moment (a process that forked just as the
+// state was closed keeps a copy of the lock until it execs) is opened, not
+// taken for a daemon's; one whose daemon says so in its file is asked at
+// once; one held longer without that file is held.
+func TestStateHeld(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "state")
+	st, err := state.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan struct{})
+	time.AfterFunc(150*time.Millisecond, func() {
+		defer close(released)
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if stateHeld(dir) {
+		t.Error("a state released within a moment was taken for a daemon's")
+	}
+	<-released
+
+	st, err = state.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if !stateHeld(dir) {
+		t.Error("a state held on was not reported held")
+	}
+	if err := os.WriteFile(daemonFile(dir), []byte(`{"url":"http://127.0.0.1:1"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !stateHeld(dir) {
+		t.Error("a state whose daemon wrote its file was not reported held")
 	}
 }

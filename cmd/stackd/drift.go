@@ -14,7 +14,6 @@ import (
 	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/reconciler"
-	"github.com/stackd/stackd/state"
 )
 
 func newDriftCommand() *cobra.Command {
@@ -46,7 +45,7 @@ check does. --last shows the last check without checking again.`,
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			var reps []*reconciler.DriftReport
-			if daemon.server != "" || state.Locked(c.stateDir) {
+			if daemon.server != "" || stateHeld(c.stateDir) {
 				client, where, err := daemon.client(c.stateDir)
 				if err != nil {
 					return err

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/reconciler"
-	"github.com/stackd/stackd/state"
 )
 
 func newPlanCommand() *cobra.Command {
@@ -32,7 +31,7 @@ func newPlanCommand() *cobra.Command {
 				return fmt.Errorf("-o %s: use text, json or markdown", output)
 			}
 			var res *reconciler.PlanResult
-			if daemon.server != "" || state.Locked(c.stateDir) {
+			if daemon.server != "" || stateHeld(c.stateDir) {
 				// A running daemon holds the state (and the cache clone):
 				// it plans.
 				client, where, err := daemon.client(c.stateDir)

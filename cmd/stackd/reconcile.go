@@ -31,7 +31,7 @@ operation did not succeed.`,
   stackd reconcile --server https://stackd.example:7070 --api-token-file /etc/stackd/token`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if daemon.server == "" && !state.Locked(stateDir) {
+			if daemon.server == "" && !stateHeld(stateDir) {
 				return fmt.Errorf("no daemon holds %s: start one with `stackd run`, give --server URL, or reconcile without a daemon with `stackd apply`", stateDir)
 			}
 			client, where, err := daemon.client(stateDir)

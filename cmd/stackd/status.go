@@ -62,7 +62,7 @@ func openUnlessServer(d *daemonFlags, k *stateKeyFlag, stateDir string) (*state.
 	if d.server != "" {
 		return nil, nil
 	}
-	if state.Locked(stateDir) {
+	if stateHeld(stateDir) {
 		return nil, fmt.Errorf("%s: %w", stateDir, state.ErrLocked)
 	}
 	return k.open(stateDir)
