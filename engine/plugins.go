@@ -30,6 +30,26 @@ type PluginResolver interface {
 	Resolve(ctx context.Context, reqs []ProviderRequirement) (*ResolvedProviders, error)
 }
 
+// CallStopper is implemented by a PluginResolver whose providers can be
+// told to stop their calls in flight (Terraform's StopProvider), as
+// Terraform does on an interrupt.
+type CallStopper interface {
+	StopCalls(ctx context.Context)
+}
+
+// StopProviderCalls tells the plugin providers to stop their calls in
+// flight and waits for them to say so or ctx: on shutdown, when the calls
+// may no longer finish. A provider process is shared by every instance
+// configured alike, so it is never for one instance or operation.
+func (e *Engine) StopProviderCalls(ctx context.Context) {
+	e.plugins.mu.RLock()
+	r := e.plugins.resolver
+	e.plugins.mu.RUnlock()
+	if s, ok := r.(CallStopper); ok {
+		s.StopCalls(ctx)
+	}
+}
+
 // ProviderRequirement is one entry of required_providers.
 type ProviderRequirement struct {
 	// LocalName is the entry's name ("aws"), Source its source address

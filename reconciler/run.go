@@ -59,6 +59,10 @@ func (r *Reconciler) setHealth(res *Result, err error) {
 	}
 }
 
+// stopProvidersTimeout bounds how long shutdown waits for Terraform
+// providers to answer StopProvider once the grace period is over.
+const stopProvidersTimeout = 5 * time.Second
+
 // Run reconciles now and then on every trigger until ctx ends. Errors
 // (Git unreachable, ...) are retried with capped exponential backoff and
 // jitter. When ctx ends, no new instance starts; instances in flight get
@@ -78,7 +82,13 @@ func (r *Reconciler) Run(ctx context.Context, trigger <-chan struct{}, grace tim
 		defer t.Stop()
 		select {
 		case <-t.C:
-			r.log.Warn().Str("grace", grace.String()).Msg("grace period over: cancelling provider calls in flight")
+			r.log.Warn().Str("grace", grace.String()).Msg("grace period over: stopping and cancelling provider calls in flight")
+			// Terraform providers are asked to stop first (StopProvider),
+			// so that they wind down what they started, then the calls'
+			// contexts end.
+			stop, done := context.WithTimeout(context.WithoutCancel(ctx), stopProvidersTimeout)
+			r.opts.Engine.StopProviderCalls(stop)
+			done()
 			cancel()
 		case <-work.Done():
 		}

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -54,6 +56,13 @@ func newApplyCommand() *cobra.Command {
 				return err
 			}
 			defer a.Close()
+			// Interrupted, the Terraform providers are asked to stop
+			// their calls in flight too (StopProvider), as Terraform does.
+			defer context.AfterFunc(ctx, func() {
+				stop, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				defer done()
+				a.engine.StopProviderCalls(stop)
+			})()
 			if l != nil {
 				handler, err := a.apiHandler(token, "", func() {})
 				if err != nil {

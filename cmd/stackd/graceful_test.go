@@ -141,7 +141,7 @@ func TestGracefulStopFinishesCallsInFlight(t *testing.T) {
 		t.Fatalf("stackd run exited %d after SIGTERM, want 0; logs:\n%s", code, p.log)
 	}
 	checkJSONLogs(t, p.log.String())
-	if n := p.log.count("grace period over: cancelling provider calls in flight"); n != 0 {
+	if n := p.log.count("grace period over: stopping and cancelling provider calls in flight"); n != 0 {
 		t.Errorf("the grace period ran out although the call ended at once")
 	}
 	// The finished call is persisted: its instance is complete, its file written.
@@ -206,7 +206,7 @@ func TestGracefulStopCancelsAfterGrace(t *testing.T) {
 	if code := p.wait(t, 20*time.Second); code != 0 {
 		t.Fatalf("stackd run exited %d after SIGTERM, want 0; logs:\n%s", code, p.log)
 	}
-	if n := p.log.count("grace period over: cancelling provider calls in flight"); n != 1 {
+	if n := p.log.count("grace period over: stopping and cancelling provider calls in flight"); n != 1 {
 		t.Errorf("logged the end of the grace period %d times, want once; logs:\n%s", n, p.log)
 	}
 	if n := p.log.count("operation interrupted; it resumes on restart"); n != 1 {

@@ -547,3 +547,54 @@ resource "p6_thing" "app" {
 		t.Errorf("%d objects, want %d", len(objects), targets*4)
 	}
 }
+
+// TestTerraformProviderStoppedOnShutdown: SIGTERM to `stackd run` while a
+// provider call is in flight: once --shutdown-grace is over the provider
+// is asked to stop it (StopProvider) and the daemon exits 0; the next
+// start repeats the interrupted create and leaves one object per target.
+func TestTerraformProviderStoppedOnShutdown(t *testing.T) {
+	plugins := providerPluginDir(t)
+	slow := strings.Replace(p6Template, `  secret  = "resource-secret-value"`, "  secret  = \"resource-secret-value\"\n  sleep_ms = 2000", 1)
+	f, world, _ := p6Fixture(t, slow, "slow things")
+	binary := stackdBinary(t)
+	p := startProc(t, binary, nil, append([]string{"run"}, f.flags("--plugin-dir", plugins, "--listen", "127.0.0.1:0", "--interval", "1h",
+		"--shutdown-grace", "300ms", "--log-level", "debug")...)...)
+	p.waitLine(t, 60*time.Second, 0, "a create in flight", func(l map[string]any) bool {
+		m, _ := l["message"].(string)
+		return strings.HasPrefix(m, "sleeping app")
+	})
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("stackd run exited %d after SIGTERM, want 0; logs:\n%s", code, p.log)
+	}
+	if p.log.count("provider asked to stop its calls in flight") == 0 {
+		t.Errorf("no provider was asked to stop its calls in flight (StopProvider); logs:\n%s", p.log)
+	}
+	if n := p.log.count("operation interrupted; it resumes on restart"); n != 1 {
+		t.Errorf("logged the interrupted operation %d times, want once; logs:\n%s", n, p.log)
+	}
+	res := runBinary(t, binary, append([]string{"apply"}, f.flags("--plugin-dir", plugins)...)...)
+	if res.err != nil || !strings.Contains(res.stdout, "SUCCEEDED (4/4") {
+		t.Fatalf("apply after the stop: %s", res)
+	}
+	objects, _ := filepath.Glob(filepath.Join(world, "*", "*-app.json"))
+	if len(objects) != 4 {
+		t.Errorf("objects %v, want one per target", objects)
+	}
+	if strings.Contains(p.log.String(), "provider-token-secret") || strings.Contains(p.log.String(), "resource-secret-value") {
+		t.Error("a secret reached the log")
+	}
+
+	// stackd apply interrupted (Ctrl-C) asks the providers too.
+	f2, _, _ := p6Fixture(t, strings.Replace(slow, "sleep_ms = 2000", "sleep_ms = 600000", 1), "slower things")
+	a := startProc(t, binary, nil, append([]string{"apply"}, f2.flags("--plugin-dir", plugins, "--log-level", "debug")...)...)
+	a.waitLine(t, 60*time.Second, 0, "a create in flight", func(l map[string]any) bool {
+		m, _ := l["message"].(string)
+		return strings.HasPrefix(m, "sleeping app")
+	})
+	a.signal(t, syscall.SIGINT)
+	a.wait(t, 30*time.Second)
+	if a.log.count("provider asked to stop its calls in flight") == 0 {
+		t.Errorf("stackd apply interrupted asked no provider to stop its calls in flight; logs:\n%s", a.log)
+	}
+}

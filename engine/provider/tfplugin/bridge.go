@@ -71,6 +71,13 @@ func (r *Resolver) validator(ctx context.Context, pp *pluginProvider) (*Lease, e
 	return l, nil
 }
 
+// StopCalls sends StopProvider to every provider process with calls in
+// flight (engine.CallStopper): on shutdown, once they may no longer
+// finish.
+func (r *Resolver) StopCalls(ctx context.Context) { r.Pool.StopCalls(ctx) }
+
+var _ engine.CallStopper = (*Resolver)(nil)
+
 // Close makes the Resolver refuse to validate; the processes are the
 // Pool's to end.
 func (r *Resolver) Close() error {

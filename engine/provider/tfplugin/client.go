@@ -884,6 +884,7 @@ func (c *client) importState(ctx context.Context, typeName, id string, identity 
 
 func (c *client) StopProvider(ctx context.Context) error {
 	const op = "StopProvider"
+	c.opts.Logger.Info().Str("provider", c.opts.Name).Int("pid", c.pid).Msg("provider asked to stop its calls in flight")
 	var msg string
 	if err := c.call(ctx, op, func(ctx context.Context) error {
 		var err error

@@ -3,6 +3,7 @@ package tfplugin
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,5 +70,45 @@ func TestInFlightCallsFailOnCrash(t *testing.T) {
 		}
 	case <-testCtx(t).Done():
 		t.Fatal("the in-flight apply never returned")
+	}
+}
+
+// TestPoolStopCalls: StopCalls sends StopProvider to a process with a call
+// in flight, and the provider cancels that call although its own context
+// never ends; the process stays and serves the next call.
+func TestPoolStopCalls(t *testing.T) {
+	p := newTestPool(t, PoolOptions{Clock: newFakeClock()})
+	buf := newSyncBuffer()
+	logger := zerolog.New(buf).Level(zerolog.DebugLevel)
+	tg := target{region: "eu-west-1", dir: t.TempDir()}
+	l, err := p.Acquire(testCtx(t), Options{Path: providers[6], Logger: &logger}, tg.value())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	s, _ := l.Schema(testCtx(t))
+	tc := &thingCase{c: l, proto: 6, typ: "p6_thing", b: s.ResourceTypes["p6_thing"].Block, tg: tg}
+	slowCfg := tc.config(map[string]cty.Value{"name": cty.StringVal("slow"), "sleep_ms": cty.NumberIntVal(600_000)})
+	prior := cty.NullVal(tc.b.ImpliedType())
+	plan := tc.plan(t, prior, slowCfg)
+	slow := make(chan error, 1)
+	go func() {
+		_, err := l.ApplyResourceChange(context.Background(), ApplyRequest{TypeName: tc.typ, Prior: prior, Planned: plan.Planned, Config: slowCfg})
+		slow <- err
+	}()
+	if !buf.waitFor(testCtx(t), "sleeping slow") {
+		t.Fatal("the slow apply never started")
+	}
+	p.StopCalls(testCtx(t))
+	select {
+	case err := <-slow:
+		if err == nil || !strings.Contains(err.Error(), "Cancelled") {
+			t.Errorf("the call in flight after StopCalls: %v, want the provider's cancellation", err)
+		}
+	case <-testCtx(t).Done():
+		t.Fatal("StopCalls did not stop the call in flight")
+	}
+	if _, err := tc.apply(t, cty.NilVal, tc.config(map[string]cty.Value{"name": cty.StringVal("after")})); err != nil {
+		t.Errorf("a call after StopCalls: %v", err)
 	}
 }

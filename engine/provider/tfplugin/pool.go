@@ -391,6 +391,33 @@ func closeClient(e *poolEntry) {
 	}
 }
 
+// StopCalls sends StopProvider to every process with calls in flight
+// (leases held), retired ones included, and waits for their answers or
+// ctx: the provider cancels what those calls are doing, as Terraform asks
+// it to on an interrupt. The processes stay; Close ends them. It is for
+// shutdown only: a process is shared by every instance configured alike,
+// and StopProvider stops all of its calls.
+func (p *Pool) StopCalls(ctx context.Context) {
+	p.mu.Lock()
+	var busy []Client
+	for _, e := range slices.AppendSeq(slices.Collect(maps.Values(p.entries)), maps.Keys(p.retired)) {
+		select {
+		case <-e.ready:
+		default:
+			continue // still starting: nothing of it runs yet
+		}
+		if e.refs > 0 && e.client != nil {
+			busy = append(busy, e.client)
+		}
+	}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range busy {
+		wg.Go(func() { _ = c.StopProvider(ctx) })
+	}
+	wg.Wait()
+}
+
 // Started is the number of processes the Pool started.
 func (p *Pool) Started() int { return int(p.started.Load()) }
 
