@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -37,6 +38,50 @@ func PlanDestroy(inst *Instance, recorded []ResourceState) *InstancePlan {
 		p.Resources = append(p.Resources, rp)
 	}
 	return p
+}
+
+// DestroyPrevented diagnoses the recorded resources of an instance about
+// to be destroyed (its target removed) that the stack set's template
+// still protects with lifecycle.prevent_destroy: as Terraform refuses to
+// destroy such a resource while its configuration says so, removing the
+// target is refused until prevent_destroy is removed. Removing the
+// resource block or the whole stack set lifts the protection with the
+// configuration, as in Terraform.
+func DestroyPrevented(ss *StackSet, t Target, recorded []ResourceState) hcl.Diagnostics {
+	if ss == nil || ss.Template == nil {
+		return nil
+	}
+	var diags hcl.Diagnostics
+	for _, r := range recorded {
+		res := templateResource(ss.Template, r.Address)
+		if res == nil || !res.Lifecycle.PreventDestroy || r.DeletionPolicy == "Retain" {
+			continue
+		}
+		diags = diags.Append(errorf(res.DeclRange, "Instance cannot be destroyed",
+			"Removing target %s/%s from stack set %q would destroy %s, which has lifecycle.prevent_destroy set. Remove prevent_destroy first (the same commit may remove the target), or keep the target.", t.Region, t.Account, ss.Name, r.Address))
+	}
+	return diags
+}
+
+// templateResource is the resource block of t (or of a module it calls)
+// that the recorded address addr ("module.m.TYPE.NAME[key]") comes from.
+func templateResource(t *Template, addr string) *Resource {
+	for t != nil {
+		rest, ok := strings.CutPrefix(addr, "module.")
+		if !ok {
+			return t.Resources[baseAddr(addr)]
+		}
+		name, tail, ok := strings.Cut(rest, ".")
+		if !ok {
+			return nil
+		}
+		mc := t.Modules[baseAddr(name)]
+		if mc == nil {
+			return nil
+		}
+		t, addr = mc.Template, tail
+	}
+	return nil
 }
 
 // Engine evaluates templates against providers.

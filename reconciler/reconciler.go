@@ -929,10 +929,18 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 			// Untouched, or a suspended account's instance: no change.
 			addChange(changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: changeset.InstanceNoChange})
 		case w.action == changeset.InstanceDelete:
-			if plan {
+			if j.desired != nil || plan {
 				recorded, err := r.resources(id, t)
 				if err != nil {
 					return nil, err
+				}
+				// A target removed while the template still protects
+				// one of its resources (prevent_destroy) is refused.
+				if pd := engine.DestroyPrevented(j.desired, t, recorded); pd.HasErrors() {
+					return append(diags, pd...), nil
+				}
+				if !plan {
+					break
 				}
 				w.plan = engine.PlanDestroy(&engine.Instance{Name: j.name, StackSetID: id, Target: t, Prior: prior.of(ctx, in), DeclaredTypes: r.declaredTypes(j), Caller: engine.CallerAccount(j.desired)}, recorded)
 				addChange(changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: changeset.InstanceDelete, Changes: w.plan.Changes()})
