@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -45,7 +46,7 @@ func newApplyCommand() *cobra.Command {
 				}
 				defer l.ln.Close()
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, firstOnInterrupt, stop := interruptible(cmd.Context())
 			defer stop()
 			if stderr := cmd.ErrOrStderr(); isTerminal(stderr) {
 				c.progress = newTermProgress(stderr, colorOK(stderr))
@@ -56,13 +57,14 @@ func newApplyCommand() *cobra.Command {
 				return err
 			}
 			defer a.Close()
-			// Interrupted, the Terraform providers are asked to stop
-			// their calls in flight too (StopProvider), as Terraform does.
-			defer context.AfterFunc(ctx, func() {
-				stop, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			// Interrupted, the Terraform providers are asked to stop their
+			// calls in flight (StopProvider) before the calls are
+			// cancelled, as Terraform does.
+			firstOnInterrupt(func() {
+				stop, done := context.WithTimeout(context.WithoutCancel(ctx), stopProvidersTimeout)
 				defer done()
 				a.engine.StopProviderCalls(stop)
-			})()
+			})
 			if l != nil {
 				handler, err := a.apiHandler(token, "", func() {})
 				if err != nil {
@@ -131,4 +133,44 @@ func reportResult(w io.Writer, res *reconciler.Result) error {
 		return exitError{1}
 	}
 	return nil
+}
+
+// stopProvidersTimeout bounds how long an interrupted apply waits for
+// Terraform providers to answer StopProvider.
+const stopProvidersTimeout = 5 * time.Second
+
+// interruptible returns a context cancelled on SIGINT or SIGTERM. The
+// function last given to first runs on the signal before the context is
+// cancelled (to ask providers to stop what they are doing first), unless a
+// second signal comes first; stop releases the signals and cancels the
+// context.
+func interruptible(parent context.Context) (ctx context.Context, first func(func()), stop func()) {
+	ctx, cancel := context.WithCancel(parent)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	var before atomic.Pointer[func()]
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-sigs:
+		case <-ctx.Done():
+			return
+		}
+		if f := before.Load(); f != nil {
+			// A second signal does not wait for it.
+			finished := make(chan struct{})
+			go func() { defer close(finished); (*f)() }()
+			select {
+			case <-finished:
+			case <-sigs:
+			}
+		}
+		cancel()
+	}()
+	return ctx, func(f func()) { before.Store(&f) }, func() {
+		signal.Stop(sigs)
+		cancel()
+		<-done
+	}
 }

@@ -554,7 +554,9 @@ resource "p6_thing" "app" {
 // start repeats the interrupted create and leaves one object per target.
 func TestTerraformProviderStoppedOnShutdown(t *testing.T) {
 	plugins := providerPluginDir(t)
-	slow := strings.Replace(p6Template, `  secret  = "resource-secret-value"`, "  secret  = \"resource-secret-value\"\n  sleep_ms = 2000", 1)
+	// Each create sleeps 6 s: SIGTERM comes well before the calls could
+	// end by themselves, and all 4 instances run at once (2 per region).
+	slow := strings.Replace(p6Template, `  secret  = "resource-secret-value"`, "  secret  = \"resource-secret-value\"\n  sleep_ms = 6000", 1)
 	f, world, _ := p6Fixture(t, slow, "slow things")
 	binary := stackdBinary(t)
 	p := startProc(t, binary, nil, append([]string{"run"}, f.flags("--plugin-dir", plugins, "--listen", "127.0.0.1:0", "--interval", "1h",
@@ -586,7 +588,7 @@ func TestTerraformProviderStoppedOnShutdown(t *testing.T) {
 	}
 
 	// stackd apply interrupted (Ctrl-C) asks the providers too.
-	f2, _, _ := p6Fixture(t, strings.Replace(slow, "sleep_ms = 2000", "sleep_ms = 600000", 1), "slower things")
+	f2, _, _ := p6Fixture(t, strings.Replace(slow, "sleep_ms = 6000", "sleep_ms = 600000", 1), "slower things")
 	a := startProc(t, binary, nil, append([]string{"apply"}, f2.flags("--plugin-dir", plugins, "--log-level", "debug")...)...)
 	a.waitLine(t, 60*time.Second, 0, "a create in flight", func(l map[string]any) bool {
 		m, _ := l["message"].(string)
