@@ -5,8 +5,13 @@ package engine
 // expression per block type.
 
 import (
+	"errors"
+	"math/big"
+	"strings"
+
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/stackd/stackd/engine/provider"
@@ -158,4 +163,73 @@ func (b *blockList) MissingItemRange() hcl.Range {
 		return b.blocks[0].DefRange
 	}
 	return hcl.Range{}
+}
+
+// configDiags turns the error of a provider's validation of a resource's
+// or data block's configuration into diagnostics: one per problem at the
+// property it is about, when the provider says which (Terraform
+// providers' diagnostics carry attribute paths), else one at the block.
+//
+// Validators quote the values they refuse (framework-validators do): the
+// values of props marked sensitive (sensitive variables, attributes the
+// provider's schema calls sensitive) are redacted from what they say.
+func configDiags(written map[string]*hcl.Attribute, block hcl.Range, addr, summary string, err error, props cty.Value) hcl.Diagnostics {
+	red := NewRedactor()
+	red.AddMarked(props)
+	var ap provider.AttributeProblems
+	if !errors.As(err, &ap) || len(ap.AttributeProblems()) == 0 {
+		return hcl.Diagnostics{errorf(block, summary, "%s: %s.", addr, strings.TrimSuffix(red.Redact(err.Error()), "."))}
+	}
+	var diags hcl.Diagnostics
+	for _, p := range ap.AttributeProblems() {
+		detail := p.Detail
+		if detail == "" {
+			detail = p.Summary
+		}
+		where := addr
+		if len(p.Path) > 0 {
+			where += "." + provider.FormatPath(p.Path)
+		}
+		diags = diags.Append(errorf(propertyRange(written, block, p.Path), red.Redact(p.Summary), "%s: %s.", where, strings.TrimSuffix(red.Redact(detail), ".")))
+	}
+	return diags
+}
+
+// propertyRange is where the property at path is written among written
+// (a block's properties): the attribute's expression, the nested block
+// (the one indexed, when the path says), or an attribute inside it; block
+// (the block's own range) when the path names nothing written there.
+func propertyRange(written map[string]*hcl.Attribute, block hcl.Range, path cty.Path) hcl.Range {
+	if len(path) == 0 {
+		return block
+	}
+	first, ok := path[0].(cty.GetAttrStep)
+	if !ok {
+		return block
+	}
+	a := written[first.Name]
+	if a == nil {
+		return block
+	}
+	bx, ok := a.Expr.(*blocksExpr)
+	if !ok {
+		return a.Expr.Range()
+	}
+	b := bx.blocks[0]
+	if len(path) > 1 {
+		if ix, ok := path[1].(cty.IndexStep); ok && ix.Key.Type() == cty.Number && ix.Key.IsKnown() {
+			if i, acc := ix.Key.AsBigFloat().Int64(); acc == big.Exact && i >= 0 && int(i) < len(bx.blocks) {
+				b = bx.blocks[i]
+			}
+		}
+	}
+	if len(path) > 2 {
+		inner, ok := path[2].(cty.GetAttrStep)
+		if body, isSyntax := b.Body.(*hclsyntax.Body); ok && isSyntax {
+			if ia := body.Attributes[inner.Name]; ia != nil {
+				return ia.Expr.Range()
+			}
+		}
+	}
+	return b.DefRange
 }

@@ -69,7 +69,7 @@ func (w *walker) providerConfigFor(typ, ref string, rng hcl.Range) (cty.Value, h
 			if pb != nil {
 				rng = pb.DeclRange
 			}
-			return cty.NilVal, hcl.Diagnostics{errorf(rng, "Invalid provider configuration", "provider %s: %s.", key, strings.TrimSuffix(err.Error(), "."))}
+			return cty.NilVal, configDiags(props, rng, "provider "+key, "Invalid provider configuration", err, v)
 		}
 	}
 	if w.root().providerCfgs == nil {
@@ -154,7 +154,7 @@ func (w *walker) readData(node string) hcl.Diagnostics {
 		// ValidateDataResourceConfig); unknown values are skipped.
 		clean, _ := props.UnmarkDeep()
 		if err := cv.ValidateConfig(w.meter.ctx, provider.Request{Target: w.inst.providerTarget(), LogicalID: w.prefix + node, Properties: clean, ProviderConfig: unmarked(cfg)}); err != nil {
-			return diags.Append(errorf(r.DeclRange, "Invalid data source configuration", "%s: %s.", w.prefix+node, strings.TrimSuffix(err.Error(), ".")))
+			return diags.Extend(configDiags(r.Properties, r.DeclRange, w.prefix+node, "Invalid data source configuration", err, props))
 		}
 	}
 	if !props.IsWhollyKnown() || cfg != cty.NilVal && !cfg.IsWhollyKnown() || w.mode != modeApply && w.dependsOnChange(node) {

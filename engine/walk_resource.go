@@ -61,7 +61,7 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 			// The provider's own validators (Terraform providers).
 			clean, _ := obj.UnmarkDeep()
 			if err := cv.ValidateConfig(w.meter.ctx, provider.Request{Target: w.inst.providerTarget(), LogicalID: w.prefix + ex.addr, Properties: clean, ProviderConfig: unmarked(pcfg)}); err != nil {
-				return nil, diags.Append(errorf(r.DeclRange, "Invalid resource configuration", "%s: %s.", w.prefix+ex.addr, strings.TrimSuffix(err.Error(), ".")))
+				return nil, diags.Extend(configDiags(r.Properties, r.DeclRange, w.prefix+ex.addr, "Invalid resource configuration", err, obj))
 			}
 		}
 		var meta json.RawMessage

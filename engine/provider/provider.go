@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
@@ -143,6 +145,22 @@ type ConfigValidator interface {
 	ValidateConfig(ctx context.Context, req Request) error
 }
 
+// AttributeProblem is one problem a provider found in a configuration:
+// about the property at Path (its first step names the attribute or
+// nested block), or about the whole configuration when Path is empty.
+type AttributeProblem struct {
+	Summary, Detail string
+	Path            cty.Path
+}
+
+// AttributeProblems is implemented by the error of a ConfigValidator that
+// found problems in given properties (a Terraform provider's diagnostics):
+// the engine reports each at the property it is about.
+type AttributeProblems interface {
+	error
+	AttributeProblems() []AttributeProblem
+}
+
 // ProviderConfigValidator is implemented by the resource types of
 // Terraform providers: it runs the provider's validators of its
 // configuration (ValidateProviderConfig); the engine asks once per
@@ -276,4 +294,30 @@ type Waiter interface {
 	// returns it complete. An error fails the resource; ctx's error means
 	// the wait was interrupted and may be resumed.
 	Wait(ctx context.Context, req Request, res Result) (Result, error)
+}
+
+// FormatPath writes p as Terraform does: tag[0].key, labels["env"].
+func FormatPath(p cty.Path) string {
+	var b strings.Builder
+	for i, step := range p {
+		switch s := step.(type) {
+		case cty.GetAttrStep:
+			if i > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(s.Name)
+		case cty.IndexStep:
+			switch {
+			case !s.Key.IsKnown() || s.Key.IsNull():
+				b.WriteString("[?]")
+			case s.Key.Type() == cty.String:
+				fmt.Fprintf(&b, "[%q]", s.Key.AsString())
+			case s.Key.Type() == cty.Number:
+				fmt.Fprintf(&b, "[%s]", s.Key.AsBigFloat().Text('f', -1))
+			default:
+				b.WriteString("[?]")
+			}
+		}
+	}
+	return b.String()
 }

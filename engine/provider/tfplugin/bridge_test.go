@@ -378,14 +378,27 @@ func TestBridgeDiagnostics(t *testing.T) {
 		}
 	}
 	// The provider's own validators run when the instance plans: a tag
-	// key must match ^[a-z]+$.
-	bad, diags := e.Load(defs("resource \"p6_thing\" \"a\" {\n  name = \"x\"\n  tag {\n    key = \"Not-Lower\"\n  }\n}"), ".")
+	// key must match ^[a-z]+$. The diagnostic is at the key of the block
+	// the provider names (tag[1].key), not at the resource.
+	bad, diags := e.Load(defs("resource \"p6_thing\" \"a\" {\n  name = \"x\"\n  tag {\n    key = \"ok\"\n  }\n  tag {\n    key = \"Not-Lower\"\n  }\n}"), ".")
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
 	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: bad.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, nil)
-	if !diags.HasErrors() || !strings.Contains(diags.Error(), "tag[0].key") || !strings.Contains(diags.Error(), "does not match") {
-		t.Errorf("a tag key the provider's validator refuses: %v", diags)
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), "p6_thing.a.tag[1].key") || !strings.Contains(diags.Error(), "does not match") ||
+		diags[0].Subject == nil || !strings.HasPrefix(diags[0].Subject.String(), "t/main.hcl:16,11") {
+		t.Errorf("a tag key the provider's validator refuses: %v at %v, want it at t/main.hcl:16,11", diags, diags[0].Subject)
+	}
+	// A validator that quotes the value it refuses does not show a value
+	// the provider's schema calls sensitive.
+	bad, diags = e.Load(defs("resource \"p6_thing\" \"a\" {\n  name   = \"x\"\n  secret = \"hunter2 with spaces\"\n}"), ".")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: bad.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, nil)
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), "p6_thing.a.secret") || strings.Contains(diags.Error(), "hunter2") ||
+		diags[0].Subject == nil || !strings.HasPrefix(diags[0].Subject.String(), "t/main.hcl:12,") {
+		t.Errorf("a sensitive value the provider's validator refuses: %v at %v, want it at t/main.hcl:12 without the value", diags, diags[0].Subject)
 	}
 	// And of a data block: an object id is lower case.
 	bad, diags = e.Load(defs("data \"p6_object\" \"x\" {\n  id = \"Not Lower\"\n}"), ".")
@@ -393,9 +406,9 @@ func TestBridgeDiagnostics(t *testing.T) {
 		t.Fatal(diags)
 	}
 	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: bad.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, nil)
-	if !diags.HasErrors() || !strings.Contains(diags.Error(), "Invalid data source configuration") || !strings.Contains(diags.Error(), "does not match") ||
-		diags[0].Subject == nil || !strings.HasPrefix(diags[0].Subject.String(), "t/main.hcl:10,") {
-		t.Errorf("a data block the provider's validator refuses: %v", diags)
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), "data.p6_object.x.id") || !strings.Contains(diags.Error(), "does not match") ||
+		diags[0].Subject == nil || !strings.HasPrefix(diags[0].Subject.String(), "t/main.hcl:11,8") {
+		t.Errorf("a data block the provider's validator refuses: %v at %v, want it at its id, t/main.hcl:11,8", diags, diags[0].Subject)
 	}
 	// And its validators of the provider block: region must look like
 	// eu-west-1, and target "moon" does not.
@@ -406,8 +419,9 @@ func TestBridgeDiagnostics(t *testing.T) {
 		t.Fatal(diags)
 	}
 	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: md.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "moon", Account: "111"}}, nil)
-	if !diags.HasErrors() || !strings.Contains(diags.Error(), "Invalid provider configuration") || !strings.Contains(diags.Error(), "region") {
-		t.Errorf("a provider block the provider's validators refuse: %v", diags)
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), "provider p6.region") || !strings.Contains(diags.Error(), `"moon" does not match`) ||
+		diags[0].Subject == nil || !strings.HasPrefix(diags[0].Subject.String(), "t/main.hcl:7,") {
+		t.Errorf("a provider block the provider's validators refuse: %v, want it at its region, t/main.hcl:7", diags)
 	}
 	defsOK, diags := e.Load(defs("resource \"p6_thing\" \"a\" {\n  name     = \"x\"\n  provider = p6.west\n}"), ".")
 	if diags.HasErrors() {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
+	"github.com/stackd/stackd/engine/provider"
 	"github.com/zclconf/go-cty/cty"
 )
 
@@ -115,7 +116,7 @@ func TestSchema(t *testing.T) {
 				{cty.GetAttrPath("nope"), false},
 			} {
 				if got := b.IsSensitive(tc.path); got != tc.want {
-					t.Errorf("IsSensitive(%s) = %v, want %v", FormatPath(tc.path), got, tc.want)
+					t.Errorf("IsSensitive(%s) = %v, want %v", provider.FormatPath(tc.path), got, tc.want)
 				}
 			}
 			if proto != 6 {
@@ -144,7 +145,7 @@ func TestSchema(t *testing.T) {
 			})
 			var got []string
 			for _, p := range b.SensitivePaths(v) {
-				got = append(got, FormatPath(p))
+				got = append(got, provider.FormatPath(p))
 			}
 			if strings.Join(sorted(got), ",") != "secret,settings.token" {
 				t.Errorf("SensitivePaths = %v, want [secret settings.token]", got)
@@ -194,7 +195,7 @@ func TestValidate(t *testing.T) {
 			var paths []string
 			for _, d := range de.Diagnostics {
 				if d.Severity == SeverityError {
-					paths = append(paths, FormatPath(d.Attribute))
+					paths = append(paths, provider.FormatPath(d.Attribute))
 				}
 			}
 			if got := strings.Join(sorted(paths), ","); got != "name,tag[0].key" {
@@ -206,7 +207,7 @@ func TestValidate(t *testing.T) {
 
 			pcfg := target{region: "nowhere", dir: t.TempDir()}.value()
 			_, err = c.ValidateProviderConfig(ctx, pcfg)
-			if !errors.As(err, &de) || len(de.Diagnostics) == 0 || FormatPath(de.Diagnostics[0].Attribute) != "region" {
+			if !errors.As(err, &de) || len(de.Diagnostics) == 0 || provider.FormatPath(de.Diagnostics[0].Attribute) != "region" {
 				t.Errorf("ValidateProviderConfig(region nowhere) = %v, want an error on region", err)
 			}
 			if strings.Contains(err.Error(), "provider-token-secret") {

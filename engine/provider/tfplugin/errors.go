@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/stackd/stackd/engine/provider"
 	"github.com/zclconf/go-cty/cty"
 )
 
@@ -64,7 +65,7 @@ func (d Diagnostic) String() string {
 		b.WriteString(d.Detail)
 	}
 	if len(d.Attribute) > 0 {
-		fmt.Fprintf(&b, " (attribute %s)", FormatPath(d.Attribute))
+		fmt.Fprintf(&b, " (attribute %s)", provider.FormatPath(d.Attribute))
 	}
 	return b.String()
 }
@@ -107,31 +108,20 @@ func (e *DiagnosticsError) Error() string {
 	return strings.Join(msgs, "; ")
 }
 
-// FormatPath writes p as Terraform does: tag[0].key, labels["env"].
-func FormatPath(p cty.Path) string {
-	var b strings.Builder
-	for i, step := range p {
-		switch s := step.(type) {
-		case cty.GetAttrStep:
-			if i > 0 {
-				b.WriteByte('.')
-			}
-			b.WriteString(s.Name)
-		case cty.IndexStep:
-			switch {
-			case !s.Key.IsKnown() || s.Key.IsNull():
-				b.WriteString("[?]")
-			case s.Key.Type() == cty.String:
-				fmt.Fprintf(&b, "[%q]", s.Key.AsString())
-			case s.Key.Type() == cty.Number:
-				fmt.Fprintf(&b, "[%s]", s.Key.AsBigFloat().Text('f', -1))
-			default:
-				b.WriteString("[?]")
-			}
+// AttributeProblems are the error diagnostics, each with the attribute it
+// is about (provider.AttributeProblems): the engine reports them at the
+// configuration's attributes.
+func (e *DiagnosticsError) AttributeProblems() []provider.AttributeProblem {
+	var out []provider.AttributeProblem
+	for _, d := range e.Diagnostics {
+		if d.Severity == SeverityError {
+			out = append(out, provider.AttributeProblem{Summary: d.Summary, Detail: d.Detail, Path: d.Attribute})
 		}
 	}
-	return b.String()
+	return out
 }
+
+var _ provider.AttributeProblems = (*DiagnosticsError)(nil)
 
 // callError wraps err with the call's name and the provider's identity.
 func callError(op, provider string, err error) error {

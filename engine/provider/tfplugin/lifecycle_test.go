@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stackd/stackd/engine/provider"
 	"github.com/zclconf/go-cty/cty"
 )
 
@@ -139,7 +140,7 @@ func TestLifecycle(t *testing.T) {
 			p = tc.plan(t, state, cfg3)
 			var rr []string
 			for _, path := range p.RequiresReplace {
-				rr = append(rr, FormatPath(path))
+				rr = append(rr, provider.FormatPath(path))
 			}
 			if !contains(rr, "name") {
 				t.Errorf("replace plan RequiresReplace = %v, want it to name name", rr)
@@ -251,7 +252,7 @@ func TestDataSource(t *testing.T) {
 			}
 			_, err = tc.c.ReadDataSource(testCtx(t), dtyp, fill(db, map[string]cty.Value{"id": cty.StringVal("missing")}))
 			var de *DiagnosticsError
-			if !errors.As(err, &de) || FormatPath(de.Diagnostics[0].Attribute) != "id" {
+			if !errors.As(err, &de) || provider.FormatPath(de.Diagnostics[0].Attribute) != "id" {
 				t.Errorf("ReadDataSource(missing) = %v, want a diagnostic on id", err)
 			}
 		})
@@ -328,7 +329,7 @@ func TestApplyFailDiagnostic(t *testing.T) {
 				t.Fatalf("apply with fail = true: %v, want a *DiagnosticsError", err)
 			}
 			d := de.Diagnostics[0]
-			if d.Severity != SeverityError || d.Summary != "Failure requested" || FormatPath(d.Attribute) != "fail" {
+			if d.Severity != SeverityError || d.Summary != "Failure requested" || provider.FormatPath(d.Attribute) != "fail" {
 				t.Errorf("diagnostic = %+v", d)
 			}
 			if errors.Is(err, ErrProviderExited) {

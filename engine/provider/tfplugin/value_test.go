@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stackd/stackd/engine/provider"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/msgpack"
 )
@@ -75,7 +76,7 @@ func TestFormatPath(t *testing.T) {
 		{cty.Path{cty.IndexStep{Key: cty.UnknownVal(cty.String)}}, "[?]"},
 		{nil, ""},
 	} {
-		if got := FormatPath(tc.p); got != tc.want {
+		if got := provider.FormatPath(tc.p); got != tc.want {
 			t.Errorf("FormatPath = %q, want %q", got, tc.want)
 		}
 	}
@@ -123,7 +124,7 @@ func TestImpliedTypeNesting(t *testing.T) {
 	})
 	var got []string
 	for _, p := range b.SensitivePaths(v) {
-		got = append(got, FormatPath(p))
+		got = append(got, provider.FormatPath(p))
 	}
 	if strings.Join(sorted(got), " ") != `m["a"].s m["b"].s` {
 		t.Errorf("SensitivePaths = %v", got)

@@ -238,9 +238,12 @@ func (r *thing) Schema(_ context.Context, _ resource.SchemaRequest, resp *resour
 			"name": rschema.StringAttribute{Required: true, Description: "Name; changing it replaces the object.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				Validators:    []validator.String{pattern{regexp.MustCompile(`^[a-z0-9-]+$`)}}},
-			"content":  rschema.StringAttribute{Optional: true},
-			"mode":     rschema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("0644")},
-			"secret":   rschema.StringAttribute{Optional: true, Sensitive: true},
+			"content": rschema.StringAttribute{Optional: true},
+			"mode":    rschema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("0644")},
+			"secret": rschema.StringAttribute{Optional: true, Sensitive: true,
+				// Its validator quotes the value, as framework-validators'
+				// do: stackd must not show it.
+				Validators: []validator.String{pattern{regexp.MustCompile(`^\S*$`)}}},
 			"region":   rschema.StringAttribute{Computed: true},
 			"fail":     rschema.BoolAttribute{Optional: true},
 			"crash":    rschema.BoolAttribute{Optional: true},
