@@ -85,7 +85,7 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 		rp := w.diff(r, w.prefix+ex.addr, schema, obj, meta)
 		rp.providerConfig = pcfg
 		if rp.planErr != nil {
-			return nil, diags.Append(errorf(r.DeclRange, "Provider cannot plan the change", "%s: %s.", ex.addr, strings.TrimSuffix(rp.planErr.Error(), ".")))
+			return nil, diags.Extend(configDiags(r.Properties, r.DeclRange, w.prefix+ex.addr, "Provider cannot plan the change", rp.planErr, obj))
 		}
 		if rr := w.plan.recorded[rp.Address]; rr != nil && rr.Deposed != nil {
 			rp.DeposedCleanup = true
