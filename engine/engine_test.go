@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -572,5 +573,52 @@ func TestParseAccountsCSV(t *testing.T) {
 		if err != nil || !cmp.Equal(got, tc.want) {
 			t.Errorf("%q: got %v %v, want %v", tc.in, got, err, tc.want)
 		}
+	}
+}
+
+// A plan reports every independent error of an instance in one pass, as
+// Terraform's validation does, and none of the nodes that use a failed
+// one (their errors would only repeat it); an apply is not made of it.
+func TestPlanReportsEveryIndependentError(t *testing.T) {
+	reg := provider.Registry{"rec": newRecorder()}
+	defs := mustLoad(t, map[string]string{
+		"d.hcl": `stack_set "s" {
+  template = "./t"
+  deployment_targets {
+    regions  = ["r"]
+    accounts = ["a"]
+  }
+}`,
+		"t/main.hcl": `locals {
+  bad = 1 + "x"
+}
+resource "rec" "uses_bad" {
+  name = "n-${local.bad}"
+}
+resource "rec" "indirect" {
+  name = rec.uses_bad.id
+}
+resource "rec" "after" {
+  name       = "after"
+  depends_on = [rec.uses_bad]
+}
+resource "rec" "count" {
+  count = -1
+  name  = "c"
+}
+resource "rec" "fine" {
+  name = "fine"
+}
+output "o" { value = upper(5 + "y") }
+`,
+	}, reg)
+	_, diags := New(reg).Plan(&Instance{StackSet: defs.StackSet("s"), Target: Target{"r", "a"}}, nil)
+	var got []string
+	for _, d := range DiagnosticsJSON(diags) {
+		got = append(got, fmt.Sprintf("%s:%d", d.File, d.Line))
+	}
+	slices.Sort(got)
+	if want := []string{"t/main.hcl:15", "t/main.hcl:2", "t/main.hcl:21"}; !slices.Equal(got, want) {
+		t.Errorf("errors at %v, want %v (one per independent error, none for rec.uses_bad, rec.indirect and rec.after):\n%s", got, want, diags.Error())
 	}
 }

@@ -165,67 +165,100 @@ func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, h
 
 // walkNodes evaluates this walker's template: locals, resources, modules
 // and outputs in dependency order.
+//
+// A plan goes on past a node that fails, as Terraform's validation does,
+// so that one pass reports every independent error: the nodes that use
+// the failed one, directly or not, are skipped (their errors would only
+// repeat it), the others are evaluated. An apply stops at the first.
 func (w *walker) walkNodes() hcl.Diagnostics {
 	var diags hcl.Diagnostics
+	failed := map[string]bool{}
 	for _, node := range w.tmpl.order {
 		rng := w.nodeRange(node)
 		if err := w.meter.stopped(); err != nil {
 			return append(diags, stoppedDiag(w.meter.ctx, &rng))
 		}
+		if len(failed) > 0 && w.usesAny(node, failed) {
+			failed[node] = true
+			continue
+		}
 		w.meter.setAt(w.prefix+node+" ("+rng.String()+")", &rng)
 		if d := w.gate(node); d.HasErrors() {
 			return append(diags, d...)
 		}
-		switch {
-		case strings.HasPrefix(node, "local."):
-			l := w.tmpl.Locals[strings.TrimPrefix(node, "local.")]
-			v, d := l.Expr.Value(w.ctx(node))
-			diags = append(diags, d...)
-			if d.HasErrors() {
+		d := w.walkNode(node)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			if w.mode == modeApply {
 				return diags
 			}
-			if d := checkValue(w.meter, v, w.prefix+node, l.Expr.Range()); d != nil {
-				return diags.Append(d)
-			}
-			w.locals[l.Name] = v
-		case strings.HasPrefix(node, "output."):
-			o := w.tmpl.Outputs[strings.TrimPrefix(node, "output.")]
-			v, d := o.Expr.Value(w.ctx(node))
-			diags = append(diags, d...)
-			if d.HasErrors() {
-				return diags
-			}
-			if d := checkValue(w.meter, v, w.prefix+node, o.Expr.Range()); d != nil {
-				return diags.Append(d)
-			}
-			if o.Sensitive {
-				v = v.Mark(markSensitive)
-			}
-			w.outputs[o.Name] = v
-		case strings.HasPrefix(node, "data."):
-			d := w.readData(node)
-			diags = append(diags, d...)
-			if d.HasErrors() {
-				return diags
-			}
-		case strings.HasPrefix(node, "module."):
-			d := w.module(w.tmpl.Modules[strings.TrimPrefix(node, "module.")])
-			diags = append(diags, d...)
-			if d.HasErrors() {
-				return diags
-			}
-		default:
-			r := w.tmpl.Resources[node]
-			rps, d := w.resource(r)
-			diags = append(diags, d...)
-			if d.HasErrors() {
-				return diags
-			}
-			for _, rp := range rps {
-				w.desired[rp.Address] = true
-			}
-			*w.planned = append(*w.planned, rps...)
+			failed[node] = true
 		}
+	}
+	return diags
+}
+
+// usesAny reports whether node references or depends on a node of set.
+func (w *walker) usesAny(node string, set map[string]bool) bool {
+	for _, ref := range w.tmpl.refs[node] {
+		if set[ref.root+"."+ref.name] {
+			return true
+		}
+	}
+	if r := w.tmpl.Resources[node]; r != nil {
+		for _, dep := range r.deps {
+			if set[dep] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// walkNode evaluates one node of the template.
+func (w *walker) walkNode(node string) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	switch {
+	case strings.HasPrefix(node, "local."):
+		l := w.tmpl.Locals[strings.TrimPrefix(node, "local.")]
+		v, d := l.Expr.Value(w.ctx(node))
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			return diags
+		}
+		if d := checkValue(w.meter, v, w.prefix+node, l.Expr.Range()); d != nil {
+			return diags.Append(d)
+		}
+		w.locals[l.Name] = v
+	case strings.HasPrefix(node, "output."):
+		o := w.tmpl.Outputs[strings.TrimPrefix(node, "output.")]
+		v, d := o.Expr.Value(w.ctx(node))
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			return diags
+		}
+		if d := checkValue(w.meter, v, w.prefix+node, o.Expr.Range()); d != nil {
+			return diags.Append(d)
+		}
+		if o.Sensitive {
+			v = v.Mark(markSensitive)
+		}
+		w.outputs[o.Name] = v
+	case strings.HasPrefix(node, "data."):
+		return w.readData(node)
+	case strings.HasPrefix(node, "module."):
+		return w.module(w.tmpl.Modules[strings.TrimPrefix(node, "module.")])
+	default:
+		r := w.tmpl.Resources[node]
+		rps, d := w.resource(r)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			return diags
+		}
+		for _, rp := range rps {
+			w.desired[rp.Address] = true
+		}
+		*w.planned = append(*w.planned, rps...)
 	}
 	return diags
 }
