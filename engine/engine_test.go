@@ -622,3 +622,48 @@ output "o" { value = upper(5 + "y") }
 		t.Errorf("errors at %v, want %v (one per independent error, none for rec.uses_bad, rec.indirect and rec.after):\n%s", got, want, diags.Error())
 	}
 }
+
+// A template with more failing blocks than MaxPlanErrors: the plan stops
+// there and says so, so that a branch cannot make megabytes of
+// diagnostics.
+func TestPlanErrorsBounded(t *testing.T) {
+	reg := provider.Registry{"rec": newRecorder()}
+	var tmpl strings.Builder
+	for i := range MaxPlanErrors + 10 {
+		fmt.Fprintf(&tmpl, "resource \"rec\" \"r%d\" {\n  name = 1 + \"x\"\n}\n", i)
+	}
+	defs := mustLoad(t, map[string]string{
+		"d.hcl":      "stack_set \"s\" {\n  template = \"./t\"\n  deployment_targets {\n    regions  = [\"r\"]\n    accounts = [\"a\"]\n  }\n}",
+		"t/main.hcl": tmpl.String(),
+	}, reg)
+	_, diags := New(reg).Plan(&Instance{StackSet: defs.StackSet("s"), Target: Target{"r", "a"}}, nil)
+	if n := len(diags.Errs()); n != MaxPlanErrors+1 || diags[len(diags)-1].Summary != "Too many errors" {
+		t.Errorf("%d errors, the last %q; want %d and \"Too many errors\"", n, diags[len(diags)-1].Summary, MaxPlanErrors+1)
+	}
+}
+
+// The bound holds across modules: a module called many times, each call
+// failing in many blocks, stops the plan at MaxPlanErrors too.
+func TestPlanErrorsBoundedAcrossModules(t *testing.T) {
+	reg := provider.Registry{"rec": newRecorder()}
+	var mod, root strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&mod, "resource \"rec\" \"r%d\" {\n  name = 1 + \"x\"\n}\n", i)
+		fmt.Fprintf(&root, "module \"m%d\" {\n  source = \"./m\"\n}\n", i)
+	}
+	defs := mustLoad(t, map[string]string{
+		"d.hcl":        "stack_set \"s\" {\n  template = \"./t\"\n  deployment_targets {\n    regions  = [\"r\"]\n    accounts = [\"a\"]\n  }\n}",
+		"t/main.hcl":   root.String(),
+		"t/m/main.hcl": mod.String(),
+	}, reg)
+	_, diags := New(reg).Plan(&Instance{StackSet: defs.StackSet("s"), Target: Target{"r", "a"}}, nil)
+	tooMany := 0
+	for _, d := range diags {
+		if d.Summary == "Too many errors" {
+			tooMany++
+		}
+	}
+	if n := len(diags.Errs()); n > MaxPlanErrors+1 || tooMany != 1 {
+		t.Errorf("%d errors, %d saying there were too many; want at most %d and one", n, tooMany, MaxPlanErrors+1)
+	}
+}

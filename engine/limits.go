@@ -131,6 +131,13 @@ const (
 	// would take more memory than the plan.
 	MaxIterationErrors = 100
 
+	// MaxPlanErrors bounds the failed nodes a plan of one instance goes on
+	// past (a plan reports every independent error), its modules' counted
+	// too: 50, then it stops and says so. Diagnostics of a branch anyone can push go to status
+	// commits and the state; 10,000 failing resource blocks must not make
+	// megabytes of them.
+	MaxPlanErrors = 50
+
 	// DefaultPlanBudget is the time Engine.PlanContext gives planning one
 	// instance when its context carries no budget of its own (see
 	// WithPlanBudget): the backstop for callers that set none. Planning an
@@ -210,6 +217,9 @@ type meter struct {
 	ref       *refMeter // nil without WithPlanBudget
 	built     atomic.Int64
 	resources int // resource instances planned (the walker is sequential)
+	// failedNodes counts the nodes that failed in the whole plan, modules
+	// included (see MaxPlanErrors; the walker is sequential).
+	failedNodes int
 
 	mu sync.Mutex // guards what follows
 	// at is what is being evaluated: a node and its range, for the report

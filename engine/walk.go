@@ -193,6 +193,13 @@ func (w *walker) walkNodes() hcl.Diagnostics {
 				return diags
 			}
 			failed[node] = true
+			if w.meter.failedNodes++; w.meter.failedNodes >= MaxPlanErrors {
+				if w.meter.failedNodes == MaxPlanErrors {
+					diags = diags.Append(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Too many errors",
+						Detail: fmt.Sprintf("The plan of this instance stopped after %d blocks failed; fix these and plan again.", MaxPlanErrors), Subject: rng.Ptr()})
+				}
+				return diags
+			}
 		}
 	}
 	return diags
