@@ -715,7 +715,8 @@ func TestValidate(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name     string
-		old, new string // an edit to web.hcl; none when empty
+		file     string // the file edited: web.hcl when empty
+		old, new string // an edit to it; none when empty
 		mark     string // marks the line the output must name
 		wantCode int
 		wantOut  string
@@ -729,21 +730,31 @@ func TestValidate(t *testing.T) {
 			name: "unknown variable", old: "replicas = 2\n", new: "replicas = 2\n    colour = \"blue\"\n",
 			mark: "colour", wantCode: 1, wantOut: "does not validate",
 		},
+		{
+			// Only evaluation at a target shows it: every instance is
+			// planned, as a pull-request branch is.
+			name: "attribute a resource does not have", file: qsTemplate, old: "config_sha256=${file.config.sha256}", new: "config_sha256=${file.config.sha257}",
+			mark: "sha257", wantCode: 1, wantOut: "Unsupported attribute",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			copyQuickstart(t, dir)
+			file := tc.file
+			if file == "" {
+				file = "web.hcl"
+			}
 			if tc.old != "" {
-				replaceIn(t, dir, "web.hcl", tc.old, tc.new)
+				replaceIn(t, dir, file, tc.old, tc.new)
 			}
 			res := stackd(t, "validate", dir)
 			if res.code() != tc.wantCode || !strings.Contains(res.stdout, tc.wantOut) {
 				t.Errorf("validate: exit %d, want %d and %q in the output\n%s", res.code(), tc.wantCode, tc.wantOut, res)
 			}
 			if tc.mark != "" {
-				loc := fmt.Sprintf("web.hcl:%d", lineOf(t, dir, "web.hcl", tc.mark))
+				loc := fmt.Sprintf("%s:%d", file, lineOf(t, dir, file, tc.mark))
 				if !strings.Contains(res.stdout, loc) {
 					t.Errorf("validate printed:\n%s\nwant it to name %s", res.stdout, loc)
 				}

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
@@ -56,6 +58,9 @@ func newValidateCommand() *cobra.Command {
 					diags = append(diags, ss.CheckOverrides(nil)...)
 				}
 			}
+			if !diags.HasErrors() {
+				diags = append(diags, planEveryInstance(cmd.Context(), eng, defs)...)
+			}
 			out := cmd.OutOrStdout()
 			if len(diags) > 0 {
 				if err := engine.WriteDiagnostics(cmd.ErrOrStderr(), defs, diags, colorOK(cmd.ErrOrStderr())); err != nil {
@@ -88,4 +93,29 @@ func newValidateCommand() *cobra.Command {
 	cmd.Flags().StringVar(&stateDir, "state-dir", ".stackd/state", "state directory whose parent holds the provider cache and lock file (see --plugin-cache-dir, --plugin-lock-file)")
 	plugins.add(cmd.Flags())
 	return cmd
+}
+
+// planEveryInstance plans every instance of defs against an empty state,
+// as a pull-request branch is planned: no provider is configured, asked
+// to validate or read (Instance.Untrusted), so validating runs no
+// provider code. It finds what only evaluation at a target shows (a
+// reference to an attribute a resource does not have, a lookup that fails
+// for one account, a count that is not a number), and reports the first
+// instance with errors of each stack set.
+func planEveryInstance(ctx context.Context, eng *engine.Engine, defs *engine.Definitions) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, ss := range defs.StackSets {
+		for _, t := range ss.Targets() {
+			_, pd := eng.PlanContext(ctx, &engine.Instance{StackSet: ss, Target: t, Untrusted: true}, nil)
+			if !pd.HasErrors() {
+				continue
+			}
+			for _, d := range pd {
+				d.Detail = fmt.Sprintf("%s (stack set %q, instance %s/%s)", d.Detail, ss.Name, t.Region, t.Account)
+			}
+			diags = append(diags, pd...)
+			break
+		}
+	}
+	return diags
 }
