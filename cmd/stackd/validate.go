@@ -11,6 +11,7 @@ import (
 
 	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/internal/secrets"
+	"github.com/stackd/stackd/reconciler"
 )
 
 func newValidateCommand() *cobra.Command {
@@ -102,7 +103,13 @@ func newValidateCommand() *cobra.Command {
 // reference to an attribute a resource does not have, a lookup that fails
 // for one account, a count that is not a number), and reports the first
 // instance with errors of each stack set.
+//
+// All of it runs under the budget a pull-request branch gets
+// (reconciler.DefaultPlanBudget): definitions that take longer are
+// reported as such, not waited for.
 func planEveryInstance(ctx context.Context, eng *engine.Engine, defs *engine.Definitions) hcl.Diagnostics {
+	ctx, cancel := engine.WithPlanBudget(ctx, reconciler.DefaultPlanBudget)
+	defer cancel()
 	var diags hcl.Diagnostics
 	for _, ss := range defs.StackSets {
 		for _, t := range ss.Targets() {
@@ -114,6 +121,9 @@ func planEveryInstance(ctx context.Context, eng *engine.Engine, defs *engine.Def
 				d.Detail = fmt.Sprintf("%s (stack set %q, instance %s/%s)", d.Detail, ss.Name, t.Region, t.Account)
 			}
 			diags = append(diags, pd...)
+			if engine.PlanStopped(pd) != nil {
+				return diags
+			}
 			break
 		}
 	}
