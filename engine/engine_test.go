@@ -576,19 +576,22 @@ func TestParseAccountsCSV(t *testing.T) {
 	}
 }
 
+// oneTarget is a stack set "s" of template ./t at one target, r/a.
+const oneTarget = `stack_set "s" {
+  template = "./t"
+  deployment_targets {
+    regions  = ["r"]
+    accounts = ["a"]
+  }
+}`
+
 // A plan reports every independent error of an instance in one pass, as
 // Terraform's validation does, and none of the nodes that use a failed
 // one (their errors would only repeat it); an apply is not made of it.
 func TestPlanReportsEveryIndependentError(t *testing.T) {
 	reg := provider.Registry{"rec": newRecorder()}
 	defs := mustLoad(t, map[string]string{
-		"d.hcl": `stack_set "s" {
-  template = "./t"
-  deployment_targets {
-    regions  = ["r"]
-    accounts = ["a"]
-  }
-}`,
+		"d.hcl": oneTarget,
 		"t/main.hcl": `locals {
   bad = 1 + "x"
 }
@@ -633,7 +636,7 @@ func TestPlanErrorsBounded(t *testing.T) {
 		fmt.Fprintf(&tmpl, "resource \"rec\" \"r%d\" {\n  name = 1 + \"x\"\n}\n", i)
 	}
 	defs := mustLoad(t, map[string]string{
-		"d.hcl":      "stack_set \"s\" {\n  template = \"./t\"\n  deployment_targets {\n    regions  = [\"r\"]\n    accounts = [\"a\"]\n  }\n}",
+		"d.hcl":      oneTarget,
 		"t/main.hcl": tmpl.String(),
 	}, reg)
 	_, diags := New(reg).Plan(&Instance{StackSet: defs.StackSet("s"), Target: Target{"r", "a"}}, nil)
@@ -652,7 +655,7 @@ func TestPlanErrorsBoundedAcrossModules(t *testing.T) {
 		fmt.Fprintf(&root, "module \"m%d\" {\n  source = \"./m\"\n}\n", i)
 	}
 	defs := mustLoad(t, map[string]string{
-		"d.hcl":        "stack_set \"s\" {\n  template = \"./t\"\n  deployment_targets {\n    regions  = [\"r\"]\n    accounts = [\"a\"]\n  }\n}",
+		"d.hcl":        oneTarget,
 		"t/main.hcl":   root.String(),
 		"t/m/main.hcl": mod.String(),
 	}, reg)

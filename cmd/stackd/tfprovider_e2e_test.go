@@ -87,23 +87,27 @@ func p6Fixture(t *testing.T, template, msg string) (f *fixture, world, dir strin
 	return f, world, dir
 }
 
-const p6Template = `terraform {
+// p6Provider requires the test provider and configures it per target
+// (its objects go to the target account's directory of var.world).
+const p6Provider = `terraform {
   required_providers {
     p6 = { source = "registry.example.com/stackd/p6", version = "~> 1.0" }
   }
 }
 variable "world" { type = string }
-variable "name" { type = string }
-variable "crash_account" {
-  type    = string
-  default = ""
-}
 
 provider "p6" {
   region = target.region
   dir    = "${var.world}/${target.account}"
   prefix = "${target.region}-"
   token  = "provider-token-secret"
+}
+`
+
+const p6Template = p6Provider + `variable "name" { type = string }
+variable "crash_account" {
+  type    = string
+  default = ""
 }
 
 resource "p6_thing" "app" {
@@ -509,19 +513,7 @@ func TestTerraformProviderMoreConfigurationsThanProcesses(t *testing.T) {
   }
 }
 `,
-		"templates/things/main.hcl": `terraform {
-  required_providers {
-    p6 = { source = "registry.example.com/stackd/p6", version = "~> 1.0" }
-  }
-}
-variable "world" { type = string }
-provider "p6" {
-  region = target.region
-  dir    = "${var.world}/${target.account}"
-  prefix = "${target.region}-"
-  token  = "provider-token-secret"
-}
-resource "p6_thing" "app" {
+		"templates/things/main.hcl": p6Provider + `resource "p6_thing" "app" {
   count   = 4
   name    = "app${count.index}"
   content = "hello ${target.account}"

@@ -377,38 +377,36 @@ func TestBridgeDiagnostics(t *testing.T) {
 			t.Errorf("%s:\n got %s\nwant %s %s", tc.body, diags.Error(), tc.at, tc.want)
 		}
 	}
-	// The provider's own validators run when the instance plans: a tag
-	// key must match ^[a-z]+$. The diagnostic is at the key of the block
-	// the provider names (tag[1].key), not at the resource.
-	bad, diags := e.Load(defs("resource \"p6_thing\" \"a\" {\n  name = \"x\"\n  tag {\n    key = \"ok\"\n  }\n  tag {\n    key = \"Not-Lower\"\n  }\n}"), ".")
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: bad.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, nil)
-	if !diags.HasErrors() || !strings.Contains(diags.Error(), "p6_thing.a.tag[1].key") || !strings.Contains(diags.Error(), "does not match") ||
-		diags[0].Subject == nil || !strings.HasPrefix(diags[0].Subject.String(), "t/main.hcl:16,11") {
-		t.Errorf("a tag key the provider's validator refuses: %v at %v, want it at t/main.hcl:16,11", diags, diags[0].Subject)
-	}
-	// A validator that quotes the value it refuses does not show a value
+	// The provider's own validators run when the instance plans. Each
+	// diagnostic is at what it is about (the provider's attribute path),
+	// and a validator that quotes the value it refuses does not show one
 	// the provider's schema calls sensitive.
-	bad, diags = e.Load(defs("resource \"p6_thing\" \"a\" {\n  name   = \"x\"\n  secret = \"hunter2 with spaces\"\n}"), ".")
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: bad.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, nil)
-	if !diags.HasErrors() || !strings.Contains(diags.Error(), "p6_thing.a.secret") || strings.Contains(diags.Error(), "hunter2") ||
-		diags[0].Subject == nil || !strings.HasPrefix(diags[0].Subject.String(), "t/main.hcl:12,") {
-		t.Errorf("a sensitive value the provider's validator refuses: %v at %v, want it at t/main.hcl:12 without the value", diags, diags[0].Subject)
-	}
-	// And of a data block: an object id is lower case.
-	bad, diags = e.Load(defs("data \"p6_object\" \"x\" {\n  id = \"Not Lower\"\n}"), ".")
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: bad.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, nil)
-	if !diags.HasErrors() || !strings.Contains(diags.Error(), "data.p6_object.x.id") || !strings.Contains(diags.Error(), "does not match") ||
-		diags[0].Subject == nil || !strings.HasPrefix(diags[0].Subject.String(), "t/main.hcl:11,8") {
-		t.Errorf("a data block the provider's validator refuses: %v at %v, want it at its id, t/main.hcl:11,8", diags, diags[0].Subject)
+	for _, tc := range []struct {
+		name, body string
+		at         string // the diagnostic's start
+		want       []string
+	}{
+		// A tag key must match ^[a-z]+$: at the key of the block named.
+		{"tag key", "resource \"p6_thing\" \"a\" {\n  name = \"x\"\n  tag {\n    key = \"ok\"\n  }\n  tag {\n    key = \"Not-Lower\"\n  }\n}",
+			"t/main.hcl:16,11", []string{"p6_thing.a.tag[1].key", "does not match"}},
+		{"sensitive value", "resource \"p6_thing\" \"a\" {\n  name   = \"x\"\n  secret = \"hunter2 with spaces\"\n}",
+			"t/main.hcl:12,", []string{"p6_thing.a.secret", "does not match"}},
+		// A data block's object id is lower case.
+		{"data block", "data \"p6_object\" \"x\" {\n  id = \"Not Lower\"\n}",
+			"t/main.hcl:11,8", []string{"data.p6_object.x.id", "does not match"}},
+	} {
+		bad, diags := e.Load(defs(tc.body), ".")
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: bad.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, nil)
+		ok := diags.HasErrors() && diags[0].Subject != nil && strings.HasPrefix(diags[0].Subject.String(), tc.at) && !strings.Contains(diags.Error(), "hunter2")
+		for _, w := range tc.want {
+			ok = ok && strings.Contains(diags.Error(), w)
+		}
+		if !ok {
+			t.Errorf("%s the provider's validator refuses: %v; want it at %s, saying %q, without a sensitive value", tc.name, diags, tc.at, tc.want)
+		}
 	}
 	// And its validators of the provider block: region must look like
 	// eu-west-1, and target "moon" does not.
