@@ -115,6 +115,12 @@ type Instance struct {
 	// Untrusted plans a ref that is not the deploy branch: the sensitive
 	// values recorded for its resources are unknown (sensitive_state.go).
 	Untrusted bool
+	// RunValidators, with Untrusted, still has the Terraform providers'
+	// validators check the configurations (ValidateResourceConfig and
+	// the like, on a process nobody configured), as terraform validate
+	// does; nothing is configured, planned or read. stackd validate sets
+	// it: the definitions are the user's own.
+	RunValidators bool
 	// Reapply plans an update of every recorded resource, even those whose
 	// properties are as recorded: the instance's last apply failed part
 	// way, so the world may not match the record (a rollback of an
@@ -134,6 +140,10 @@ type Instance struct {
 	// as (see CallerAccount); empty: the target account.
 	Caller string
 }
+
+// validates reports whether the providers' validators check this
+// instance's configurations: not for an untrusted ref, unless asked.
+func (in *Instance) validates() bool { return !in.Untrusted || in.RunValidators }
 
 func (in *Instance) providerTarget() provider.Target {
 	name := in.Name

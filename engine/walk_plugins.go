@@ -61,7 +61,7 @@ func (w *walker) providerConfigFor(typ, ref string, rng hcl.Range) (cty.Value, h
 	if diags.HasErrors() {
 		return cty.NilVal, diags
 	}
-	if pv, ok := w.lookupProvider(typ).(provider.ProviderConfigValidator); ok && w.mode != modeApply && !w.inst.Untrusted && v.IsWhollyKnown() {
+	if pv, ok := w.lookupProvider(typ).(provider.ProviderConfigValidator); ok && w.mode != modeApply && w.inst.validates() && v.IsWhollyKnown() {
 		// The provider's own validators of its block.
 		clean, _ := v.UnmarkDeep()
 		if err := pv.ValidateProviderConfig(w.meter.ctx, clean); err != nil {
@@ -142,20 +142,20 @@ func (w *walker) readData(node string) hcl.Diagnostics {
 	if diags.HasErrors() {
 		return diags
 	}
-	if w.inst.Untrusted {
-		// A ref anyone can push reads nothing through providers: a data
-		// source could read the daemon's files or a cloud's secrets
-		// into its change set.
-		w.resources[node] = cty.DynamicVal
-		return diags
-	}
-	if cv, ok := ds.(provider.ConfigValidator); ok && w.mode != modeApply && (cfg == cty.NilVal || cfg.IsWhollyKnown()) {
+	if cv, ok := ds.(provider.ConfigValidator); ok && w.mode != modeApply && w.inst.validates() && (cfg == cty.NilVal || cfg.IsWhollyKnown()) {
 		// The provider's own validators of the data block (Terraform's
 		// ValidateDataResourceConfig); unknown values are skipped.
 		clean, _ := props.UnmarkDeep()
 		if err := cv.ValidateConfig(w.meter.ctx, provider.Request{Target: w.inst.providerTarget(), LogicalID: w.prefix + node, Properties: clean, ProviderConfig: unmarked(cfg)}); err != nil {
 			return diags.Extend(configDiags(r.Properties, r.DeclRange, w.prefix+node, "Invalid data source configuration", err, props))
 		}
+	}
+	if w.inst.Untrusted {
+		// A ref anyone can push reads nothing through providers: a data
+		// source could read the daemon's files or a cloud's secrets
+		// into its change set.
+		w.resources[node] = cty.DynamicVal
+		return diags
 	}
 	if !props.IsWhollyKnown() || cfg != cty.NilVal && !cfg.IsWhollyKnown() || w.mode != modeApply && w.dependsOnChange(node) {
 		// Read during the apply, once what it reads exists: as Terraform

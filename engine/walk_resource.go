@@ -57,7 +57,7 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 				return nil, diags.Append(errorf(r.DeclRange, "Invalid resource properties", "%s: %s.", ex.addr, strings.TrimSuffix(err.Error(), ".")))
 			}
 		}
-		if cv, ok := p.(provider.ConfigValidator); ok && w.mode != modeApply && !w.inst.Untrusted && (pcfg == cty.NilVal || pcfg.IsWhollyKnown()) {
+		if cv, ok := p.(provider.ConfigValidator); ok && w.mode != modeApply && w.inst.validates() && (pcfg == cty.NilVal || pcfg.IsWhollyKnown()) {
 			// The provider's own validators (Terraform providers).
 			clean, _ := obj.UnmarkDeep()
 			if err := cv.ValidateConfig(w.meter.ctx, provider.Request{Target: w.inst.providerTarget(), LogicalID: w.prefix + ex.addr, Properties: clean, ProviderConfig: unmarked(pcfg)}); err != nil {

@@ -592,3 +592,21 @@ func TestTerraformProviderStoppedOnShutdown(t *testing.T) {
 		t.Errorf("stackd apply interrupted asked no provider to stop its calls in flight; logs:\n%s", a.log)
 	}
 }
+
+// TestValidateRunsProviderValidators: stackd validate has the provider's
+// validators check every instance's configuration, as terraform validate
+// does, with the diagnostic at the attribute; the provider is not
+// configured (its validators of the provider block still run).
+func TestValidateRunsProviderValidators(t *testing.T) {
+	plugins := providerPluginDir(t)
+	bad := strings.Replace(p6Template, `    key   = "owner"`, `    key   = "Not-Lower"`, 1)
+	f, _, dir := p6Fixture(t, bad, "a tag key the provider refuses")
+	res := stackd(t, "validate", f.repo, "--plugin-dir", plugins, "--state-dir", filepath.Join(dir, "validate", "state"))
+	loc := fmt.Sprintf("templates/things/main.hcl:%d", lineOf(t, f.repo, "templates/things/main.hcl", "Not-Lower"))
+	if res.code() != 1 || !strings.Contains(res.stdout, loc) || !strings.Contains(res.stderr, "p6_thing.app.tag[0].key") {
+		t.Errorf("validate: exit %d; want 1 and the provider's diagnostic at %s\n%s", res.code(), loc, res)
+	}
+	if strings.Contains(res.stdout+res.stderr, "resource-secret-value") || strings.Contains(res.stdout+res.stderr, "provider-token-secret") {
+		t.Errorf("a secret reached validate's output:\n%s", res)
+	}
+}

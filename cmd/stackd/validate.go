@@ -97,11 +97,13 @@ func newValidateCommand() *cobra.Command {
 }
 
 // planEveryInstance plans every instance of defs against an empty state,
-// as a pull-request branch is planned: no provider is configured, asked
-// to validate or read (Instance.Untrusted), so validating runs no
-// provider code. It finds what only evaluation at a target shows (a
-// reference to an attribute a resource does not have, a lookup that fails
-// for one account, a count that is not a number), and reports the first
+// as a pull-request branch is planned: no provider is configured, planned
+// or read (Instance.Untrusted), but, as terraform validate does, the
+// Terraform providers' validators check the configurations
+// (Instance.RunValidators, on a process nobody configured). It finds what
+// only evaluation at a target shows (a reference to an attribute a
+// resource does not have, a lookup that fails for one account, two
+// attributes a provider allows only one of), and reports the first
 // instance with errors of each stack set.
 //
 // All of it runs under the budget a pull-request branch gets
@@ -113,7 +115,7 @@ func planEveryInstance(ctx context.Context, eng *engine.Engine, defs *engine.Def
 	var diags hcl.Diagnostics
 	for _, ss := range defs.StackSets {
 		for _, t := range ss.Targets() {
-			_, pd := eng.PlanContext(ctx, &engine.Instance{StackSet: ss, Target: t, Untrusted: true}, nil)
+			_, pd := eng.PlanContext(ctx, &engine.Instance{StackSet: ss, Target: t, Untrusted: true, RunValidators: true}, nil)
 			if !pd.HasErrors() {
 				continue
 			}
