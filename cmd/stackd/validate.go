@@ -99,8 +99,9 @@ func newValidateCommand() *cobra.Command {
 // planEveryInstance plans every instance of defs against an empty state,
 // as a pull-request branch is planned: no provider is configured, planned
 // or read (Instance.Untrusted), but, as terraform validate does, the
-// Terraform providers' validators check the configurations
-// (Instance.RunValidators, on a process nobody configured). It finds what
+// Terraform providers' validators check the configurations of each stack
+// set's first instance (Instance.RunValidators, on a process nobody
+// configured). It finds what
 // only evaluation at a target shows (a reference to an attribute a
 // resource does not have, a lookup that fails for one account, two
 // attributes a provider allows only one of), and reports the first
@@ -114,8 +115,12 @@ func planEveryInstance(ctx context.Context, eng *engine.Engine, defs *engine.Def
 	defer cancel()
 	var diags hcl.Diagnostics
 	for _, ss := range defs.StackSets {
-		for _, t := range ss.Targets() {
-			_, pd := eng.PlanContext(ctx, &engine.Instance{StackSet: ss, Target: t, Untrusted: true, RunValidators: true}, nil)
+		for i, t := range ss.Targets() {
+			// The providers' validators check the first instance's
+			// configurations, as terraform validate checks each block
+			// once: on every instance they would cost a provider call per
+			// resource (6.5 s for 1,000 targets of 10 local_files).
+			_, pd := eng.PlanContext(ctx, &engine.Instance{StackSet: ss, Target: t, Untrusted: true, RunValidators: i == 0}, nil)
 			if !pd.HasErrors() {
 				continue
 			}
