@@ -34,6 +34,27 @@ type IdentitySchema struct {
 	Attributes map[string]cty.Type
 }
 
+// identityAttribute is an attribute of an identity schema as either
+// protocol's generated code has it.
+type identityAttribute interface {
+	GetName() string
+	GetType() []byte
+}
+
+// identitySchema converts the identity schema of typeName (either
+// protocol's attributes, whose types are JSON type specs).
+func identitySchema[A identityAttribute](typeName string, version int64, attrs []A) (*IdentitySchema, error) {
+	is := &IdentitySchema{Version: version, Attributes: make(map[string]cty.Type, len(attrs))}
+	for _, a := range attrs {
+		ty, err := parseType(a.GetType())
+		if err != nil {
+			return nil, fmt.Errorf("identity of %s: attribute %s: %w", typeName, a.GetName(), err)
+		}
+		is.Attributes[a.GetName()] = ty
+	}
+	return is, nil
+}
+
 // ImpliedType is the object type of the identity's values.
 func (s *IdentitySchema) ImpliedType() cty.Type { return cty.Object(s.Attributes) }
 

@@ -304,13 +304,9 @@ func (p *v6) identitySchemas(ctx context.Context) (map[string]*IdentitySchema, D
 		if s == nil {
 			continue
 		}
-		is := &IdentitySchema{Version: s.Version, Attributes: make(map[string]cty.Type, len(s.IdentityAttributes))}
-		for _, a := range s.IdentityAttributes {
-			ty, err := parseType(a.Type)
-			if err != nil {
-				return nil, nil, fmt.Errorf("identity of %s: attribute %s: %w", name, a.Name, err)
-			}
-			is.Attributes[a.Name] = ty
+		is, err := identitySchema(name, s.Version, s.IdentityAttributes)
+		if err != nil {
+			return nil, nil, err
 		}
 		out[name] = is
 	}
