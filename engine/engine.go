@@ -66,22 +66,17 @@ func DestroyPrevented(ss *StackSet, t Target, recorded []ResourceState) hcl.Diag
 // templateResource is the resource block of t (or of a module it calls)
 // that the recorded address addr ("module.m.TYPE.NAME[key]") comes from.
 func templateResource(t *Template, addr string) *Resource {
-	for t != nil {
-		rest, ok := strings.CutPrefix(addr, "module.")
-		if !ok {
-			return t.Resources[baseAddr(addr)]
+	id, mods := splitModuleAddress(addr)
+	if mods != nil {
+		for _, name := range strings.Split(mods.LogicalIdHierarchy, "/") {
+			mc := t.Modules[baseAddr(name)]
+			if mc == nil {
+				return nil
+			}
+			t = mc.Template
 		}
-		name, tail, ok := strings.Cut(rest, ".")
-		if !ok {
-			return nil
-		}
-		mc := t.Modules[baseAddr(name)]
-		if mc == nil {
-			return nil
-		}
-		t, addr = mc.Template, tail
 	}
-	return nil
+	return t.Resources[baseAddr(id)]
 }
 
 // Engine evaluates templates against providers.

@@ -131,7 +131,8 @@ func moduleProviders(a *hcl.Attribute, m map[string]string) hcl.Diagnostics {
 			diags = append(diags, vd...)
 			continue
 		}
-		if c, _, _ := strings.Cut(child, "."); c != strings.Split(parent, ".")[0] {
+		c, _, _ := strings.Cut(child, ".")
+		if p, _, _ := strings.Cut(parent, "."); c != p {
 			diags = diags.Append(errorf(kv.Value.Range(), "Invalid providers argument",
 				"The module's provider %s can only be served by a configuration of provider %s, not %s.", child, c, parent))
 			continue

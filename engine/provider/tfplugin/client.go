@@ -873,11 +873,11 @@ func (c *client) importState(ctx context.Context, typeName, id string, identity 
 		if err != nil {
 			return nil, err
 		}
-		id, err := c.decodeIdentity(s, op, imp.typeName, imp.identity)
+		identity, err := c.decodeIdentity(s, op, imp.typeName, imp.identity)
 		if err != nil {
 			return nil, err
 		}
-		resp.Imported = append(resp.Imported, ImportedResource{TypeName: imp.typeName, State: v, Identity: id, Private: imp.private})
+		resp.Imported = append(resp.Imported, ImportedResource{TypeName: imp.typeName, State: v, Identity: identity, Private: imp.private})
 	}
 	return resp, diagsErr(ctx, op, c.opts.Name, diags)
 }
