@@ -222,52 +222,56 @@ func (w *walker) usesAny(node string, set map[string]bool) bool {
 	return false
 }
 
+// nodeValue evaluates the expression of node (a local or an output) within
+// the plan's size budget.
+func (w *walker) nodeValue(node string, expr hcl.Expression) (cty.Value, hcl.Diagnostics) {
+	v, diags := expr.Value(w.ctx(node))
+	if diags.HasErrors() {
+		return v, diags
+	}
+	if d := checkValue(w.meter, v, w.prefix+node, expr.Range()); d != nil {
+		return v, diags.Append(d)
+	}
+	return v, diags
+}
+
 // walkNode evaluates one node of the template.
 func (w *walker) walkNode(node string) hcl.Diagnostics {
-	var diags hcl.Diagnostics
 	switch {
 	case strings.HasPrefix(node, "local."):
 		l := w.tmpl.Locals[strings.TrimPrefix(node, "local.")]
-		v, d := l.Expr.Value(w.ctx(node))
-		diags = append(diags, d...)
+		v, d := w.nodeValue(node, l.Expr)
 		if d.HasErrors() {
-			return diags
-		}
-		if d := checkValue(w.meter, v, w.prefix+node, l.Expr.Range()); d != nil {
-			return diags.Append(d)
+			return d
 		}
 		w.locals[l.Name] = v
+		return d
 	case strings.HasPrefix(node, "output."):
 		o := w.tmpl.Outputs[strings.TrimPrefix(node, "output.")]
-		v, d := o.Expr.Value(w.ctx(node))
-		diags = append(diags, d...)
+		v, d := w.nodeValue(node, o.Expr)
 		if d.HasErrors() {
-			return diags
-		}
-		if d := checkValue(w.meter, v, w.prefix+node, o.Expr.Range()); d != nil {
-			return diags.Append(d)
+			return d
 		}
 		if o.Sensitive {
 			v = v.Mark(markSensitive)
 		}
 		w.outputs[o.Name] = v
+		return d
 	case strings.HasPrefix(node, "data."):
 		return w.readData(node)
 	case strings.HasPrefix(node, "module."):
 		return w.module(w.tmpl.Modules[strings.TrimPrefix(node, "module.")])
 	default:
-		r := w.tmpl.Resources[node]
-		rps, d := w.resource(r)
-		diags = append(diags, d...)
+		rps, d := w.resource(w.tmpl.Resources[node])
 		if d.HasErrors() {
-			return diags
+			return d
 		}
 		for _, rp := range rps {
 			w.desired[rp.Address] = true
 		}
 		*w.planned = append(*w.planned, rps...)
+		return d
 	}
-	return diags
 }
 
 // nodeRange is where a node of the template is declared.
