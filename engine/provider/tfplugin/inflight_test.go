@@ -46,19 +46,7 @@ func TestInFlightCallsFailOnCrash(t *testing.T) {
 	s, _ := c.Schema(testCtx(t))
 	tc := &thingCase{c: c, proto: 6, typ: "p6_thing", b: s.ResourceTypes["p6_thing"].Block, tg: tg}
 
-	slowCfg := tc.config(map[string]cty.Value{"name": cty.StringVal("slow"), "sleep_ms": cty.NumberIntVal(60_000)})
-	prior := cty.NullVal(tc.b.ImpliedType())
-	p := tc.plan(t, prior, slowCfg)
-	slow := make(chan error, 1)
-	go func() {
-		_, err := c.ApplyResourceChange(context.Background(), ApplyRequest{
-			TypeName: tc.typ, Prior: prior, Planned: p.Planned, Config: slowCfg,
-		})
-		slow <- err
-	}()
-	if !buf.waitFor(testCtx(t), "sleeping slow") {
-		t.Fatal("the slow apply never started")
-	}
+	slow := tc.slowCreate(t, buf, 60_000)
 	_, err := tc.apply(t, cty.NilVal, tc.config(map[string]cty.Value{"name": cty.StringVal("boom"), "crash": cty.True}))
 	if !errors.Is(err, ErrProviderExited) {
 		t.Errorf("crashing apply: %v, want ErrProviderExited", err)
@@ -88,17 +76,7 @@ func TestPoolStopCalls(t *testing.T) {
 	defer l.Release()
 	s, _ := l.Schema(testCtx(t))
 	tc := &thingCase{c: l, proto: 6, typ: "p6_thing", b: s.ResourceTypes["p6_thing"].Block, tg: tg}
-	slowCfg := tc.config(map[string]cty.Value{"name": cty.StringVal("slow"), "sleep_ms": cty.NumberIntVal(600_000)})
-	prior := cty.NullVal(tc.b.ImpliedType())
-	plan := tc.plan(t, prior, slowCfg)
-	slow := make(chan error, 1)
-	go func() {
-		_, err := l.ApplyResourceChange(context.Background(), ApplyRequest{TypeName: tc.typ, Prior: prior, Planned: plan.Planned, Config: slowCfg})
-		slow <- err
-	}()
-	if !buf.waitFor(testCtx(t), "sleeping slow") {
-		t.Fatal("the slow apply never started")
-	}
+	slow := tc.slowCreate(t, buf, 600_000)
 	p.StopCalls(testCtx(t))
 	select {
 	case err := <-slow:
@@ -111,4 +89,24 @@ func TestPoolStopCalls(t *testing.T) {
 	if _, err := tc.apply(t, cty.NilVal, tc.config(map[string]cty.Value{"name": cty.StringVal("after")})); err != nil {
 		t.Errorf("a call after StopCalls: %v", err)
 	}
+}
+
+// slowCreate starts the create of an object "slow" that sleeps ms in the
+// provider, with a context that never ends, and returns once the provider
+// said it sleeps (on its stderr, logged to buf); the apply's error comes
+// on the channel.
+func (tc *thingCase) slowCreate(t *testing.T, buf *syncBuffer, ms int64) <-chan error {
+	t.Helper()
+	cfg := tc.config(map[string]cty.Value{"name": cty.StringVal("slow"), "sleep_ms": cty.NumberIntVal(ms)})
+	prior := cty.NullVal(tc.b.ImpliedType())
+	plan := tc.plan(t, prior, cfg)
+	slow := make(chan error, 1)
+	go func() {
+		_, err := tc.c.ApplyResourceChange(context.Background(), ApplyRequest{TypeName: tc.typ, Prior: prior, Planned: plan.Planned, Config: cfg})
+		slow <- err
+	}()
+	if !buf.waitFor(testCtx(t), "sleeping slow") {
+		t.Fatal("the slow apply never started")
+	}
+	return slow
 }
