@@ -388,20 +388,22 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 		return objectWith(props, markAttrs(rr.attrs(), rr.Sensitive)), &upd, nil
 	}
 	var result provider.Result
+	var superseded *provider.SupersededError
 	cbd := rp.Action == Replace && tr.Lifecycle.CreateBeforeDestroy && rr != nil && rr.Status == StatusApplied
+	if rr != nil && rr.Deposed != nil && (cbd || rp.Action == Update) {
+		// An older deposed object (a failed cleanup) goes first: this
+		// action may depose the current one, and one is kept at a time.
+		prev := rr.ResourceState
+		if err := e.deleteDeposed(ctx, target, &prev, j, obs); err != nil {
+			return fail(err)
+		}
+		rr, rec.Deposed = &recordedResource{ResourceState: prev}, nil
+	}
 	if cbd {
 		// create_before_destroy: the old object stays in service until its
 		// replacement exists; it is recorded as deposed meanwhile, so a
-		// crash at any point leaves it known and deleted later. An older
-		// deposed object (a failed cleanup) goes first: one at a time.
-		if rr.Deposed != nil {
-			prev := rr.ResourceState
-			if err := e.deleteDeposed(ctx, target, &prev, j, obs); err != nil {
-				return fail(err)
-			}
-		}
-		rec.Deposed = &Deposed{PhysicalID: rr.PhysicalID, Inputs: rr.Inputs, Attributes: rr.Attributes, Sensitive: rr.Sensitive, DeletionPolicy: rr.DeletionPolicy,
-			Private: rr.Private, SchemaVersion: rr.SchemaVersion, Identity: rr.Identity, ProviderConfig: rr.ProviderConfig}
+		// crash at any point leaves it known and deleted later.
+		rec.Deposed = deposedOf(&rr.ResourceState)
 	}
 	switch rp.Action {
 	case Replace:
@@ -465,6 +467,14 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 		result, err = p.Update(ctx, pluginRequest(provider.Request{Target: target, LogicalID: rp.Address, RequestID: reqID, PhysicalID: rr.PhysicalID, Properties: clean, OldProperties: rr.inputs()}, &rr.ResourceState, pcfg))
 		ev.Duration += time.Since(began)
 		rec.RequestID = reqID
+		if errors.As(err, &superseded) && result.PhysicalID == superseded.NewPhysicalID && rr.PhysicalID == superseded.OldPhysicalID {
+			// The update replaced the object and the old one could not be
+			// deleted: the new object is the resource, the old one is
+			// deposed below and deleted by the next apply.
+			err = nil
+		} else {
+			superseded = nil
+		}
 	}
 	if err != nil {
 		if rp.Action == Update {
@@ -502,6 +512,13 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *Resource, target p
 			return fail(err)
 		}
 	}
+	if superseded != nil {
+		rec.Deposed = deposedOf(&rr.ResourceState)
+		if err := j.Save(ctx, rec); err != nil {
+			return fail(errors.Join(superseded, fmt.Errorf("journal: %w", err)))
+		}
+		return fail(superseded)
+	}
 	ev.Phase = "done"
 	obs(ev)
 	return objectWith(rp.After, markAttrs(attrs, rec.Sensitive)), &rec, nil
@@ -538,7 +555,7 @@ func (e *Engine) deleteDeposed(ctx context.Context, target provider.Target, rec 
 		if err != nil && !errors.Is(err, provider.ErrNotFound) {
 			ev.Phase, ev.Err = "failed", err
 			obs(ev)
-			return fmt.Errorf("delete the replaced object %s (create_before_destroy): %w", d.PhysicalID, err)
+			return fmt.Errorf("delete the replaced object %s: %w", d.PhysicalID, err)
 		}
 		ev.Phase = "done"
 		obs(ev)
@@ -548,6 +565,13 @@ func (e *Engine) deleteDeposed(ctx context.Context, target provider.Target, rec 
 		return fmt.Errorf("journal: %w", err)
 	}
 	return nil
+}
+
+// deposedOf is the object r records, as the deposed object of its
+// replacement.
+func deposedOf(r *ResourceState) *Deposed {
+	return &Deposed{PhysicalID: r.PhysicalID, Inputs: r.Inputs, Attributes: r.Attributes, Sensitive: r.Sensitive, DeletionPolicy: r.DeletionPolicy,
+		Private: r.Private, SchemaVersion: r.SchemaVersion, Identity: r.Identity, ProviderConfig: r.ProviderConfig}
 }
 
 // resource is the deposed object as the resource rec once was: its own

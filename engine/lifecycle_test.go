@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stackd/stackd/engine/provider"
+	"github.com/zclconf/go-cty/cty"
 )
 
 // lifecycle.create_before_destroy: a replacement is created before the
@@ -150,7 +151,7 @@ func TestCreateBeforeDestroyDeposedCleanup(t *testing.T) {
 	}
 	c.rec.failDelete = "phys-a"
 	_, err := c.apply(t, c.inst(t, "b", true))
-	if err == nil || !strings.Contains(err.Error(), "delete the replaced object phys-a (create_before_destroy): delete refused") {
+	if err == nil || !strings.Contains(err.Error(), "delete the replaced object phys-a: delete refused") {
 		t.Fatalf("apply: %v", err)
 	}
 	r := c.only(t)
@@ -227,5 +228,85 @@ func TestRemovedResourceDeletesItsDeposedObject(t *testing.T) {
 	}
 	if len(c.rec.world) != 0 || len(c.j.list()) != 0 {
 		t.Errorf("world %v, recorded %v", c.rec.world, c.j.list())
+	}
+}
+
+// replacingUpdater is the recorder with an Update that makes a new object
+// and deletes the old one itself, as a custom resource answering Update
+// with a new PhysicalResourceId does.
+type replacingUpdater struct{ *recorder }
+
+func (r replacingUpdater) Update(ctx context.Context, req provider.Request) (provider.Result, error) {
+	id := "phys-" + req.Properties.GetAttr("content").AsString()
+	r.log("update %s %s", req.LogicalID, id)
+	r.mu.Lock()
+	r.world[id] = req.Properties
+	r.mu.Unlock()
+	res := provider.Result{PhysicalID: id, Attributes: map[string]cty.Value{"id": cty.StringVal(id), "digest": cty.StringVal("d-" + id)}}
+	if err := r.Delete(ctx, provider.Request{LogicalID: req.LogicalID, PhysicalID: req.PhysicalID}); err != nil {
+		return res, &provider.SupersededError{OldPhysicalID: req.PhysicalID, NewPhysicalID: id, Err: err}
+	}
+	return res, nil
+}
+
+// An update that replaced the object but could not delete the old one:
+// the new object is the resource and the old one is deposed, so the next
+// apply deletes it and does not update (and so replace) again.
+func TestSupersededObjectDeletedLater(t *testing.T) {
+	c := newCBD()
+	c.reg["rec"] = replacingUpdater{c.rec}
+	c.e = New(c.reg)
+	inst := func(content string) *Instance {
+		defs := mustLoad(t, map[string]string{"defs.hcl": `
+stack_set "web" {
+  template = "./t"
+  deployment_targets {
+    regions  = ["eu"]
+    accounts = ["111"]
+  }
+}`, "t/main.hcl": `resource "rec" "app" {
+  name    = "n"
+  content = "` + content + `"
+}`}, c.reg)
+		return &Instance{StackSet: defs.StackSets[0], StackSetID: "ss", Target: Target{Region: "eu", Account: "111"}}
+	}
+	if _, err := c.apply(t, inst("a")); err != nil {
+		t.Fatal(err)
+	}
+	c.rec.failDelete = "phys-n"
+	_, err := c.apply(t, inst("b"))
+	if err == nil || !strings.Contains(err.Error(), `replaced "phys-n" by "phys-b"`) {
+		t.Fatalf("apply: %v", err)
+	}
+	r := c.only(t)
+	if r.PhysicalID != "phys-b" || r.Status != StatusApplied || !strings.Contains(string(r.Inputs), `"b"`) || r.Deposed == nil || r.Deposed.PhysicalID != "phys-n" {
+		t.Fatalf("recorded %+v (deposed %+v), want phys-b with phys-n deposed", r, r.Deposed)
+	}
+	// While the old object cannot be deleted, nothing else is done: one
+	// more replacement would depose the current object too.
+	before := len(c.calls())
+	if _, err := c.apply(t, inst("c")); err == nil || !strings.Contains(err.Error(), "delete the replaced object phys-n: delete refused") {
+		t.Fatalf("apply with the deposed object undeletable: %v", err)
+	}
+	if got := c.calls()[before:]; len(got) != 1 || got[0] != "delete phys-n" {
+		t.Errorf("calls %v, want only the old object's delete", got)
+	}
+	if r := c.only(t); r.PhysicalID != "phys-b" || r.Deposed == nil || r.Deposed.PhysicalID != "phys-n" {
+		t.Fatalf("recorded %+v (deposed %+v), want phys-b with phys-n deposed", r, r.Deposed)
+	}
+	c.rec.failDelete = ""
+	before = len(c.calls())
+	p, err := c.apply(t, inst("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Resources[0].Action != NoOp || !p.Resources[0].DeposedCleanup {
+		t.Errorf("plan: %s cleanup=%v, want the deposed object's cleanup only", p.Resources[0].Action, p.Resources[0].DeposedCleanup)
+	}
+	if got := c.calls()[before:]; len(got) != 1 || got[0] != "delete phys-n" {
+		t.Errorf("calls %v, want only the old object's delete", got)
+	}
+	if len(c.rec.world) != 1 || c.rec.world["phys-b"] == cty.NilVal {
+		t.Errorf("world %v, want phys-b alone", c.rec.world)
 	}
 }

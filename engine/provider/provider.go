@@ -202,6 +202,24 @@ type Result struct {
 	Properties cty.Value
 }
 
+// SupersededError is returned by Update, together with the Result of the
+// new object, when the update replaced the object (the Result names a new
+// physical id) and the old one, OldPhysicalID, could not be deleted: the new
+// object is the resource from now on, and the old one still exists. The
+// engine records the old one as deposed and deletes it on the next apply,
+// as it does the old object of a create_before_destroy replacement.
+type SupersededError struct {
+	OldPhysicalID string
+	NewPhysicalID string
+	Err           error
+}
+
+func (e *SupersededError) Error() string {
+	return fmt.Sprintf("replaced %q by %q, but the delete of the old physical id failed: %v", e.OldPhysicalID, e.NewPhysicalID, e.Err)
+}
+
+func (e *SupersededError) Unwrap() error { return e.Err }
+
 // Provider manages resources of one type. Calls must honour ctx's deadline.
 // Create must be create-or-verify: called again with the same RequestID after
 // a crash, it must converge to one resource, not make a second.

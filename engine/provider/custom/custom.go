@@ -292,7 +292,8 @@ func CleanupRequestID(createRequestID string) string {
 // old one. A different PhysicalResourceId is a replacement: once the Update
 // succeeded, the old physical id gets a Delete (RequestId
 // DeleteOldRequestID(req.RequestID), the old properties); if that fails,
-// Update returns the new resource's Result together with a *CleanupError.
+// Update returns the new resource's Result together with a
+// *provider.SupersededError, and the engine deletes the old one later.
 func (p *Provider) Update(ctx context.Context, req provider.Request) (provider.Result, error) {
 	cfg, err := p.decode(req.Target, req.Properties, true)
 	if err != nil {
@@ -324,7 +325,7 @@ func (p *Provider) Update(ctx context.Context, req provider.Request) (provider.R
 		PhysicalID: req.PhysicalID, Properties: req.OldProperties,
 	}
 	if _, err := p.call(ctx, del, requestDelete, old, req.PhysicalID, nil); err != nil {
-		return res, &CleanupError{OldPhysicalID: req.PhysicalID, NewPhysicalID: newPhys, Err: err}
+		return res, &provider.SupersededError{OldPhysicalID: req.PhysicalID, NewPhysicalID: newPhys, Err: err}
 	}
 	return res, nil
 }

@@ -647,9 +647,9 @@ func TestUpdate(t *testing.T) {
 				t.Fatalf("Update: %v", err)
 			}
 			if tc.wantErr != "" {
-				var ce *custom.CleanupError
+				var ce *provider.SupersededError
 				if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "in use") {
-					t.Fatalf("Update error %v, want a CleanupError containing %q and the reason", err, tc.wantErr)
+					t.Fatalf("Update error %v, want a SupersededError containing %q and the reason", err, tc.wantErr)
 				}
 			}
 			if res.PhysicalID != tc.wantID || !res.Attributes["id"].RawEquals(cty.StringVal(tc.wantID)) {

@@ -120,21 +120,6 @@ func (e *TimeoutError) Error() string {
 	return fmt.Sprintf("no response within %s (the resource's timeout)", e.Timeout)
 }
 
-// CleanupError is returned by Update, with the new resource's Result, when
-// the Update succeeded with a new physical id but the Delete of the old one
-// failed: the new resource exists, the old one may too.
-type CleanupError struct {
-	OldPhysicalID string
-	NewPhysicalID string
-	Err           error
-}
-
-func (e *CleanupError) Error() string {
-	return fmt.Sprintf("replaced %q by %q, but the delete of the old physical id failed: %v", e.OldPhysicalID, e.NewPhysicalID, e.Err)
-}
-
-func (e *CleanupError) Unwrap() error { return e.Err }
-
 // retryableError is a connection error or a 5xx/429 answer.
 type retryableError struct {
 	err   error
