@@ -875,13 +875,13 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 	ss := j.desired
 	if ss != nil {
 		if ss.ID != "" && ss.ID != id {
-			detail := fmt.Sprintf("Stack set %q pins id %q, but no stack set with that id exists", ss.Name, ss.ID)
-			if id != "" {
-				detail = fmt.Sprintf("Stack set %q pins id %q, but the recorded stack set of that name has id %q: it was deleted and re-created", ss.Name, ss.ID, id)
+			detail := fmt.Sprintf("Stack set %q pins id %q, but no stack set of that name exists: stackd gives a stack set its id when it creates it. Remove the id attribute.", ss.Name, ss.ID)
+			if j.recorded != nil {
+				detail = fmt.Sprintf("Stack set %q pins id %q, but the recorded stack set of that name has id %q (a stack set deleted and created again gets a new id). Remove the id attribute or set it to the recorded id.", ss.Name, ss.ID, id)
 			}
 			return diags.Append(&hcl.Diagnostic{
 				Severity: hcl.DiagError, Summary: "Stack set id mismatch",
-				Detail:  detail + ". Remove the id attribute or set it to the recorded id.",
+				Detail:  detail,
 				Subject: ss.DeclRange.Ptr(),
 			}), nil
 		}

@@ -54,8 +54,11 @@ func TestStackSetIdentity(t *testing.T) {
 	}
 	f.commit(t, "web again, old pin")
 	res = f.apply(t)
-	if res.code() == 0 || !strings.Contains(res.stdout, "Stack set id mismatch") {
+	if res.code() == 0 || !strings.Contains(res.stdout, "Stack set id mismatch") || !strings.Contains(res.stdout, "no stack set of that name exists") {
 		t.Fatalf("re-created stack set with the old pin: %s", res)
+	}
+	if strings.Contains(res.stdout, "recorded stack set") {
+		t.Errorf("the diagnostic speaks of a recorded stack set where there is none: %s", res)
 	}
 
 	// Without the pin it is created again, with a new id.
