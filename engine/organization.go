@@ -171,7 +171,7 @@ func (ss *StackSet) resolveServiceManaged(org *Organization, ous []string, filte
 	case "NONE":
 		if haveAccounts {
 			diags = diags.Append(errorf(rngAccounts, "Accounts not allowed with account_filter_type NONE",
-				"Stack set %q: with account_filter_type = \"NONE\" (the default) the OUs' accounts are the targets and accounts/accounts_file must be empty; set account_filter_type to INTERSECTION, DIFFERENCE or UNION to use them.", ss.Name))
+				"Stack set %q: with account_filter_type = \"NONE\" (the default) the OUs' accounts are the targets, so leave accounts and accounts_file out; set account_filter_type to INTERSECTION, DIFFERENCE or UNION to use them.", ss.Name))
 		}
 	case "INTERSECTION", "DIFFERENCE", "UNION":
 		if !haveAccounts {

@@ -113,7 +113,7 @@ func TestSeedTargetRules(t *testing.T) {
 			accounts: []string{"111111111111", "222222222222", "333333333333", "555555555555", "444444444444"}},
 		{name: "NONE with accounts is rejected",
 			defs:    serviceManaged(`organizational_units = ["ou-prod"]` + "\n" + `accounts = ["222222222222"]`),
-			wantErr: "Accounts not allowed with account_filter_type NONE"},
+			wantErr: "leave accounts and accounts_file out"},
 		{name: "INTERSECTION",
 			defs:     serviceManaged(`organizational_units = ["ou-root"]` + "\n" + `account_filter_type = "INTERSECTION"` + "\n" + `accounts = ["333333333333", "111111111111"]`),
 			accounts: []string{"111111111111", "333333333333"}},
