@@ -276,7 +276,7 @@ func (m *Metrics) WatchStackSets(st *state.Store, rejected func() string) {
 	m.reg.MustRegister(&stackSetCollector{
 		store: st, rejected: rejected,
 		lastOp: prometheus.NewDesc("stackd_stack_set_last_operation",
-			"The last operation of each stack set: 1 for its status, 0 for the other final statuses.",
+			"The last operation of each stack set: 1 for its status, 0 for the other statuses.",
 			[]string{"stack_set", "kind", "status"}, nil),
 		rejDesc: prometheus.NewDesc("stackd_stack_set_revision_rejected",
 			"1 while the deploy branch's latest revision is rejected (it did not validate or plan; the last good revision stays deployed), else 0.",
@@ -298,7 +298,6 @@ func (c *stackSetCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.rejected != nil && c.rejected() != "" {
 		rejected = 1
 	}
-	statuses := []state.OperationStatus{state.OperationRunning, state.OperationSucceeded, state.OperationFailed, state.OperationStopped, state.OperationCancelled}
 	for _, ss := range sets {
 		ch <- prometheus.MustNewConstMetric(c.rejDesc, prometheus.GaugeValue, rejected, ss.Name)
 		if ss.LastOperation == "" {
@@ -308,7 +307,7 @@ func (c *stackSetCollector) Collect(ch chan<- prometheus.Metric) {
 		if err != nil {
 			continue
 		}
-		for _, s := range statuses {
+		for _, s := range state.OperationStatuses {
 			v := 0.0
 			if op.Status == s {
 				v = 1

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stackd/stackd/state"
 )
 
 func TestMetrics(t *testing.T) {
@@ -90,4 +92,27 @@ func TestMetricsIndependentAndNilSafe(t *testing.T) {
 	m.ForgetStackSet("x")
 	m.GitFault("x")
 	m.httpRequest("r", "GET", 200, time.Second)
+}
+
+// stackd_stack_set_last_operation has a series for every status, so an
+// alert on a rolled-back or failed rollback fires.
+func TestLastOperationEveryStatus(t *testing.T) {
+	for _, status := range state.OperationStatuses {
+		m := NewMetrics()
+		e := newEnv(t, func(o *Options) { o.Metrics = m })
+		m.WatchStackSets(e.store, nil)
+		ss, op := populate(t, e.store)
+		op.Status = status
+		if err := e.store.PutOperation(op); err != nil {
+			t.Fatal(err)
+		}
+		text := string(e.do(req{path: "/metrics"}).body)
+		want := `stackd_stack_set_last_operation{kind="DeployStackSet",stack_set="` + ss.Name + `",status="` + string(status) + `"} 1`
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+		if n := strings.Count(text, `stackd_stack_set_last_operation{kind="DeployStackSet",stack_set="web"`); n != len(state.OperationStatuses) {
+			t.Errorf("%s: %d series, want one per status", status, n)
+		}
+	}
 }

@@ -86,6 +86,10 @@ const (
 	OperationRollbackFailed OperationStatus = "ROLLBACK_FAILED"
 )
 
+// OperationStatuses are every operation status.
+var OperationStatuses = []OperationStatus{OperationQueued, OperationRunning, OperationSucceeded, OperationFailed,
+	OperationStopped, OperationCancelled, OperationRolledBack, OperationRollbackFailed}
+
 // Rollout phases of a running operation with a rollout block.
 const (
 	RolloutDeploying           = "DEPLOYING"
