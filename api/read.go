@@ -315,6 +315,13 @@ func (s *Server) changeSets(w http.ResponseWriter, r *http.Request) {
 			writeError(w, clampStatus(se.HTTPStatus()), se.ErrorCode(), se.Error())
 			return
 		}
+		if nf, ok := errors.AsType[interface {
+			error
+			NotFound() bool
+		}](err); ok && nf.NotFound() {
+			writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("Cannot plan %s: %s.", ref, redactUserinfo(err.Error())))
+			return
+		}
 		if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
 			writeError(w, http.StatusGatewayTimeout, CodeTimeout, fmt.Sprintf("Planning %s took longer than %s.", ref, s.opts.PlanTimeout))
 			return

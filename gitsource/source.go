@@ -28,9 +28,9 @@ var (
 	// what is left of stackd's cache clone (so it may be someone's data).
 	ErrRepositoryNotFound = errors.New("repository not found")
 	// ErrBranchNotFound: the branch does not exist (for a URL: as of the last fetch).
-	ErrBranchNotFound = errors.New("branch not found")
+	ErrBranchNotFound error = notFound("branch not found")
 	// ErrCommitNotFound: the hash or revision does not name a commit in the repository.
-	ErrCommitNotFound = errors.New("commit not found")
+	ErrCommitNotFound error = notFound("commit not found")
 	// ErrInvalidPath: a StatusWrite path is not a clean, relative slash path, touches
 	// .git, or is written both as a file and as a directory.
 	ErrInvalidPath = errors.New("invalid status path")
@@ -41,6 +41,16 @@ var (
 	// returned (see Source.bounded), so the repository cannot be used yet.
 	ErrStraggler = errors.New("a timed-out fetch or push is still running")
 )
+
+// notFound is an error meaning that the branch or commit asked for does not
+// exist: a caller's mistake, not a fault of the repository. Callers that
+// know no Git (the API answers 404) find it by its NotFound method.
+type notFound string
+
+func (e notFound) Error() string { return string(e) }
+
+// NotFound reports that what was asked for does not exist.
+func (notFound) NotFound() bool { return true }
 
 const (
 	remoteName = "origin"

@@ -33,6 +33,10 @@ type OpenOptions struct {
 	// EncryptionKey, if set, is the AES key of the state at rest: 16, 24
 	// or 32 bytes.
 	EncryptionKey []byte
+	// MustExist: the directory must already hold a state (ErrNoState
+	// otherwise); nothing is created. For commands that only read it, so
+	// that a mistyped directory is not taken for an empty state.
+	MustExist bool
 }
 
 // OpenWith is Open with options: an encrypted state needs its key.
@@ -42,6 +46,11 @@ type OpenOptions struct {
 func OpenWith(dir string, o OpenOptions) (*Store, error) {
 	if k := len(o.EncryptionKey); k != 0 && k != 16 && k != 24 && k != 32 {
 		return nil, fmt.Errorf("open state %s: the encryption key must be 16, 24 or 32 bytes, not %d", dir, k)
+	}
+	if o.MustExist {
+		if _, err := os.Stat(filepath.Join(dir, badger.ManifestFilename)); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("open state %s: %w", dir, ErrNoState)
+		}
 	}
 	c := defaultConfig()
 	c.key = o.EncryptionKey

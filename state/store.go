@@ -37,6 +37,9 @@ var (
 	// ErrLocked: the state directory is held by another Store (another
 	// process, or another Open in this one).
 	ErrLocked = errors.New("state directory is locked by another process")
+	// ErrNoState: OpenOptions.MustExist and the directory holds no state
+	// (it does not exist, or Badger never wrote its MANIFEST there).
+	ErrNoState = errors.New("no state in this directory")
 	// ErrNotEmpty: Restore refuses to write into a non-empty directory.
 	ErrNotEmpty = errors.New("state directory is not empty")
 	// ErrClosed: the store has been closed.

@@ -22,7 +22,7 @@ func newStateCommand() *cobra.Command {
 		Short: "Check the state for inconsistencies",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := stateKey.open(stateDir)
+			st, err := stateKey.openExisting(stateDir)
 			if err != nil {
 				return err
 			}

@@ -451,3 +451,35 @@ func TestLowDiskSpaceStopsOperations(t *testing.T) {
 		t.Errorf("status/web.json shows %d instances, want 6", len(doc.Instances))
 	}
 }
+
+// TestReadingCommandsRefuseMissingState: a mistyped --state-dir is not
+// read as an empty state. state backup neither replaces a good backup with
+// an empty one nor creates the directory; status and state check say
+// there is no state there.
+func TestReadingCommandsRefuseMissingState(t *testing.T) {
+	t.Parallel()
+	binary := stackdBinary(t)
+	f := deployedFixture(t, binary)
+	file := filepath.Join(t.TempDir(), "nightly.backup")
+	if res := runBinary(t, binary, "state", "backup", file, "--state-dir", f.state); res.err != nil {
+		t.Fatalf("backup: %s", res)
+	}
+	good := fileSHA(t, file)
+	typo := f.state + "-typo"
+	for _, args := range [][]string{
+		{"state", "backup", file, "--state-dir", typo},
+		{"status", "--state-dir", typo},
+		{"state", "check", "--state-dir", typo},
+	} {
+		res := runBinary(t, binary, args...)
+		if res.code() == 0 || !strings.Contains(res.stderr, "no state in this directory") || !strings.Contains(res.stderr, "--state-dir") {
+			t.Errorf("stackd %s: %s", strings.Join(args[:2], " "), res)
+		}
+		if _, err := os.Stat(typo); !os.IsNotExist(err) {
+			t.Fatalf("stackd %s created %s: %v", strings.Join(args[:2], " "), typo, err)
+		}
+	}
+	if fileSHA(t, file) != good {
+		t.Error("the good backup was replaced")
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/pflag"
@@ -45,4 +46,20 @@ func (k *stateKeyFlag) open(dir string) (*state.Store, error) {
 		return nil, err
 	}
 	return state.OpenWith(dir, state.OpenOptions{EncryptionKey: key})
+}
+
+// openExisting opens the state in dir for a command that only reads it: a
+// directory without a state is a wrong --state-dir, said so, rather than
+// created and read as an empty state (a backup of nothing would replace a
+// good one).
+func (k *stateKeyFlag) openExisting(dir string) (*state.Store, error) {
+	key, err := k.key()
+	if err != nil {
+		return nil, err
+	}
+	st, err := state.OpenWith(dir, state.OpenOptions{EncryptionKey: key, MustExist: true})
+	if errors.Is(err, state.ErrNoState) {
+		return nil, fmt.Errorf("%w: nothing was ever deployed with --state-dir %s; give the --state-dir of stackd run or apply (their default, .stackd/state, is relative to the directory they run in)", err, dir)
+	}
+	return st, err
 }

@@ -65,7 +65,7 @@ func openUnlessServer(d *daemonFlags, k *stateKeyFlag, stateDir string) (*state.
 	if stateHeld(stateDir) {
 		return nil, fmt.Errorf("%s: %w", stateDir, state.ErrLocked)
 	}
-	return k.open(stateDir)
+	return k.openExisting(stateDir)
 }
 
 // statusDocs are the status documents of every stack set of the state.
