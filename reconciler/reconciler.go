@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -257,6 +258,10 @@ type Reconciler struct {
 	passes passLog
 	// lastRejected is the last revision notified as rejected.
 	lastRejected atomic.Pointer[string]
+	// rejectedHere is the revision this process found rejected, with the
+	// resource type registry it was validated against: only a rejection
+	// made under the same flags and registry is not validated again.
+	rejectedHere atomic.Pointer[rejection]
 
 	// runMu guards runners: one per stack set name, running at most one
 	// operation at a time, with at most one job queued behind it.
@@ -467,9 +472,11 @@ func (r *Reconciler) checkPass(ctx context.Context, head string) ([]state.Operat
 	}
 	if len(unfinished) == 0 {
 		if last, _ := r.opts.Store.Meta(metaLastRevision); string(last) == head {
-			return nil, &Result{Revision: head, UpToDate: true}, nil
+			// Instances the last operations failed stay failed until the
+			// next operation: the result says so (stackd apply exits 1).
+			return nil, &Result{Revision: head, UpToDate: true, Operations: r.failedLastOperations()}, nil
 		}
-		if rej, _ := r.opts.Store.Meta(metaRejectedRevision); string(rej) == head {
+		if rej, _ := r.opts.Store.Meta(metaRejectedRevision); string(rej) == head && r.rejectedHere.Load().is(head, r.registryKey()) {
 			res := &Result{Revision: head, UpToDate: true, Rejected: true}
 			if b, _ := r.opts.Store.Meta(metaRejectedDiagnostics); len(b) > 0 {
 				_ = json.Unmarshal(b, &res.Diagnostics)
@@ -481,6 +488,52 @@ func (r *Reconciler) checkPass(ctx context.Context, head string) ([]state.Operat
 		return nil, nil, err
 	}
 	return unfinished, nil, nil
+}
+
+// failedLastOperations are the last operations of the stack sets whose
+// last operation failed or left an instance failed.
+func (r *Reconciler) failedLastOperations() []state.Operation {
+	sets, err := r.opts.Store.ListStackSets()
+	if err != nil {
+		return nil
+	}
+	var out []state.Operation
+	for _, ss := range sets {
+		if ss.LastOperation == "" {
+			continue
+		}
+		op, err := r.opts.Store.Operation(ss.LastOperation)
+		if err != nil || !op.Status.Done() {
+			continue
+		}
+		if res := (Result{Operations: []state.Operation{op}}); res.Failed() {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// rejection is a revision rejected by this process, and the registry key
+// (registryKey) it was validated against.
+type rejection struct{ rev, registry string }
+
+func (j *rejection) is(rev, registry string) bool {
+	return j != nil && j.rev == rev && j.registry == registry
+}
+
+// registryKey identifies the resource type registry's content: a revision
+// rejected for an unregistered type is validated again once it changed.
+func (r *Reconciler) registryKey() string {
+	types, err := r.opts.Store.ResourceTypes()
+	if err != nil {
+		return "" // unreadable: matches no earlier key
+	}
+	var b strings.Builder
+	for _, t := range types {
+		b.WriteString(t.Name)
+		b.WriteByte(0)
+	}
+	return b.String()
 }
 
 // resumeRollouts resumes each interrupted rollout at its own revision
@@ -645,6 +698,7 @@ func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...
 		for _, d := range res.Diagnostics {
 			log.Error().Str("diagnostic", d.String()).Msg("validation error")
 		}
+		r.rejectedHere.Store(&rejection{rev: rev, registry: r.registryKey()})
 		if err := r.writeRejection(ctx, rev, res.Diagnostics); err != nil {
 			return res, nil, err
 		}

@@ -106,6 +106,8 @@ func reportResult(w io.Writer, res *reconciler.Result) error {
 			fmt.Fprintf(w, "  %s\n", d)
 		}
 		return exitError{1}
+	case res.UpToDate && len(res.Operations) > 0:
+		fmt.Fprintf(w, "Revision %s already reconciled; its failed instances are retried by the next operation (push a commit: git commit --allow-empty will do).\n", short(res.Revision))
 	case res.UpToDate:
 		fmt.Fprintf(w, "Revision %s already reconciled.\n", short(res.Revision))
 	case len(res.Operations) == 0:

@@ -833,3 +833,45 @@ func TestDemo(t *testing.T) {
 		}
 	}
 }
+
+// TestRejectionOutsideGitIsValidatedAgain: a revision rejected for a
+// reason outside Git (here --allow-command=false) is validated again by
+// the next process, which may have the flag right, rather than staying
+// rejected until a new commit.
+func TestRejectionOutsideGitIsValidatedAgain(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for range 2 {
+		res := stackd(t, append([]string{"apply"}, f.flags("--allow-command=false")...)...)
+		if res.code() != 1 || !strings.Contains(res.stdout, "rejected") || !strings.Contains(res.stdout, "--allow-command") {
+			t.Fatalf("apply with commands disabled: %s", res)
+		}
+	}
+	res := stackd(t, append([]string{"apply"}, f.flags("--allow-command=true")...)...)
+	if res.code() != 0 || strings.Contains(res.stdout, "rejected") || !strings.Contains(res.stdout, "web CreateStackInstances") {
+		t.Fatalf("apply with commands allowed: %s", res)
+	}
+}
+
+// TestFailedInstancesFailTheNextApply: stackd apply run again on a
+// revision whose operation left instances failed exits 1 and says how
+// they are retried, instead of "already reconciled" and 0.
+func TestFailedInstancesFailTheNextApply(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.mustApply(t)
+	writeTree(t, f.repo, map[string]string{"templates/web/broken.hcl": `resource "command" "broken" {
+  create = "exit 3"
+  delete = "true"
+}
+`})
+	head := f.commit(t, "a resource whose create fails everywhere")
+	if res := f.apply(t); res.code() != 1 {
+		t.Fatalf("first apply: %s", res)
+	}
+	res := f.apply(t)
+	if res.code() != 1 || !strings.Contains(res.stdout, "Revision "+head[:7]+" already reconciled; its failed instances are retried by the next operation") ||
+		!strings.Contains(res.stdout, "web DeployStackSet "+head[:7]) {
+		t.Fatalf("second apply: %s", res)
+	}
+}
