@@ -90,6 +90,11 @@ type Options struct {
 	// AllowUnauthenticated must be set to serve without a Token. Without
 	// it, an empty Token is an error.
 	AllowUnauthenticated bool
+	// LocalToken, without a Token, is the bearer token of the routes that
+	// answer with sensitive values (GET /v1/state/backup), which are never
+	// open: cmd makes one per run and writes it to the daemon's file next
+	// to the state (0600), so only who can read the state can use them.
+	LocalToken string
 	// WebhookSecret is the secret of the push webhook's HMAC
 	// (X-Hub-Signature-256). Empty: POST /v1/hooks/git answers 404.
 	WebhookSecret string
@@ -174,11 +179,12 @@ func (o *Options) Validate() error {
 // Server is the HTTP API of DESIGN §8. It is an http.Handler, safe for
 // concurrent use; it starts no goroutines.
 type Server struct {
-	opts      Options
-	log       zerolog.Logger
-	mux       *http.ServeMux
-	routes    []route
-	tokenHash [sha256.Size]byte
+	opts           Options
+	log            zerolog.Logger
+	mux            *http.ServeMux
+	routes         []route
+	tokenHash      [sha256.Size]byte
+	localTokenHash [sha256.Size]byte
 	// slots bound the requests of each class served at once (classProbe
 	// has none).
 	slots map[class]chan struct{}
@@ -198,6 +204,9 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Log, mux: http.NewServeMux()}
 	if opts.Token != "" {
 		s.tokenHash = sha256.Sum256([]byte(opts.Token))
+	}
+	if opts.LocalToken != "" {
+		s.localTokenHash = sha256.Sum256([]byte(opts.LocalToken))
 	}
 	s.slots = map[class]chan struct{}{
 		classAPI:    make(chan struct{}, opts.APILimits.MaxInFlight),

@@ -10,10 +10,20 @@ import (
 
 // authorized checks the request's bearer token against Options.Token in
 // constant time (both sides hashed first, so neither the token's length nor
-// a prefix leaks) and answers 401 if it is missing or wrong.
-func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
+// a prefix leaks) and answers 401 if it is missing or wrong. Without a
+// Token every route is open (AllowUnauthenticated) but those of mode
+// authSecrets, which need Options.LocalToken.
+func (s *Server) authorized(w http.ResponseWriter, r *http.Request, mode authMode) bool {
+	want := &s.tokenHash
 	if s.opts.Token == "" {
-		return true // AllowUnauthenticated
+		if mode != authSecrets {
+			return true // AllowUnauthenticated
+		}
+		if s.opts.LocalToken == "" {
+			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "This endpoint returns sensitive values: it needs the daemon to run with --api-token-file.")
+			return false
+		}
+		want = &s.localTokenHash
 	}
 	scheme, cred, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(cred) == "" {
@@ -22,7 +32,7 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	got := sha256.Sum256([]byte(strings.TrimSpace(cred)))
-	if subtle.ConstantTimeCompare(got[:], s.tokenHash[:]) != 1 {
+	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="stackd", error="invalid_token"`)
 		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "The bearer token is not valid.")
 		return false

@@ -140,3 +140,24 @@ func TestChangeSetsWithoutRef(t *testing.T) {
 		t.Errorf("planned refs (-want +got):\n%s", diff)
 	}
 }
+
+// TestStateBackupNeverOpen: without a Token the API is open (loopback),
+// but the backup, which holds sensitive values, needs the run's
+// LocalToken, and is refused outright when there is none.
+func TestStateBackupNeverOpen(t *testing.T) {
+	for _, local := range []string{"", "local-run-token"} {
+		e := newEnv(t, func(o *Options) { o.Token, o.AllowUnauthenticated, o.LocalToken = "", true, local })
+		e.do(req{path: "/v1/stack_sets", noAuth: true}).wantStatus(t, "an open route", http.StatusOK)
+		e.do(req{path: "/v1/state/backup", noAuth: true}).wantStatus(t, "the backup without a token", http.StatusUnauthorized)
+		e.do(req{path: "/v1/state/backup", noAuth: true, header: map[string]string{"Authorization": "Bearer wrong"}}).
+			wantStatus(t, "the backup with a wrong token", http.StatusUnauthorized)
+		if local == "" {
+			continue
+		}
+		r := e.do(req{path: "/v1/state/backup", noAuth: true, header: map[string]string{"Authorization": "Bearer " + local}})
+		r.wantStatus(t, "the backup with the local token", http.StatusOK)
+		if _, err := state.Verify(bytes.NewReader(r.body)); err != nil {
+			t.Fatalf("the backup does not verify: %v", err)
+		}
+	}
+}

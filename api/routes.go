@@ -22,6 +22,11 @@ const (
 	// authSelf: the handler checks a signature of its own (webhook HMAC,
 	// pre-signed tokens checked by the sink).
 	authSelf
+	// authSecrets: the route answers with sensitive values (the state's
+	// backup). Options.Token when there is one; without, never open: the
+	// caller needs Options.LocalToken, which only whoever can read the
+	// daemon's file next to the state has.
+	authSecrets
 )
 
 // route is one path of the API and the methods it serves.
@@ -73,7 +78,7 @@ func (s *Server) routeTable() []route {
 		{path: "/v1/operations/{id}/events", auth: authBearer, methods: get(s.listEvents)},
 		{path: "/v1/changesets", auth: authBearer, methods: get(s.changeSets)},
 		{path: "/v1/reconcile", auth: authBearer, methods: map[string]http.HandlerFunc{http.MethodPost: s.reconcile}},
-		{path: "/v1/state/backup", auth: authBearer, methods: get(s.stateBackup)},
+		{path: "/v1/state/backup", auth: authSecrets, methods: get(s.stateBackup)},
 		{path: "/v1/resource_types", auth: authBearer, methods: get(s.listResourceTypes)},
 		{path: "/v1/resource_types/{name}", auth: authBearer, methods: map[string]http.HandlerFunc{
 			http.MethodGet:    s.getResourceType,
@@ -106,7 +111,7 @@ func (s *Server) dispatch(rt route) http.Handler {
 			return
 		}
 		defer release()
-		if rt.auth == authBearer && !s.authorized(w, r) {
+		if (rt.auth == authBearer || rt.auth == authSecrets) && !s.authorized(w, r, rt.auth) {
 			return
 		}
 		h, ok := rt.methods[r.Method]

@@ -66,7 +66,7 @@ func newApplyCommand() *cobra.Command {
 				a.engine.StopProviderCalls(stop)
 			})
 			if l != nil {
-				handler, err := a.apiHandler(token, "", func() {})
+				handler, err := a.apiHandler(token, "", "", func() {})
 				if err != nil {
 					return err
 				}

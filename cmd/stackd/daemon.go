@@ -29,6 +29,9 @@ type daemonInfo struct {
 	URL          string `json:"url"`
 	PID          int    `json:"pid"`
 	APITokenFile string `json:"api_token_file,omitempty"`
+	// LocalToken, when the API has no token, is the one its routes that
+	// return secrets need (api.Options.LocalToken): the file is 0600.
+	LocalToken string `json:"local_token,omitempty"`
 }
 
 // daemonFile is where a daemon running on stateDir says how to reach it.
@@ -38,7 +41,7 @@ func daemonFile(stateDir string) string {
 
 // writeDaemonFile records how to reach the daemon serving on addr (https
 // with TLS); remove deletes it on the way out.
-func writeDaemonFile(stateDir string, addr net.Addr, tls bool, tokenFile string) (remove func(), err error) {
+func writeDaemonFile(stateDir string, addr net.Addr, tls bool, tokenFile, localToken string) (remove func(), err error) {
 	host, port, err := net.SplitHostPort(addr.String())
 	if err != nil {
 		return nil, err
@@ -50,7 +53,7 @@ func writeDaemonFile(stateDir string, addr net.Addr, tls bool, tokenFile string)
 	if tls {
 		scheme = "https"
 	}
-	info := daemonInfo{URL: scheme + "://" + net.JoinHostPort(host, port), PID: os.Getpid()}
+	info := daemonInfo{URL: scheme + "://" + net.JoinHostPort(host, port), PID: os.Getpid(), LocalToken: localToken}
 	if tokenFile != "" {
 		if info.APITokenFile, err = filepath.Abs(tokenFile); err != nil {
 			return nil, err
@@ -108,7 +111,7 @@ func (d *daemonFlags) viaDaemon(err error) bool {
 // client returns a client of the daemon: --server, else the daemon that
 // holds stateDir (its daemonFile). where names it for messages.
 func (d *daemonFlags) client(stateDir string) (c *api.Client, where string, err error) {
-	url, tokenFile := d.server, d.tokenFile
+	url, tokenFile, localToken := d.server, d.tokenFile, ""
 	where = url
 	if url == "" {
 		path := daemonFile(stateDir)
@@ -122,12 +125,15 @@ func (d *daemonFlags) client(stateDir string) (c *api.Client, where string, err 
 		}
 		url, where = info.URL, fmt.Sprintf("the daemon holding %s (pid %d, %s)", stateDir, info.PID, info.URL)
 		if tokenFile == "" {
-			tokenFile = info.APITokenFile
+			tokenFile, localToken = info.APITokenFile, info.LocalToken
 		}
 	}
 	token, err := readSecretFile("--api-token-file", tokenFile, "the API's bearer token")
 	if err != nil {
 		return nil, "", err
+	}
+	if token == "" {
+		token = localToken
 	}
 	var pool *x509.CertPool
 	if d.caFile != "" {

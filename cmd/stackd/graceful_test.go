@@ -255,7 +255,14 @@ func TestStateBackupRestore(t *testing.T) {
 	// While a daemon holds the state, the backup is taken online by the
 	// daemon (daemon_cli_test.go has the rest of the CLI through it).
 	d := startDaemonRetry(t, f.flags("--listen", "127.0.0.1:0", "--interval", "1h")...)
-	d.addr(t)
+	addr := d.addr(t)
+	// The API has no token (loopback), but its backup holds sensitive
+	// values: only the CLI, reading the daemon's file, gets it.
+	if resp, err := httpClient.Get("http://" + addr + "/v1/state/backup"); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET /v1/state/backup without a token: %v %v, want 401", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	online := filepath.Join(t.TempDir(), "online.bak")
 	if res := stackdRetry(t, "state", "backup", online, "--state-dir", f.state); res.err != nil || !strings.Contains(res.stdout, "Backed up") {
 		t.Errorf("state backup while the daemon runs: %s\nwant an online backup", res)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/rand"
 	"github.com/stackd/stackd/internal/version"
 
 	"context"
@@ -60,14 +61,21 @@ func newRunCommand() *cobra.Command {
 				default:
 				}
 			}
-			handler, err := a.apiHandler(token, secret, kick)
+			// Without a token the API is open on loopback, but for its
+			// routes that return secrets: those need a token made for this
+			// run, written to the daemon's file (0600) for the CLI.
+			localToken := ""
+			if token == "" {
+				localToken = rand.Text()
+			}
+			handler, err := a.apiHandler(token, localToken, secret, kick)
 			if err != nil {
 				return err
 			}
 			srv := l.serve(a, handler)
 			defer srv.Close()
 			// How the CLI reaches this daemon while it holds the state.
-			if remove, err := writeDaemonFile(c.stateDir, l.ln.Addr(), tlsCert != "", tokenFile); err != nil {
+			if remove, err := writeDaemonFile(c.stateDir, l.ln.Addr(), tlsCert != "", tokenFile, localToken); err != nil {
 				a.log.Warn().Err(err).Msg("cannot say where the API listens: stackd status and the like will need --server")
 			} else {
 				defer remove()

@@ -12,7 +12,9 @@ import (
 )
 
 // apiHandler is the HTTP API of an opened app (run, and apply --listen).
-func (a *app) apiHandler(token, webhookSecret string, kick func()) (http.Handler, error) {
+// Without a token, localToken (if any) guards the routes that answer with
+// sensitive values (api.Options.LocalToken).
+func (a *app) apiHandler(token, localToken, webhookSecret string, kick func()) (http.Handler, error) {
 	opts := api.Options{
 		Store: a.store, Planner: a.rec, Controller: a.rec, Drift: a.rec, Responses: a.broker, Signals: a.signals, Metrics: a.metrics, Log: a.log,
 		GitTypes: a.rec.GitTypes, InUse: a.store.ResourceTypeInUse, Trigger: kick, Passes: a.rec,
@@ -35,7 +37,7 @@ func (a *app) apiHandler(token, webhookSecret string, kick func()) (http.Handler
 		},
 		WebhookSecret: webhookSecret,
 	}
-	opts.Token, opts.AllowUnauthenticated = token, token == ""
+	opts.Token, opts.AllowUnauthenticated, opts.LocalToken = token, token == "", localToken
 	return api.New(opts)
 }
 
