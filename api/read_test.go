@@ -277,6 +277,13 @@ func (p *fakePlanner) PlanWith(ctx context.Context, ref string, _ reconciler.Pla
 
 var _ Planner = (*fakePlanner)(nil)
 
+// notFoundErr is a Source's "no such branch or commit" (gitsource's have a
+// NotFound method).
+type notFoundErr struct{}
+
+func (notFoundErr) Error() string  { return "branch not found" }
+func (notFoundErr) NotFound() bool { return true }
+
 func TestChangeSets(t *testing.T) {
 	cs := &changeset.StackSetChangeSet{StackSetName: "web", Revision: rev, Action: changeset.InstanceUpdate,
 		Instances: []changeset.InstanceChangeSet{}}
@@ -318,6 +325,8 @@ func TestChangeSets(t *testing.T) {
 			wantDetail: "Cannot plan main: fetch https://***@git.example/r.git: connection refused."},
 		{name: "planner status error", planner: &fakePlanner{err: fmt.Errorf("resolve: %w", &statusErr{http.StatusNotFound, "stackd.unknown_ref", "no branch nope"})},
 			query: "?ref=nope", want: http.StatusNotFound, wantCode: "stackd.unknown_ref", wantRefs: []string{"nope"}},
+		{name: "unknown ref", planner: &fakePlanner{err: fmt.Errorf("resolve nope: %w", notFoundErr{})},
+			query: "?ref=nope", want: http.StatusNotFound, wantCode: CodeNotFound, wantRefs: []string{"nope"}},
 		{name: "timeout", planner: &fakePlanner{block: true}, query: "?ref=main", want: http.StatusGatewayTimeout, wantCode: CodeTimeout, wantRefs: []string{"main"}},
 	}
 	for _, tc := range tests {

@@ -69,7 +69,7 @@ func (o *Options) Validate() error {
 	if o.FetchTimeout == 0 {
 		o.FetchTimeout = DefaultFetchTimeout
 	}
-	if isURL(o.Repo) && o.CacheDir == "" {
+	if IsURL(o.Repo) && o.CacheDir == "" {
 		return fmt.Errorf("repo %s is a URL, so a cache directory is required: %w",
 			redactURL(o.Repo), ErrInvalidOptions)
 	}
@@ -84,9 +84,9 @@ func validBranchName(name string) bool {
 // scpLike matches git's scp-like remote syntax: [user@]host:path (host without a slash).
 var scpLike = regexp.MustCompile(`^(?:[^@/\s]+@)?[A-Za-z0-9._-]+:`)
 
-// isURL reports whether repo names a remote (anything go-git clones over a transport,
+// IsURL reports whether repo names a remote (anything go-git clones over a transport,
 // file:// included) rather than a local path.
-func isURL(repo string) bool {
+func IsURL(repo string) bool {
 	if strings.Contains(repo, "://") {
 		return true
 	}

@@ -123,7 +123,7 @@ func Open(ctx context.Context, opts Options) (_ *Source, err error) {
 	}
 	s := &Source{opts: opts, sem: make(chan struct{}, 1), opened: time.Now()}
 	defer func() { err = s.scrub(err) }()
-	if isURL(opts.Repo) {
+	if IsURL(opts.Repo) {
 		s.creds = splitCredentials(opts.Repo)
 		if err = s.creds.applyAuth(opts.Auth, s.creds.remote); err != nil {
 			return nil, err

@@ -258,8 +258,8 @@ func TestIsURL(t *testing.T) {
 		{"example.com:defs.git", true},
 	}
 	for _, tc := range tests {
-		if got := isURL(tc.repo); got != tc.want {
-			t.Errorf("isURL(%q) = %v, want %v", tc.repo, got, tc.want)
+		if got := IsURL(tc.repo); got != tc.want {
+			t.Errorf("IsURL(%q) = %v, want %v", tc.repo, got, tc.want)
 		}
 	}
 }

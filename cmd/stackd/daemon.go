@@ -1,18 +1,23 @@
 package main
 
 import (
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/stackd/stackd/api"
+	"github.com/stackd/stackd/gitsource"
 	"github.com/stackd/stackd/state"
 )
 
@@ -29,6 +34,11 @@ type daemonInfo struct {
 	URL          string `json:"url"`
 	PID          int    `json:"pid"`
 	APITokenFile string `json:"api_token_file,omitempty"`
+	// Repo, Branch and Path are what the daemon deploys (Repo as
+	// repoIdentity gives it): the CLI refuses to plan another through it.
+	Repo   string `json:"repo,omitempty"`
+	Branch string `json:"branch,omitempty"`
+	Path   string `json:"path,omitempty"`
 	// LocalToken, when the API has no token, is the one its routes that
 	// return secrets need (api.Options.LocalToken): the file is 0600.
 	LocalToken string `json:"local_token,omitempty"`
@@ -41,7 +51,7 @@ func daemonFile(stateDir string) string {
 
 // writeDaemonFile records how to reach the daemon serving on addr (https
 // with TLS); remove deletes it on the way out.
-func writeDaemonFile(stateDir string, addr net.Addr, tls bool, tokenFile, localToken string) (remove func(), err error) {
+func writeDaemonFile(stateDir string, addr net.Addr, tls bool, tokenFile, localToken string, c *repoConfig) (remove func(), err error) {
 	host, port, err := net.SplitHostPort(addr.String())
 	if err != nil {
 		return nil, err
@@ -53,7 +63,8 @@ func writeDaemonFile(stateDir string, addr net.Addr, tls bool, tokenFile, localT
 	if tls {
 		scheme = "https"
 	}
-	info := daemonInfo{URL: scheme + "://" + net.JoinHostPort(host, port), PID: os.Getpid(), LocalToken: localToken}
+	info := daemonInfo{URL: scheme + "://" + net.JoinHostPort(host, port), PID: os.Getpid(), LocalToken: localToken,
+		Repo: repoIdentity(c.repo), Branch: c.branch, Path: path.Clean(c.path)}
 	if tokenFile != "" {
 		if info.APITokenFile, err = filepath.Abs(tokenFile); err != nil {
 			return nil, err
@@ -72,6 +83,53 @@ func writeDaemonFile(stateDir string, addr net.Addr, tls bool, tokenFile, localT
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
 	return func() { _ = os.Remove(path) }, nil
+}
+
+// repoIdentity is repo as the daemon's file records it: a local path made
+// absolute, a URL (which may hold credentials) as its SHA-256.
+func repoIdentity(repo string) string {
+	if gitsource.IsURL(repo) {
+		sum := sha256.Sum256([]byte(repo))
+		return "sha256:" + hex.EncodeToString(sum[:])
+	}
+	if abs, err := filepath.Abs(repo); err == nil {
+		repo = abs
+	}
+	if real, err := filepath.EvalSymlinks(repo); err == nil {
+		repo = real
+	}
+	return repo
+}
+
+// sameDeployment refuses flags that name another repository, branch or
+// definitions path than the daemon holding the state deploys: its API
+// would answer for its own. Flags left at their defaults are not compared.
+func (d *daemonFlags) sameDeployment(stateDir string, flags *pflag.FlagSet, c *repoConfig) error {
+	if d.server != "" {
+		return nil
+	}
+	b, err := os.ReadFile(daemonFile(stateDir))
+	if err != nil {
+		return nil // client() says what is wrong
+	}
+	var info daemonInfo
+	if json.Unmarshal(b, &info) != nil || info.Repo == "" {
+		return nil
+	}
+	var differ []string
+	if flags.Changed("repo") && repoIdentity(c.repo) != info.Repo {
+		differ = append(differ, "--repo")
+	}
+	if flags.Changed("branch") && c.branch != info.Branch {
+		differ = append(differ, fmt.Sprintf("--branch %s (it deploys %s)", c.branch, info.Branch))
+	}
+	if flags.Changed("path") && path.Clean(c.path) != info.Path {
+		differ = append(differ, fmt.Sprintf("--path %s (it deploys %s)", c.path, info.Path))
+	}
+	if len(differ) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the daemon holding %s (pid %d) deploys another definitions repository, branch or path than %s: it would plan its own. Plan with its flags, or with another --state-dir", stateDir, info.PID, strings.Join(differ, ", "))
 }
 
 // stateHeld reports whether another process holds the state in stateDir

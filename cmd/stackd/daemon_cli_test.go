@@ -49,6 +49,19 @@ func TestCLIAgainstRunningDaemon(t *testing.T) {
 		t.Fatalf("stackd plan while the daemon runs: %s", plan)
 	}
 
+	// A plan of another repository is refused, not answered with the
+	// daemon's; a branch that does not exist is the caller's mistake (404).
+	other := newFixture(t)
+	if res := runBinary(t, binary, "plan", "--state-dir", f.state, "--repo", other.repo); res.err == nil || !strings.Contains(res.stderr, "deploys another definitions repository") {
+		t.Errorf("stackd plan of another repository while the daemon runs: %s", res)
+	}
+	if res := runBinary(t, binary, "plan", "--state-dir", f.state, "--repo", f.repo, "--branch", "nosuch"); res.err == nil || !strings.Contains(res.stderr, "--branch nosuch (it deploys") {
+		t.Errorf("stackd plan of another branch while the daemon runs: %s", res)
+	}
+	if res := runBinary(t, binary, "plan", "--state-dir", f.state, "--ref", "nosuch"); res.err == nil || !strings.Contains(res.stderr, "404") || !strings.Contains(res.stderr, "branch not found") {
+		t.Errorf("stackd plan --ref nosuch while the daemon runs: %s", res)
+	}
+
 	backup := filepath.Join(t.TempDir(), "state.backup")
 	b := runBinary(t, binary, "state", "backup", backup, "--state-dir", f.state)
 	if b.err != nil || !strings.Contains(b.stdout, "Backed up") {

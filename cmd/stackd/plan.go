@@ -33,7 +33,10 @@ func newPlanCommand() *cobra.Command {
 			var res *reconciler.PlanResult
 			if daemon.server != "" || stateHeld(c.stateDir) {
 				// A running daemon holds the state (and the cache clone):
-				// it plans.
+				// it plans, if it deploys what this plan names.
+				if err := daemon.sameDeployment(c.stateDir, cmd.Flags(), &c); err != nil {
+					return err
+				}
 				client, where, err := daemon.client(c.stateDir)
 				if err != nil {
 					return err

@@ -75,7 +75,7 @@ func newRunCommand() *cobra.Command {
 			srv := l.serve(a, handler)
 			defer srv.Close()
 			// How the CLI reaches this daemon while it holds the state.
-			if remove, err := writeDaemonFile(c.stateDir, l.ln.Addr(), tlsCert != "", tokenFile, localToken); err != nil {
+			if remove, err := writeDaemonFile(c.stateDir, l.ln.Addr(), tlsCert != "", tokenFile, localToken, &c); err != nil {
 				a.log.Warn().Err(err).Msg("cannot say where the API listens: stackd status and the like will need --server")
 			} else {
 				defer remove()
