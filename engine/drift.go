@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"path"
@@ -199,7 +200,7 @@ func (e *Engine) readDrift(ctx context.Context, target provider.Target, rec Reso
 		if sensitive(name) {
 			return SensitivePlaceholder
 		}
-		return jsonValue(v)
+		return jsonValue(shortValue(v))
 	}
 	if res.Properties != cty.NilVal && res.Properties.Type().IsObjectType() && applied.Type().IsObjectType() {
 		now, _ := res.Properties.UnmarkDeep()
@@ -404,4 +405,20 @@ func (ss *StackSet) loadDrift(b *hcl.Block) hcl.Diagnostics {
 	}
 	ss.Drift = d
 	return diags
+}
+
+// maxDriftValue bounds a string value a drift difference shows (4 KiB):
+// drift goes into every status commit, the API and --json, per instance.
+const maxDriftValue = 4 << 10
+
+// shortValue is v, or for a known string longer than maxDriftValue its
+// size and SHA-256, "(<n> bytes, sha256 <hex>)", as the file provider
+// shows content found. Marks are kept.
+func shortValue(v cty.Value) cty.Value {
+	u, marks := v.Unmark()
+	if u == cty.NilVal || !u.IsKnown() || u.IsNull() || u.Type() != cty.String || len(u.AsString()) <= maxDriftValue {
+		return v
+	}
+	h := sha256.Sum256([]byte(u.AsString()))
+	return cty.StringVal(fmt.Sprintf("(%d bytes, sha256 %x)", len(u.AsString()), h)).WithMarks(marks)
 }

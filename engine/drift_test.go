@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/engine/provider/command"
 	"github.com/stackd/stackd/engine/provider/file"
+	"github.com/zclconf/go-cty/cty"
 )
 
 // driftTmpl has files (one sensitive), a command with a read script and
@@ -236,5 +238,20 @@ func TestDriftBlock(t *testing.T) {
 	d := defs.StackSet("s").Drift
 	if d == nil || d.Interval.String() != "1h0m0s" || d.Mode != DriftModeCorrect || len(d.Ignore) != 1 {
 		t.Errorf("drift block: %+v", d)
+	}
+}
+
+// A long string is shown in a drift difference by its size and hash, as
+// the file provider shows long content found: drift goes into every
+// status commit.
+func TestDriftShowsLongValuesShort(t *testing.T) {
+	long := strings.Repeat("x", maxDriftValue+1)
+	got := shortValue(cty.StringVal(long).Mark("m"))
+	if v, marks := got.Unmark(); !strings.HasPrefix(v.AsString(), fmt.Sprintf("(%d bytes, sha256 ", len(long))) || len(marks) != 1 {
+		t.Errorf("shortValue of %d bytes = %#v", len(long), got)
+	}
+	short := cty.StringVal(strings.Repeat("x", maxDriftValue))
+	if got := shortValue(short); !got.RawEquals(short) {
+		t.Errorf("a value of %d bytes was shortened", maxDriftValue)
 	}
 }

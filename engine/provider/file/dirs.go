@@ -141,14 +141,14 @@ func openDir(p *Provider, target provider.Target, dir string) (*dirHandle, error
 		return &dirHandle{d: root, instDir: instDir}, nil
 	}
 	defer root.Close()
-	d, err := root.OpenRoot(dir)
+	d, err := openRootDir(root, dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		// A directory made now holds no leftovers: nothing to sweep.
 		if err := root.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("create directory %q: %w", dir, err)
 		}
-		d, err = root.OpenRoot(dir)
+		d, err = openRootDir(root, dir)
 	case err == nil:
 		p.temps.sweep(root, instDir, dir)
 	}

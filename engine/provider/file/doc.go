@@ -20,6 +20,14 @@
 //   - The physical id and attribute "id" are the relative path; attribute
 //     "sha256" is the hex SHA-256 of the content, so Read exposes drift (a
 //     different sha256, or provider.ErrNotFound once the file is gone).
+//     Something else than a regular file at the path (a named pipe, socket,
+//     device or directory) is drift too. Nothing is opened in a way that
+//     blocks: a named pipe opened for reading would wait for a writer for
+//     ever, and no context ends that wait.
+//   - Drift shows content found only when it is short UTF-8 text (at most
+//     MaxShownContent bytes), else by its size and SHA-256, and compares
+//     it by its SHA-256: status commits, the API and --json stay small and
+//     do not publish whole files.
 //   - Delete removes the file, then the directories it leaves empty, up to
 //     but never including the instance root.
 //

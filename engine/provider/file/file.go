@@ -12,6 +12,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"syscall"
+	"unicode/utf8"
 
 	"github.com/zclconf/go-cty/cty"
 
@@ -168,6 +170,10 @@ func (p *Provider) write(ctx context.Context, req provider.Request) (provider.Re
 }
 
 // Read hashes the file on disk. A missing file is provider.ErrNotFound.
+// Something else than a regular file at the path (a named pipe, socket,
+// device or directory put there out of band) is drift: its content is
+// found as a description of what is there, and it is never opened for
+// reading, which for a named pipe would wait for a writer for ever.
 func (p *Provider) Read(ctx context.Context, req provider.Request) (provider.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return provider.Result{}, err
@@ -182,57 +188,135 @@ func (p *Provider) Read(ctx context.Context, req provider.Request) (provider.Res
 	}
 	defer root.Close()
 	p.temps.sweep(root, instDir, dirOf(name))
-	f, err := root.Open(name)
+	f, fi, err := openRegular(root, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return provider.Result{}, fmt.Errorf("file %q: %w", name, provider.ErrNotFound)
 	}
 	if err != nil {
 		return provider.Result{}, fmt.Errorf("read file %q: %w", name, err)
 	}
+	if f == nil {
+		res := result(name, "")
+		res.Properties = found(req.Properties, "", notRegular(fi.Mode()), fi.Mode().Perm())
+		return res, nil
+	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return provider.Result{}, fmt.Errorf("read file %q: %w", name, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return provider.Result{}, fmt.Errorf("file %q: is not a regular file", name)
-	}
 	h := sha256.New()
-	head, err := io.ReadAll(io.LimitReader(io.TeeReader(f, h), MaxReadContent+1))
+	head, err := io.ReadAll(io.LimitReader(io.TeeReader(f, h), MaxShownContent+1))
+	var rest int64
 	if err == nil {
-		_, err = io.Copy(h, f)
+		rest, err = io.Copy(h, f)
 	}
 	if err != nil {
 		return provider.Result{}, fmt.Errorf("read file %q: %w", name, err)
 	}
 	sha := hex.EncodeToString(h.Sum(nil))
 	res := result(name, sha)
-	res.Properties = found(req.Properties, head, fi.Size(), sha, fi.Mode().Perm())
+	res.Properties = found(req.Properties, sha, shownContent(head, int64(len(head))+rest, sha), fi.Mode().Perm())
 	return res, nil
 }
 
-// MaxReadContent bounds the content Read returns for drift (4 MiB): a
-// larger file is compared by its hash and shown by its size and hash.
-const MaxReadContent = 4 << 20
+// openRegular opens name in root for reading when it is a regular file
+// (following a symbolic link inside root). When it is something else, f
+// is nil and fi tells what it is. It never blocks: name is opened only
+// once a stat found a regular file, and then with O_NONBLOCK, in case a
+// named pipe took its place meanwhile (the open of a named pipe for
+// reading otherwise waits for a writer, and no context can end that wait).
+func openRegular(root *os.Root, name string) (f *os.File, fi fs.FileInfo, err error) {
+	fi, err = root.Stat(name)
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil, fi, err
+	}
+	f, err = root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err = f.Stat()
+	if err == nil && fi.Mode().IsRegular() {
+		// Reads of a regular file do not block anyway; some network and
+		// FUSE filesystems would still honour the flag.
+		err = setBlocking(f)
+	}
+	if err != nil || !fi.Mode().IsRegular() {
+		_ = f.Close()
+		return nil, fi, err
+	}
+	return f, fi, nil
+}
+
+// setBlocking clears O_NONBLOCK of f.
+func setBlocking(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	cerr := rc.Control(func(fd uintptr) {
+		err = syscall.SetNonblock(int(fd), false)
+	})
+	if cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// notRegular is how drift shows content found to be something else than a
+// regular file: "(a named pipe, not a regular file)".
+func notRegular(mode fs.FileMode) string {
+	var what string
+	switch t := mode.Type(); {
+	case t&fs.ModeDir != 0:
+		what = "directory"
+	case t&fs.ModeNamedPipe != 0:
+		what = "named pipe"
+	case t&fs.ModeSocket != 0:
+		what = "socket"
+	case t&fs.ModeCharDevice != 0:
+		what = "character device"
+	case t&fs.ModeDevice != 0:
+		what = "block device"
+	default:
+		what = "special file"
+	}
+	return fmt.Sprintf("(a %s, not a regular file)", what)
+}
+
+// MaxShownContent bounds the content found that drift shows (4 KiB):
+// drift goes into every status commit, the API and --json, for every
+// instance. Larger content, or content that is not UTF-8 text, is shown by
+// its size and hash. Drift is decided on the hash of the whole file.
+const MaxShownContent = 4 << 10
+
+// shownContent is how drift shows the content found, head (at most
+// MaxShownContent+1 bytes) of size bytes with SHA-256 sha: as it is when it
+// is short UTF-8 text, else "(<size> bytes, sha256 <sha>)".
+func shownContent(head []byte, size int64, sha string) string {
+	if size == int64(len(head)) && size <= MaxShownContent && utf8.Valid(head) {
+		return string(head)
+	}
+	return fmt.Sprintf("(%d bytes, sha256 %s)", size, sha)
+}
 
 // Readable: every file can be read (provider.DriftReader).
 func (p *Provider) Readable(cty.Value) bool { return true }
 
 // found is the file's properties as Read found them, in the shape of the
 // last applied properties: content and mode keep the applied value when
-// the file still has it.
-func found(applied cty.Value, head []byte, size int64, sha string, perm fs.FileMode) cty.Value {
+// the file still has it. sha is the SHA-256 of the content found ("" when
+// there is none: not a regular file); content found otherwise is shown as
+// shown.
+func found(applied cty.Value, sha, shown string, perm fs.FileMode) cty.Value {
 	props, marks := applied.Unmark()
 	if props.IsNull() || !props.IsKnown() || !props.Type().IsObjectType() {
 		return cty.NilVal
 	}
 	m := props.AsValueMap()
-	if c, ok := knownString(props, "content"); !ok || sum([]byte(c)) != sha {
-		if int64(len(head)) > MaxReadContent {
-			m["content"] = cty.StringVal(fmt.Sprintf("(%d bytes, sha256 %s)", size, sha))
-		} else {
-			m["content"] = cty.StringVal(strings.ToValidUTF8(string(head), "\uFFFD"))
+	if c, ok := knownString(props, "content"); !ok || sha == "" || sum([]byte(c)) != sha {
+		if ok && shown == c {
+			// A summary that reads like the applied content: drift is
+			// told by the content found differing, so it must differ.
+			shown += " (differs from the applied content)"
 		}
+		m["content"] = cty.StringVal(shown)
 	}
 	mode := DefaultMode
 	if s, ok := knownString(props, "mode"); ok {

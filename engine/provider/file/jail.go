@@ -103,7 +103,9 @@ func (r *Roots) targets() (*os.Root, error) {
 		return nil, fmt.Errorf("create targets root: %w", err)
 	}
 	markTopDir(r.path)
-	root, err := os.OpenRoot(r.path)
+	// Through "/.": a directory only (a named pipe put in its place meanwhile
+	// would block the open).
+	root, err := os.OpenRoot(r.path + string(filepath.Separator) + ".")
 	if err != nil {
 		return nil, fmt.Errorf("open targets root: %w", err)
 	}
@@ -126,17 +128,29 @@ func (r *Roots) Instance(target provider.Target) (root *os.Root, dir string, err
 		return nil, "", err
 	}
 	rel := target.Account + "/" + target.Region
-	root, err = tr.OpenRoot(rel)
+	root, err = openRootDir(tr, rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := tr.MkdirAll(rel, 0o755); err != nil {
 			return nil, "", fmt.Errorf("create instance root %s: %w", rel, err)
 		}
-		root, err = tr.OpenRoot(rel)
+		root, err = openRootDir(tr, rel)
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("open instance root %s: %w", rel, err)
 	}
 	return root, filepath.Join(r.path, target.Account, target.Region), nil
+}
+
+// openRootDir opens the directory dir (a slash path, "" or ending in "/"
+// allowed) of root as a root. It opens dir's "." element, so that dir
+// itself is opened as a directory only: root.OpenRoot(dir) would open a
+// named pipe found there for reading, which waits for a writer for ever.
+// Symbolic links inside root are followed as by root.OpenRoot.
+func openRootDir(root *os.Root, dir string) (*os.Root, error) {
+	if dir != "" && !strings.HasSuffix(dir, "/") {
+		dir += "/"
+	}
+	return root.OpenRoot(dir + ".")
 }
 
 func checkElement(what, v string) error {

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+	"syscall"
 )
 
 // groupSync serves Sync calls with as few flushes as possible (group
@@ -66,7 +67,8 @@ func (g *groupSync) run() {
 // directory and commits the filesystem's journal), sync(2) elsewhere. A
 // root not created yet holds nothing to flush.
 func (p *Provider) flush() error {
-	d, err := os.Open(p.opts.Root)
+	// O_NONBLOCK: a named pipe in the root's place must not block the open.
+	d, err := os.OpenFile(p.opts.Root, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

@@ -19,7 +19,7 @@ const fsTopDirFL = 0x00020000
 // 0.04 s under a marked one on the same disk. Best effort: other
 // filesystems (or a root the process does not own) keep their behaviour.
 func markTopDir(path string) {
-	d, err := os.Open(path)
+	d, err := os.OpenFile(path, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return
 	}
