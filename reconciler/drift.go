@@ -162,11 +162,28 @@ func (r *Reconciler) CheckDrift(ctx context.Context, name string) (*DriftReport,
 			_ = r.opts.Store.SetMeta(metaDriftPrint+name, []byte(print))
 		}
 	}
-	if spec != nil && spec.Mode == engine.DriftModeCorrect && len(drifted) > 0 && desired != nil {
-		if id, err := r.correctDrift(ctx, &rec, desired, drifted); err != nil {
-			log.Error().Err(err).Msg("drift correction not started")
-		} else {
-			rep.Correction = id
+	if spec != nil && spec.Mode == engine.DriftModeCorrect && len(drifted) > 0 {
+		rev := rec.Revision
+		if desired == nil {
+			// The last operation left instances failed: correct those
+			// deployed at the revision last reconciled.
+			var all []engine.Target
+			if desired, rev = r.lastReconciled(ctx, &rec); desired != nil {
+				all = drifted
+				if drifted, err = r.deployedAt(&rec, desired, drifted); err != nil {
+					return rep, err
+				}
+			}
+			if n := len(all) - len(drifted); n > 0 {
+				log.Warn().Int("instances", n).Msg("drifted instances the last operation failed are not corrected: the next operation re-applies them")
+			}
+		}
+		if desired != nil && len(drifted) > 0 {
+			if id, err := r.correctDrift(ctx, &rec, desired, rev, drifted); err != nil {
+				log.Error().Err(err).Msg("drift correction not started")
+			} else {
+				rep.Correction = id
+			}
 		}
 	}
 	return rep, nil
@@ -179,22 +196,7 @@ func (r *Reconciler) CheckDrift(ctx context.Context, name string) (*DriftReport,
 // is due); the block is nil when the definitions cannot be read (no
 // ignore rules then).
 func (r *Reconciler) driftSpec(ctx context.Context, rec *state.StackSet) (*engine.StackSet, *engine.DriftSpec) {
-	rev := rec.Revision
-	if last, err := r.opts.Store.Meta(metaLastRevision); err == nil && len(last) > 0 {
-		rev = string(last)
-	}
-	if rev == "" {
-		return nil, nil
-	}
-	fsys, err := r.opts.Source.Tree(ctx, rev)
-	if err != nil {
-		return nil, nil
-	}
-	defs, diags := r.opts.Engine.Load(fsys, r.opts.Path)
-	if diags.HasErrors() {
-		return nil, nil
-	}
-	ss := defs.StackSet(rec.Name)
+	ss, _ := r.lastReconciled(ctx, rec)
 	if ss == nil {
 		return nil, nil
 	}
@@ -202,6 +204,52 @@ func (r *Reconciler) driftSpec(ctx context.Context, rec *state.StackSet) (*engin
 		return nil, ss.Drift
 	}
 	return ss, ss.Drift
+}
+
+// lastReconciled is the stack set of rec as the revision last reconciled
+// defines it, and that revision; nil when it cannot be read.
+func (r *Reconciler) lastReconciled(ctx context.Context, rec *state.StackSet) (*engine.StackSet, string) {
+	rev := rec.Revision
+	if last, err := r.opts.Store.Meta(metaLastRevision); err == nil && len(last) > 0 {
+		rev = string(last)
+	}
+	if rev == "" {
+		return nil, ""
+	}
+	fsys, err := r.opts.Source.Tree(ctx, rev)
+	if err != nil {
+		return nil, ""
+	}
+	defs, diags := r.opts.Engine.Load(fsys, r.opts.Path)
+	if diags.HasErrors() {
+		return nil, ""
+	}
+	return defs.StackSet(rec.Name), rev
+}
+
+// deployedAt keeps the targets whose instance was deployed as ss defines
+// it (complete, at its instance hash). When an operation left some
+// instances failed, the stack set keeps its earlier configuration
+// recorded; drift correction then re-applies only the instances that
+// reached the new one (re-applying a failed one is the next operation's
+// work, not a correction).
+func (r *Reconciler) deployedAt(rec *state.StackSet, ss *engine.StackSet, targets []engine.Target) ([]engine.Target, error) {
+	ins, err := r.opts.Store.Instances(rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	at := map[engine.Target]bool{}
+	for _, in := range ins {
+		t := engine.Target{Region: in.Region, Account: in.Account}
+		at[t] = in.Status == state.InstanceOperationComplete && in.ConfigHash == ss.InstanceHash(rec.ID, t)
+	}
+	var out []engine.Target
+	for _, t := range targets {
+		if at[t] {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 // checkStackSet reads every deployed instance of rec, records the results
@@ -394,9 +442,9 @@ func (r *Reconciler) writeDriftStatus(ctx context.Context, rec *state.StackSet, 
 // correctDrift dispatches a DriftCorrection operation re-applying the
 // drifted instances at the stack set's recorded revision, and returns its
 // claim (the operation records it).
-func (r *Reconciler) correctDrift(ctx context.Context, rec *state.StackSet, desired *engine.StackSet, drifted []engine.Target) (string, error) {
-	j := &job{name: rec.Name, rev: rec.Revision, desired: desired, recorded: rec, kind: state.KindDriftCorrection,
-		claim: rec.Revision + "/drift/" + r.opts.Now().UTC().Format(time.RFC3339Nano)}
+func (r *Reconciler) correctDrift(ctx context.Context, rec *state.StackSet, desired *engine.StackSet, rev string, drifted []engine.Target) (string, error) {
+	j := &job{name: rec.Name, rev: rev, desired: desired, recorded: rec, kind: state.KindDriftCorrection,
+		claim: rev + "/drift/" + r.opts.Now().UTC().Format(time.RFC3339Nano), opID: state.NewOperationID()}
 	for _, t := range drifted {
 		j.works = append(j.works, &work{target: t, action: changeset.InstanceUpdate, hash: desired.InstanceHash(rec.ID, t)})
 	}
@@ -406,7 +454,7 @@ func (r *Reconciler) correctDrift(ctx context.Context, rec *state.StackSet, desi
 	if !r.dispatchIfIdle(ctx, j, &pass{}) {
 		return "", errors.New("an operation of the stack set started meanwhile; the next check corrects what it leaves drifted")
 	}
-	return j.claim, nil
+	return j.opID, nil
 }
 
 // driftWorks are the instances an interrupted DriftCorrection has left to

@@ -149,8 +149,8 @@ func TestDriftReportThenCorrect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if op.Kind != state.KindDriftCorrection || op.Status != state.OperationSucceeded || len(op.Results) != 2 {
-		t.Fatalf("correction operation: %+v", op)
+	if op.Kind != state.KindDriftCorrection || op.Status != state.OperationSucceeded || len(op.Results) != 2 || op.ID != rep.Correction {
+		t.Fatalf("correction operation: %+v (the check named %q)", op, rep.Correction)
 	}
 	if b, _ := os.ReadFile(edited); string(b) != "port=80\n" {
 		t.Errorf("edited file after correction: %q", b)
@@ -400,5 +400,64 @@ func TestDriftCorrectionFollowsTheRollout(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(root, dir, "motd")); err != nil {
 			t.Errorf("%s/motd not restored: %v", dir, err)
 		}
+	}
+}
+
+// TestDriftCorrectedAfterToleratedFailure: a deploy that failed on one
+// instance within its failure tolerance keeps the stack set's earlier
+// configuration recorded; drift of the instances that reached the new
+// one is still corrected (the failed one is the next operation's).
+func TestDriftCorrectedAfterToleratedFailure(t *testing.T) {
+	ctx := t.Context()
+	root := t.TempDir()
+	defs := driftDefs("correct", "")
+	defs["stacks.hcl"] = strings.Replace(defs["stacks.hcl"], "  deployment_targets {", `  operation_preferences {
+    region_concurrency_type = "PARALLEL"
+    failure_tolerance_count = 1
+  }
+  deployment_targets {`, 1)
+	h, _, _ := newHarnessWith(t, newCtl(), nil, provider.Registry{"file": file.New(file.Options{Root: root})}, defs)
+	if res, err := h.rec.Reconcile(ctx); err != nil || res.Failed() {
+		t.Fatalf("first deploy: %v %+v", err, res)
+	}
+	// v2 fails on one instance: a directory where its file goes.
+	blocked := filepath.Join(root, "111111111111", "eu", "app.conf")
+	if err := os.Remove(blocked); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(blocked, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defs["templates/files/main.hcl"] = strings.Replace(driftTemplate, "port=80", "port=81", 1)
+	commitFiles(t, h.repo, defs, "port 81")
+	res, err := h.rec.Reconcile(ctx)
+	if err != nil || !res.Failed() || res.Operations[0].Status != state.OperationSucceeded {
+		t.Fatalf("v2: %v %+v, want a tolerated failure", err, res)
+	}
+	// An instance that reached v2 drifts.
+	tampered := filepath.Join(root, "222222222222", "us", "motd")
+	if err := os.WriteFile(tampered, []byte("tampered"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := h.rec.CheckDrift(ctx, "web")
+	if err != nil || rep.Correction == "" {
+		t.Fatalf("check: %v %+v, want a correction", err, rep)
+	}
+	h.rec.Wait()
+	op, err := h.store.Operation(rep.Correction)
+	if err != nil || op.Kind != state.KindDriftCorrection || op.Status != state.OperationSucceeded || len(op.Results) != 1 ||
+		op.Results[0].Region != "us" || op.Results[0].Account != "222222222222" {
+		t.Fatalf("correction: %v %+v, want us/222222222222 alone", err, op)
+	}
+	if b, _ := os.ReadFile(tampered); string(b) != "hello" {
+		t.Errorf("tampered file after correction: %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "222222222222", "us", "app.conf")); string(b) != "port=81\n" {
+		t.Errorf("the correction did not keep v2: %q", b)
+	}
+	// The failed instance is still the next operation's: re-running the
+	// revision reports it failed.
+	if res, err := h.rec.Reconcile(ctx); err != nil || !res.UpToDate || !res.Failed() {
+		t.Errorf("after the correction: %v %+v, want the failed deploy still reported", err, res)
 	}
 }

@@ -48,8 +48,12 @@ func (r *Reconciler) runJob(ctx context.Context, j *job) (*state.Operation, erro
 			}
 		}
 	}
+	opID := j.opID
+	if opID == "" {
+		opID = state.NewOperationID()
+	}
 	op, created, err := st.ClaimOperation(state.Operation{
-		ID: state.NewOperationID(), StackSetID: j.recorded.ID, StackSet: j.name,
+		ID: opID, StackSetID: j.recorded.ID, StackSet: j.name,
 		Kind: j.kind, Revision: rev, Status: state.OperationRunning, Created: now, Started: now,
 		Instances: len(j.works), Claim: j.claim,
 	})
@@ -722,7 +726,9 @@ func (o *opRun) recordStackSet(op *state.Operation, out outcome) (state.StackSet
 	ss.LastOperation = op.ID
 	switch {
 	case o.j.desired != nil:
-		if out.clean() {
+		if out.clean() && op.Kind != state.KindDriftCorrection {
+			// A drift correction re-applies only some instances: the
+			// configuration recorded stays the one every instance reached.
 			ss.Revision = op.Revision
 			ss.ConfigHash = o.j.desired.ConfigHash
 		}

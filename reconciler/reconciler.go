@@ -490,8 +490,9 @@ func (r *Reconciler) checkPass(ctx context.Context, head string) ([]state.Operat
 	return unfinished, nil, nil
 }
 
-// failedLastOperations are the last operations of the stack sets whose
-// last operation failed or left an instance failed.
+// failedLastOperations are, for each stack set whose last deploying
+// operation (drift corrections aside: they re-apply some instances only)
+// failed or left an instance failed, that operation.
 func (r *Reconciler) failedLastOperations() []state.Operation {
 	sets, err := r.opts.Store.ListStackSets()
 	if err != nil {
@@ -499,15 +500,19 @@ func (r *Reconciler) failedLastOperations() []state.Operation {
 	}
 	var out []state.Operation
 	for _, ss := range sets {
-		if ss.LastOperation == "" {
+		ops, err := r.opts.Store.Operations(ss.ID)
+		if err != nil {
 			continue
 		}
-		op, err := r.opts.Store.Operation(ss.LastOperation)
-		if err != nil || !op.Status.Done() {
-			continue
-		}
-		if res := (Result{Operations: []state.Operation{op}}); res.Failed() {
-			out = append(out, op)
+		for i := len(ops) - 1; i >= 0; i-- {
+			op := ops[i]
+			if !op.Status.Done() || op.Kind == state.KindDriftCorrection {
+				continue
+			}
+			if res := (Result{Operations: []state.Operation{op}}); res.Failed() {
+				out = append(out, op)
+			}
+			break
 		}
 	}
 	return out
@@ -635,6 +640,9 @@ type job struct {
 	files    map[engine.Target][]engine.FileClaim
 	desired  *engine.StackSet // nil: the block was removed (DeleteStackSet)
 	recorded *state.StackSet  // nil: new stack set
+	// opID, if set, is the id its operation gets when it is claimed new
+	// (a drift correction names it before it runs).
+	opID string
 	// newID is the id a new stack set will get (chosen before planning so
 	// plans and instance hashes use it).
 	newID string
