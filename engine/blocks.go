@@ -176,6 +176,9 @@ func (b *blockList) MissingItemRange() hcl.Range {
 func configDiags(written map[string]*hcl.Attribute, block hcl.Range, addr, summary string, err error, props cty.Value) hcl.Diagnostics {
 	red := NewRedactor()
 	red.AddMarked(props)
+	if pf, ok := errors.AsType[provider.Failure](err); ok && pf.ProviderFailure() {
+		return hcl.Diagnostics{errorf(block, "Provider failed", "%s: %s.", addr, strings.TrimSuffix(red.Redact(err.Error()), "."))}
+	}
 	var ap provider.AttributeProblems
 	if !errors.As(err, &ap) || len(ap.AttributeProblems()) == 0 {
 		return hcl.Diagnostics{errorf(block, summary, "%s: %s.", addr, strings.TrimSuffix(red.Redact(err.Error()), "."))}

@@ -220,6 +220,15 @@ func (e *SupersededError) Error() string {
 
 func (e *SupersededError) Unwrap() error { return e.Err }
 
+// Failure is implemented by an error meaning that the provider itself
+// failed (its process crashed or was killed) rather than that it found
+// something wrong in what it was sent: a diagnostic then blames the
+// provider, not the template.
+type Failure interface {
+	error
+	ProviderFailure() bool
+}
+
 // Provider manages resources of one type. Calls must honour ctx's deadline.
 // Create must be create-or-verify: called again with the same RequestID after
 // a crash, it must converge to one resource, not make a second.

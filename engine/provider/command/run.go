@@ -18,6 +18,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/stackd/stackd/engine/provider"
+	"github.com/stackd/stackd/internal/procdeath"
 )
 
 // ScriptEnv is the environment variable that hands a command its script:
@@ -142,6 +143,10 @@ func (p *Provider) run(ctx context.Context, req provider.Request, cfg config, ac
 	// Its own process group, so that cancelling kills what the shell
 	// started too, not only the shell.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The shell dies with stackd, even a stackd killed with SIGKILL, so a
+	// restarted stackd never repeats the call while the orphan still runs
+	// it (what the shell already started finishes on its own).
+	procdeath.Set(cmd)
 	cmd.Cancel = func() error {
 		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		if errors.Is(err, syscall.ESRCH) {
@@ -151,6 +156,11 @@ func (p *Provider) run(ctx context.Context, req provider.Request, cfg config, ac
 	}
 	cmd.WaitDelay = waitDelay
 
+	// The parent-death signal follows the thread that forks the shell:
+	// hold it until the shell is reaped (package procdeath).
+	if unlock := procdeath.LockThread(); unlock != nil {
+		defer unlock()
+	}
 	err = cmd.Run()
 	if err != nil && ctx.Err() != nil {
 		return output{}, fmt.Errorf("%s command interrupted: %w", action, ctx.Err())

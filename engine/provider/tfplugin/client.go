@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stackd/stackd/engine/provider"
+	"github.com/stackd/stackd/internal/procdeath"
 )
 
 // MagicCookieKey and MagicCookieValue are Terraform's handshake cookie:
@@ -317,6 +318,9 @@ func Start(ctx context.Context, opts Options) (Client, error) {
 	cmd := exec.CommandContext(procCtx, opts.Path, opts.Args...)
 	cmd.Env = providerEnv(os.Environ(), opts)
 	cmd.Env = append(cmd.Env, plugin.EnvUnixSocketDir+"="+sockDir)
+	// The provider dies with stackd, even a stackd killed with SIGKILL
+	// (Linux; see package procdeath).
+	procdeath.Set(cmd)
 
 	gp := &grpcPlugin{}
 	pc := plugin.NewClient(&plugin.ClientConfig{
@@ -344,19 +348,43 @@ func Start(ctx context.Context, opts Options) (Client, error) {
 		SyncStderr: stderr,
 	})
 
+	// kill ends the process (go-plugin's graceful shutdown, then a kill)
+	// and returns once it is reaped; reaped is closed then.
+	reaped := make(chan struct{})
+	kill := sync.OnceFunc(func() {
+		pc.Kill()
+		close(reaped)
+	})
+
 	type started struct {
 		raw any
 		err error
 	}
 	done := make(chan started, 1)
 	go func() {
+		// The thread that forks the provider must outlive it: this
+		// goroutine holds it until the process is reaped (Linux; see
+		// package procdeath). Every path of Start that does not return
+		// a client calls kill, and a client's Close does.
+		unlock := procdeath.LockThread()
+		var s started
 		rpc, err := pc.Client()
-		if err != nil {
-			done <- started{err: err}
-			return
+		if err == nil {
+			s.raw, err = rpc.Dispense(pluginName)
 		}
-		raw, err := rpc.Dispense(pluginName)
-		done <- started{raw: raw, err: err}
+		s.err = err
+		var exited <-chan struct{} // nil: wait for kill
+		if conn, ok := s.raw.(*grpcConn); ok {
+			exited = conn.done
+		}
+		done <- s
+		if unlock != nil {
+			select {
+			case <-reaped:
+			case <-exited:
+			}
+			unlock()
+		}
 	}()
 	var s started
 	select {
@@ -364,24 +392,24 @@ func Start(ctx context.Context, opts Options) (Client, error) {
 	case <-ctx.Done():
 		procCancel()
 		<-done
-		pc.Kill()
+		kill()
 		return nil, fmt.Errorf("start provider %s: %w", opts.Name, ctx.Err())
 	}
 	if s.err != nil {
-		pc.Kill()
+		kill()
 		procCancel()
 		return nil, fmt.Errorf("start provider %s (%s): %w", opts.Name, opts.Path, s.err)
 	}
 	conn, ok := s.raw.(*grpcConn)
 	if !ok {
-		pc.Kill()
+		kill()
 		procCancel()
 		return nil, fmt.Errorf("start provider %s: plugin answered %T, want a gRPC connection", opts.Name, s.raw)
 	}
 	pid, _ := strconv.Atoi(pc.ID())
 	c := &client{
 		opts:       opts,
-		plugin:     pc,
+		kill:       kill,
 		procCancel: procCancel,
 		stderr:     stderr,
 		logw:       lw,
@@ -405,8 +433,10 @@ func Start(ctx context.Context, opts Options) (Client, error) {
 // client is the Client of both protocols: the common part (schemas,
 // encoding, errors); raw is the protocol's thin adapter.
 type client struct {
-	opts       Options
-	plugin     *plugin.Client
+	opts Options
+	// kill ends the process and returns once it is reaped; safe to call
+	// more than once and concurrently.
+	kill       func()
 	procCancel context.CancelFunc
 	stderr     *lineWriter
 	logw       *logWriter
@@ -431,7 +461,7 @@ func (c *client) Exited() <-chan struct{} { return c.exited }
 func (c *client) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
-		c.plugin.Kill()
+		c.kill()
 		c.procCancel()
 		c.stderr.flush()
 		c.opts.Logger.Debug().Str("provider", c.opts.Name).Int("pid", c.pid).Msg("provider stopped")
@@ -475,7 +505,7 @@ func (c *client) call(ctx context.Context, op string, f func(ctx context.Context
 		case <-c.exited:
 		case <-time.After(exitGrace):
 			// Alive but unreachable: useless. Make ErrProviderExited true.
-			c.plugin.Kill()
+			c.kill()
 		}
 		return callError(op, c.opts.Name, c.exitError())
 	}
@@ -483,10 +513,7 @@ func (c *client) call(ctx context.Context, op string, f func(ctx context.Context
 }
 
 func (c *client) exitError() error {
-	if s := c.logw.exitStatus(); s != "" {
-		return fmt.Errorf("%w (pid %d): %s", ErrProviderExited, c.pid, s)
-	}
-	return fmt.Errorf("%w (pid %d)", ErrProviderExited, c.pid)
+	return &ExitError{PID: c.pid, Status: c.logw.exitStatus()}
 }
 
 func (c *client) Schema(ctx context.Context) (*ProviderSchema, error) {

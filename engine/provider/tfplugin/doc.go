@@ -16,17 +16,21 @@
 // Invariants:
 //
 //   - Every call honours its ctx. A provider process that exits (a crash,
-//     a kill) makes in-flight and later calls fail with an error wrapping
-//     ErrProviderExited; nothing panics, and the Client can still be
-//     closed. A new process needs a new Client: Pool starts one on next
-//     use.
+//     a kill) makes in-flight and later calls fail with an *ExitError
+//     (wrapping ErrProviderExited): a failure of the provider that may be
+//     retried, never diagnostics about what the call sent; nothing panics,
+//     and the Client can still be closed. A new process needs a new
+//     Client: Pool starts one on next use.
 //   - Calls on one Client may run concurrently; the schema is fetched once
 //     per Client.
 //   - Close ends the process (go-plugin's graceful shutdown, then a kill)
 //     and waits until it is reaped: no process outlives its Client. Each
 //     process makes its Unix socket in a temporary directory of its own
 //     (PLUGIN_UNIX_SOCKET_DIR), removed on Close, so a crashed provider
-//     leaves no socket behind.
+//     leaves no socket behind. On Linux no provider process outlives
+//     stackd either, even a stackd killed with SIGKILL: the kernel kills
+//     it (a parent-death signal; see pdeathsig_linux.go for why the thread
+//     that starts it is held until it is reaped).
 //   - PlanResourceChange reports no RequiresReplace for a create (Prior
 //     null): terraform-plugin-sdk lists its ForceNew attributes even then,
 //     and Terraform ignores them too.

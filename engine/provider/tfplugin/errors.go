@@ -12,8 +12,9 @@ import (
 var (
 	// ErrProviderExited is wrapped by every error of a call that failed
 	// because the provider process is gone (it crashed, was killed, or its
-	// connection broke), and by every call made afterwards. The client can
-	// still be closed; a new process needs a new client (Pool does that).
+	// connection broke), and by every call made afterwards, through an
+	// *ExitError. The client can still be closed; a new process needs a
+	// new client (Pool does that).
 	ErrProviderExited = errors.New("provider process exited")
 	// ErrClosed is wrapped by the error of a call made after Close.
 	ErrClosed = errors.New("provider client closed")
@@ -122,6 +123,41 @@ func (e *DiagnosticsError) AttributeProblems() []provider.AttributeProblem {
 }
 
 var _ provider.AttributeProblems = (*DiagnosticsError)(nil)
+
+// ExitError is the error of a call that failed because the provider
+// process is gone: it crashed, was killed (by the kernel's OOM killer, by
+// an operator) or stopped answering, before or while the call ran. That is
+// a failure of the provider, not a problem it found in what the call
+// sent: an ExitError carries no diagnostics (it is no
+// provider.AttributeProblems, so the engine does not report it at an
+// attribute), and the same call may succeed on a new process, which a
+// Pool starts on the next Acquire. It wraps ErrProviderExited; get it
+// with errors.As.
+type ExitError struct {
+	// PID is the process's id.
+	PID int
+	// Status is how the process ended, as os/exec says it ("exit status
+	// 2", "signal: killed"); empty when go-plugin has not said (yet).
+	Status string
+}
+
+func (e *ExitError) Error() string {
+	how := ""
+	if e.Status != "" {
+		how = ", " + e.Status
+	}
+	return fmt.Sprintf("%s (pid %d%s): the provider crashed or was killed before it answered; "+
+		"this is a failure of the provider, not a problem it found in what it was sent, and the call can be retried on a new provider process",
+		ErrProviderExited, e.PID, how)
+}
+
+func (e *ExitError) Unwrap() error { return ErrProviderExited }
+
+// ProviderFailure is always true: the call failed because of the
+// provider's process, not because of its input. The engine, which cannot
+// import this package, tells such an error from a configuration problem
+// with errors.As on an interface of this method.
+func (e *ExitError) ProviderFailure() bool { return true }
 
 // callError wraps err with the call's name and the provider's identity.
 func callError(op, provider string, err error) error {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,7 +28,12 @@ var providers = map[int]string{}
 var buildSkip string
 
 // TestMain builds the two test providers in testdata once per test binary.
+// With standInEnv set, the binary is no test run but a stand-in for stackd
+// (see standIn).
 func TestMain(m *testing.M) {
+	if path := os.Getenv(standInEnv); path != "" {
+		os.Exit(standIn(path))
+	}
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "tfplugin-providers-")
 	if err != nil {
@@ -49,6 +55,27 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// standInEnv names the variable that makes this test binary a stand-in
+// for stackd: the provider executable to start.
+const standInEnv = "TFPLUGIN_TEST_STAND_IN_PROVIDER"
+
+// standIn is a stackd that starts the provider at path through Start,
+// writes "pid N" (the provider's) on stdout, and waits for stdin to end
+// (then it closes the provider) or to be killed.
+func standIn(path string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := Start(ctx, Options{Path: path})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer c.Close()
+	fmt.Printf("pid %d\n", c.PID())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
 }
 
 func buildProviders(dir string) error {

@@ -12,7 +12,11 @@
 // objects named by their users are: its id (prefix + name) is planned, a
 // create fails when an object of that id exists, and sleep_ms waits after
 // the object is written (a create that made the object and waits for it
-// to be ready).
+// to be ready). A string a pattern validator checks (the name, secret or a
+// tag key of a p6_thing, the id of a p6_object, the region of the provider
+// block) set to "crash-in-validation" makes the process exit with status 2
+// in the middle of validating it, as a provider that panics in a validator
+// does.
 package main
 
 import (
@@ -113,6 +117,10 @@ func (v pattern) MarkdownDescription(context.Context) string { return "must matc
 func (v pattern) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
+	}
+	if req.ConfigValue.ValueString() == "crash-in-validation" {
+		fmt.Fprintln(os.Stderr, "p6provider crashing in a validator as asked")
+		os.Exit(2)
 	}
 	if log := os.Getenv("P6_VALIDATION_LOG"); log != "" {
 		// Tests count the validations: one line per value validated.
