@@ -193,11 +193,26 @@ func (o *opRun) markWaiting() error {
 	for _, in := range existing {
 		have[engine.Target{Region: in.Region, Account: in.Account}] = in
 	}
+	ran := map[engine.Target]bool{}
+	for _, pr := range o.prior {
+		ran[engine.Target{Region: pr.Region, Account: pr.Account}] = true
+	}
 	ins := make([]state.Instance, 0, len(o.j.works))
 	for _, w := range o.j.works {
 		in, ok := have[w.target]
-		if !ok {
+		switch {
+		case !ok && o.resumed && ran[w.target]:
+			// Deleted since it ran (a rollback of its creation): no
+			// record comes back for it.
+			continue
+		case !ok:
 			in = state.Instance{StackSetID: o.j.recorded.ID, Region: w.target.Region, Account: w.target.Account}
+		case o.resumed && in.Status == state.InstanceOperationInProgress:
+			// Deploying when the operation was interrupted: it stays so
+			// until it runs again, so that a stop before then (an abort)
+			// knows it was changed, maybe part way.
+			ins = append(ins, in)
+			continue
 		}
 		in.Status, in.StatusReason, in.Updated = state.InstanceWaitInProgress, "", now
 		ins = append(ins, in)

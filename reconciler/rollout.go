@@ -80,9 +80,20 @@ func (r *Reconciler) Abort(name string) error {
 	if !ok {
 		return fmt.Errorf("stack set %s: %w", name, ErrNoRollout)
 	}
-	v.(*rolloutRun).abortWith("aborted by stackd abort")
+	rr := v.(*rolloutRun)
+	const reason = "aborted by stackd abort"
+	rr.abortWith(reason)
+	// Recorded before the answer: an abort accepted is not lost to a
+	// restart, even one before the instances in flight settle.
+	if err := r.opts.Store.SetMeta(metaRolloutAbort+rr.o.op.ID, []byte(reason)); err != nil {
+		return fmt.Errorf("stack set %s: aborted, but the abort could not be recorded (a restart would resume the rollout): %w", name, err)
+	}
 	return nil
 }
+
+// metaRolloutAbort+operation id records an abort of the operation's
+// rollout (its reason) until the operation ends.
+const metaRolloutAbort = "rollout_abort/"
 
 // rolloutRun is the rollout of one running operation: a state machine
 // whose state is the operation's RolloutProgress, recorded in the store
@@ -156,8 +167,17 @@ func (o *opRun) runRollout(ctx context.Context, prefs engine.OperationPreference
 		rr.prevRev = p.PreviousRevision
 	}
 	o.ro = rr
+	if reason, _ := o.r.opts.Store.Meta(metaRolloutAbort + o.op.ID); len(reason) > 0 {
+		// Aborted before the restart: the resumed rollout is aborted.
+		rr.abortWith(string(reason))
+	}
 	o.r.rollouts.Store(o.j.name, rr)
 	defer o.r.rollouts.CompareAndDelete(o.j.name, rr)
+	defer func() {
+		if !rr.interrupted {
+			_ = o.r.opts.Store.DeleteMeta(metaRolloutAbort + o.op.ID)
+		}
+	}()
 
 	var deploy, deletes []*work
 	for _, w := range o.j.works {
@@ -391,9 +411,15 @@ func (rr *rolloutRun) drive(ctx context.Context, resumed *state.RolloutProgress)
 				if err := rr.startBatch(k); err != nil {
 					return err
 				}
-			}
-			if rr.isAborted() {
-				return &batchFailure{aborted: true, reason: fmt.Sprintf("%s before batch %d of %d", rr.abortedBy(), k, prog.Batches)}
+				if rr.isAborted() {
+					return &batchFailure{aborted: true, reason: fmt.Sprintf("%s before batch %d of %d", rr.abortedBy(), k, prog.Batches)}
+				}
+			} else if rr.isAborted() {
+				// Aborted before a restart, in a batch that had started:
+				// nothing more starts, and its members in flight at the
+				// restart (still OPERATION_IN_PROGRESS) are rolled back
+				// with the rest, or failed (see fail).
+				return &batchFailure{aborted: true, reason: fmt.Sprintf("%s during batch %d of %d", rr.abortedBy(), k, prog.Batches)}
 			}
 			if prog.Phase == state.RolloutDeploying {
 				o.log.Info().Int("batch", k).Int("batches", prog.Batches).Int("instances", len(prog.Plan[k-1].Members)).Msg("rollout batch started")

@@ -652,3 +652,54 @@ func TestRolloutRollbackReappliesAFailedUpdate(t *testing.T) {
 		t.Errorf("%d rolled back, want 2", got)
 	}
 }
+
+// An abort accepted mid-batch survives a restart that comes before the
+// instances in flight settle: the resumed rollout starts nothing more and
+// rolls back every instance the operation changed, the one that was in
+// flight at the restart included.
+func TestRolloutAbortSurvivesRestart(t *testing.T) {
+	c := newCtl()
+	region, accounts := fourRegions[0], accountIDs(4)
+	body := "batch_size = 2\non_failure = \"rollback\""
+	const abortPrefs = "    max_concurrent_count = 2\n    failure_tolerance_mode = \"SOFT_FAILURE_TOLERANCE\""
+	h, _, restart := newRestartableHarness(t, c, newFakeClock(true), map[string]string{"web.hcl": rolloutHCL("web", "v1", []string{region}, accounts, abortPrefs, body)})
+	deployFirst(t, h)
+	t.Cleanup(c.openAll)
+	c.gate("web")
+	rev2 := commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v2", []string{region}, accounts, abortPrefs, body)}, "v2")
+	d := runDriverWithGrace(t, h, time.Millisecond)
+	c.waitFor(t, "batch 1", func() bool { return slices.Equal(c.blockedIn("web", region), accounts[:2]) })
+	c.release(t, "web", region, accounts[0])
+	eventually(t, accounts[0]+" to complete", func() (bool, string) {
+		in := instanceStatuses(t, h.store, "web")[region+"/"+accounts[0]]
+		return in.Revision == rev2, string(in.Status)
+	})
+	if err := h.rec.Abort("web"); err != nil {
+		t.Fatalf("Abort: %v", err)
+	}
+	d.stop(t) // before accounts[1], in flight, settles
+
+	c.open("web")
+	h.rec = restart()
+	d = runDriver(t, h)
+	t.Cleanup(func() { d.stop(t) })
+	eventually(t, "the resumed operation to roll back", opStatusIs(h.store, "web", rev2, state.OperationRolledBack))
+	op, err := operationAt(h.store, "web", rev2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(op.Reason, "aborted by stackd abort during batch 1 of 2") || !strings.Contains(op.Reason, "rolled back 2 instances") {
+		t.Errorf("reason %q, want the abort during batch 1 and both of its instances rolled back", op.Reason)
+	}
+	ins := instanceStatuses(t, h.store, "web")
+	for _, a := range accounts {
+		if in := ins[region+"/"+a]; in.Revision == rev2 {
+			t.Errorf("%s is at the aborted revision (%s)", a, in.Status)
+		}
+	}
+	for _, a := range startOrder(c, "web", "v2") {
+		if a == accounts[2] || a == accounts[3] {
+			t.Errorf("%s started after the abort", a)
+		}
+	}
+}

@@ -45,6 +45,13 @@ func (rr *rolloutRun) fail(ctx context.Context, bf *batchFailure) {
 			rr.restore(w, pr)
 			continue
 		}
+		if rr.inFlightAtRestart(w.target) {
+			if rr.spec.OnFailure == engine.OnFailureRollback {
+				continue // changed, maybe part way: the rollback returns it
+			}
+			o.settle(w, state.InstanceOperationFailed, "interrupted by a restart while it deployed, and "+bf.reason+" before it resumed: its resources may be partly applied; the next operation applies it again", nil)
+			continue
+		}
 		o.settle(w, state.InstanceCancelComplete, cancelReason, nil)
 	}
 	rr.reason = bf.reason
@@ -59,6 +66,14 @@ func (rr *rolloutRun) fail(ctx context.Context, bf *batchFailure) {
 		rr.rollingBack.Store(true)
 		o.log.Warn().Int("from_batch", prog.RollbackBatch).Msg("rollout rolling back")
 		restored, revs, where, err := rr.rollback(ctx)
+		// A resumed rollback counts what the interrupted run restored too,
+		// as the operation's counts (and its status commit) do.
+		if n := Counts(&state.Operation{Results: rr.results()}).RolledBack; n > restored {
+			restored = n
+		}
+		if revs == "" {
+			revs = revName(prog.PreviousRevision)
+		}
 		switch {
 		case errors.Is(err, errInterrupted):
 			rr.interrupted = true
@@ -93,6 +108,17 @@ func (rr *rolloutRun) restore(w *work, pr state.InstanceResult) {
 	if err := st.PutInstance(in); err != nil {
 		rr.o.log.Error().Err(err).Msg("cannot record instance status")
 	}
+}
+
+// inFlightAtRestart reports whether the instance at t was deploying when
+// the operation was interrupted and has not run since (its record is still
+// OPERATION_IN_PROGRESS: markWaiting keeps it).
+func (rr *rolloutRun) inFlightAtRestart(t engine.Target) bool {
+	if !rr.o.resumed {
+		return false
+	}
+	in, err := rr.o.r.opts.Store.Instance(rr.o.j.recorded.ID, t.Region, t.Account)
+	return err == nil && in.Status == state.InstanceOperationInProgress
 }
 
 // revName names a previous revision for reasons and logs.
