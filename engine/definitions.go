@@ -285,6 +285,9 @@ func loadDefinitions(fsys fs.FS, dir string, reg provider.Registry, e *Engine, u
 		dir = "."
 	}
 	dir = path.Clean(dir)
+	if untrusted {
+		fsys = withholdingFS{fsys}
+	}
 	parser := hclparse.NewParser()
 	defs := &Definitions{Dir: dir}
 	files, _, diags := readHCLFiles(parser, fsys, dir, nil)
@@ -581,6 +584,27 @@ type SecretFS interface {
 	Secret(name string) bool
 }
 
+// withholdingFS is the file system of an untrusted ref: the variables of
+// the files its SecretFS decrypts are unknown to the ref's plan, as the
+// sensitive values recorded in the state are (withholdSensitive). A branch
+// that computed on them could read them back one failing line at a time,
+// even with every error message about them hidden.
+type withholdingFS struct{ fs.FS }
+
+func (w withholdingFS) Secret(name string) bool { return secretFile(w.FS, name) }
+
+// The inner file system's own Stat, ReadFile and ReadDir (a Git tree's
+// read sizes from object headers before any content): never Open's.
+func (w withholdingFS) Stat(name string) (fs.FileInfo, error)      { return fs.Stat(w.FS, name) }
+func (w withholdingFS) ReadFile(name string) ([]byte, error)       { return fs.ReadFile(w.FS, name) }
+func (w withholdingFS) ReadDir(name string) ([]fs.DirEntry, error) { return fs.ReadDir(w.FS, name) }
+
+// withholds reports whether fsys withholds decrypted values.
+func withholds(fsys fs.FS) bool {
+	_, ok := fsys.(withholdingFS)
+	return ok
+}
+
 // secretFile reports whether fsys decrypted the file p.
 func secretFile(fsys fs.FS, p string) bool {
 	sf, ok := fsys.(SecretFS)
@@ -602,6 +626,11 @@ func readTFVars(fsys fs.FS, p string, rng hcl.Range) (vals map[string]cty.Value,
 	trimmed := bytes.TrimSpace(src)
 	asJSON := secret && len(trimmed) > 0 && trimmed[0] == '{'
 	vals, ranges, diags = parseVars(src, p, asJSON)
+	if secret && withholds(fsys) {
+		for k := range vals {
+			vals[k] = cty.DynamicVal
+		}
+	}
 	return vals, ranges, secret, diags
 }
 

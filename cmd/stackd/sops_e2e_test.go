@@ -47,4 +47,24 @@ func TestSOPSVarsFile(t *testing.T) {
 	if strings.Contains(st.stdout, "hunter2") {
 		t.Errorf("status shows a value from the SOPS file")
 	}
+
+	// A branch cannot compute on the secret: whether a line fails would
+	// tell it one bit at a time (every error message about it is hidden,
+	// not whether there is one). For a branch the SOPS values are unknown,
+	// so a right guess and a wrong one plan alike, without error.
+	main := runGit(t, f.repo, "rev-parse", "--abbrev-ref", "HEAD")
+	for _, guess := range []string{"hunter2-from-sops", "wrong"} {
+		runGit(t, f.repo, "checkout", "-q", "-b", "guess-"+guess, main)
+		writeTree(t, f.repo, map[string]string{"templates/web/probe.hcl": `resource "file" "probe" {
+  path    = "web/probe"
+  content = tobool(var.db_password == "` + guess + `" ? "nope" : "true") ? "x" : "y"
+}
+`})
+		f.commit(t, "probe "+guess)
+		res := stackd(t, append([]string{"plan", "--ref", "guess-" + guess}, f.flags("--age-key-file", key)...)...)
+		if res.code() != 0 || strings.Contains(res.stdout+res.stderr, "Invalid") || strings.Contains(res.stdout+res.stderr, "hunter2") {
+			t.Errorf("a branch computing on the SOPS value (guess %q): %s", guess, res)
+		}
+		runGit(t, f.repo, "checkout", "-q", main)
+	}
 }
