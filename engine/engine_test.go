@@ -645,6 +645,22 @@ func TestPlanErrorsBounded(t *testing.T) {
 	}
 }
 
+// One block's diagnostics are bounded too: a string template with
+// thousands of failing interpolations reports MaxNodeDiagnostics of them
+// and how many more there were.
+func TestBlockDiagnosticsBounded(t *testing.T) {
+	reg := provider.Registry{"rec": newRecorder()}
+	defs := mustLoad(t, map[string]string{
+		"d.hcl":      oneTarget,
+		"t/main.hcl": "resource \"rec\" \"r\" {\n  name = \"" + strings.Repeat(`${tobool("x")}`, 5000) + "\"\n}\n",
+	}, reg)
+	_, diags := New(reg).Plan(&Instance{StackSet: defs.StackSet("s"), Target: Target{"r", "a"}}, nil)
+	last := diags[len(diags)-1]
+	if len(diags) != MaxNodeDiagnostics+1 || last.Summary != "Too many diagnostics" || !strings.Contains(last.Detail, fmt.Sprintf("%d more", 5000-MaxNodeDiagnostics)) || last.Subject == nil {
+		t.Errorf("%d diagnostics, the last %q: %q", len(diags), last.Summary, last.Detail)
+	}
+}
+
 // The bound holds across modules: a module called many times, each call
 // failing in many blocks, stops the plan at MaxPlanErrors too.
 func TestPlanErrorsBoundedAcrossModules(t *testing.T) {

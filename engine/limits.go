@@ -138,6 +138,16 @@ const (
 	// megabytes of them.
 	MaxPlanErrors = 50
 
+	// MaxNodeDiagnostics bounds the diagnostics one block reports: 10,
+	// then one says how many more there were. One string template can
+	// hold tens of thousands of failing interpolations, each its own
+	// diagnostic.
+	MaxNodeDiagnostics = 10
+
+	// MaxRevisionDiagnostics bounds the diagnostics of a revision across
+	// its stack sets: 200, then one says how many more were left out.
+	MaxRevisionDiagnostics = 200
+
 	// DefaultPlanBudget is the time Engine.PlanContext gives planning one
 	// instance when its context carries no budget of its own (see
 	// WithPlanBudget): the backstop for callers that set none. Planning an

@@ -122,3 +122,23 @@ func traversalName(tr hcl.Traversal) string {
 	}
 	return b.String()
 }
+
+// BoundDiagnostics keeps the first max diagnostics of diags and, when
+// there were more, adds one saying how many of where were left out (an
+// error if any left out was).
+func BoundDiagnostics(diags hcl.Diagnostics, max int, where string) hcl.Diagnostics {
+	if len(diags) <= max {
+		return diags
+	}
+	rest := diags[max:]
+	sev := hcl.DiagWarning
+	if rest.HasErrors() {
+		sev = hcl.DiagError
+	}
+	out := append(diags[:max:max], &hcl.Diagnostic{Severity: sev, Summary: "Too many diagnostics",
+		Detail: fmt.Sprintf("%d more diagnostics of %s are not shown; fix these and plan again.", len(rest), where)})
+	if max > 0 {
+		out[len(out)-1].Subject = diags[max-1].Subject
+	}
+	return out
+}

@@ -186,7 +186,7 @@ func (w *walker) walkNodes() hcl.Diagnostics {
 		if d := w.gate(node); d.HasErrors() {
 			return append(diags, d...)
 		}
-		d := w.walkNode(node)
+		d := BoundDiagnostics(w.walkNode(node), MaxNodeDiagnostics, "this block")
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			if w.mode == modeApply {

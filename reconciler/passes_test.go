@@ -2,7 +2,11 @@ package reconciler_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
+
+	"github.com/stackd/stackd/engine"
 )
 
 // TestWaitPass: WaitPass(PassesStarted()) returns the outcome of the first
@@ -33,5 +37,30 @@ func TestWaitPass(t *testing.T) {
 	cancel()
 	if _, err := h.rec.WaitPass(ctx, h.rec.PassesStarted()); err != context.Canceled {
 		t.Fatalf("WaitPass with an ended context and no pass coming: %v", err)
+	}
+}
+
+// A revision's diagnostics are bounded across its stack sets: a branch
+// anyone can push must not make a status commit or PR comment of
+// megabytes (each stack set here fails in ten blocks).
+func TestRevisionDiagnosticsBounded(t *testing.T) {
+	var tmpl strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&tmpl, "resource \"ctl\" \"bad%d\" {\n  tag = tobool(var.tag)\n}\n", i)
+	}
+	files := map[string]string{"templates/bad/main.hcl": "variable \"tag\" {\n  type = string\n}\n" + tmpl.String()}
+	var defs strings.Builder
+	for i := range 30 {
+		defs.WriteString(strings.Replace(stackSetHCL(fmt.Sprintf("s%02d", i), "v1", []string{"eu"}, []string{accountID(1)}, ""), "./templates/ctl", "./templates/bad", 1))
+	}
+	files["stacks.hcl"] = defs.String()
+	h, _ := newHarness(t, newCtl(), files)
+	res, err := h.rec.Reconcile(t.Context())
+	if err != nil || !res.Rejected {
+		t.Fatalf("Reconcile: %v %+v, want the revision rejected", err, res)
+	}
+	last := res.Diagnostics[len(res.Diagnostics)-1]
+	if len(res.Diagnostics) != engine.MaxRevisionDiagnostics+1 || last.Summary != "Too many diagnostics" || !strings.Contains(last.Detail, "100 more") {
+		t.Errorf("%d diagnostics, the last %s: %s", len(res.Diagnostics), last.Summary, last.Detail)
 	}
 }

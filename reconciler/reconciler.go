@@ -518,6 +518,38 @@ func (r *Reconciler) failedLastOperations() []state.Operation {
 	return out
 }
 
+// diagBound keeps a revision's diagnostics to engine.MaxRevisionDiagnostics
+// (a branch anyone can push goes to status commits and PR comments), and
+// counts the rest.
+type diagBound struct {
+	more    int
+	moreErr bool
+}
+
+// add appends d to diags as far as the bound allows.
+func (b *diagBound) add(diags, d hcl.Diagnostics) hcl.Diagnostics {
+	room := max(engine.MaxRevisionDiagnostics-len(diags), 0)
+	if len(d) > room {
+		b.more += len(d) - room
+		b.moreErr = b.moreErr || d[room:].HasErrors()
+		d = d[:room]
+	}
+	return append(diags, d...)
+}
+
+// finish says how many diagnostics were left out, if any.
+func (b *diagBound) finish(diags hcl.Diagnostics) hcl.Diagnostics {
+	if b.more == 0 {
+		return diags
+	}
+	sev := hcl.DiagWarning
+	if b.moreErr {
+		sev = hcl.DiagError
+	}
+	return diags.Append(&hcl.Diagnostic{Severity: sev, Summary: "Too many diagnostics",
+		Detail: fmt.Sprintf("%d more diagnostics of this revision are not shown; fix these and plan again.", b.more)})
+}
+
 // rejection is a revision rejected by this process, and the registry key
 // (registryKey) it was validated against.
 type rejection struct{ rev, registry string }
@@ -839,6 +871,7 @@ func (r *Reconciler) prepare(ctx context.Context, rev string, mode planMode, unt
 	// memory stays bounded for very large fleets.
 	dropPlans := false
 	rejected := map[*job]bool{}
+	var bounded diagBound
 	if mode == modeApply {
 		n := 0
 		for _, j := range jobs {
@@ -847,7 +880,7 @@ func (r *Reconciler) prepare(ctx context.Context, rev string, mode planMode, unt
 				return nil, nil, err
 			}
 			if jdiags.HasErrors() {
-				diags = append(diags, jdiags...)
+				diags = bounded.add(diags, jdiags)
 				rejected[j] = true
 			}
 			n += len(j.works)
@@ -863,8 +896,9 @@ func (r *Reconciler) prepare(ctx context.Context, rev string, mode planMode, unt
 		if err != nil {
 			return nil, nil, err
 		}
-		diags = append(diags, jdiags...)
+		diags = bounded.add(diags, jdiags)
 	}
+	diags = bounded.finish(diags)
 	if !diags.HasErrors() {
 		odiags, err := r.checkFileOwners(jobs)
 		if err != nil {
