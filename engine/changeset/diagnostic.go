@@ -13,14 +13,17 @@ type Diagnostic struct {
 	Column   int    `json:"column,omitempty"`
 }
 
-// String renders "file:line,col: summary; detail".
+// String renders "file:line,col: summary; detail", the file name's
+// control characters escaped (Printable): it comes from the branch, and
+// its newlines or escape sequences would otherwise forge lines of the
+// output or drive the terminal.
 func (d Diagnostic) String() string {
 	s := d.Summary
 	if d.Detail != "" {
 		s += "; " + d.Detail
 	}
 	if d.File != "" {
-		return fmt.Sprintf("%s:%d,%d: %s", d.File, d.Line, d.Column, s)
+		return fmt.Sprintf("%s:%d,%d: %s", Printable(d.File), d.Line, d.Column, s)
 	}
 	return s
 }

@@ -181,6 +181,26 @@ func elideDiff(ops []diffOp) []diffOp {
 // sanitizeLine makes one line of a value safe to print: control characters
 // (which could drive a terminal) are escaped and the line is cut at
 // diffMaxLineLen bytes.
+// Printable is s with every control character but tab escaped as Go
+// quotes it (\n, \x1b): text from a branch (a file name in a diagnostic)
+// can then neither break a line of Markdown or of a terminal nor send the
+// terminal escape sequences.
+func Printable(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\t' }) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) && r != '\t' {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 func printableLine(s string) string {
 	cut := false
 	if len(s) > diffMaxLineLen {
@@ -190,18 +210,7 @@ func printableLine(s string) string {
 		}
 		s, cut = s[:i], true
 	}
-	if strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\t' }) >= 0 {
-		var b strings.Builder
-		for _, r := range s {
-			if unicode.IsControl(r) && r != '\t' {
-				q := strconv.QuoteRune(r)
-				b.WriteString(q[1 : len(q)-1])
-				continue
-			}
-			b.WriteRune(r)
-		}
-		s = b.String()
-	}
+	s = Printable(s)
 	if cut {
 		s += "…"
 	}

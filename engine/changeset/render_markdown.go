@@ -269,7 +269,11 @@ func mdDiagnostics(b *strings.Builder, diags []Diagnostic) {
 func WriteDiagnosticsMarkdown(w io.Writer, revision string, diags []Diagnostic) {
 	fmt.Fprintf(w, "### stackd: %s does not validate\n\nNothing in this branch can be deployed until these are fixed:\n\n", shortRev(revision))
 	for _, d := range diags {
-		fmt.Fprintf(w, "- `%s`\n", strings.ReplaceAll(d.String(), "`", "'"))
+		// Printable: a file name from the branch may hold a newline,
+		// which would end the code span and start Markdown of its own.
+		s := Printable(d.String())
+		fence := strings.Repeat("`", longestRun(s, '`')+1)
+		fmt.Fprintf(w, "- %s %s %s\n", fence, s, fence)
 	}
 }
 
