@@ -113,6 +113,7 @@ func RecordedFiles(recorded []ResourceState) []FileClaim {
 func checkFileOwners(p *InstancePlan) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	owner := map[string]FileClaim{}
+	var claims []FileClaim
 	for _, c := range p.Files() {
 		if c.Deleting {
 			continue // removals are applied before anything is written
@@ -120,6 +121,7 @@ func checkFileOwners(p *InstancePlan) hcl.Diagnostics {
 		prev, ok := owner[c.Path]
 		if !ok {
 			owner[c.Path] = c
+			claims = append(claims, c)
 			continue
 		}
 		diags = diags.Append(&hcl.Diagnostic{
@@ -129,6 +131,22 @@ func checkFileOwners(p *InstancePlan) hcl.Diagnostics {
 				c.Describe(), prev.Where(), c.Where()),
 			Subject: c.DeclRange.Ptr(),
 		})
+	}
+	// A file cannot be a directory too: a path under another resource's
+	// file fails to write on every instance, after others were written.
+	for _, c := range claims {
+		for dir := path.Dir(c.Path); dir != "." && dir != "/"; dir = path.Dir(dir) {
+			if f, ok := owner[dir]; ok {
+				diags = diags.Append(&hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "A file inside another resource's file",
+					Detail: fmt.Sprintf("%s is under %s, which %s manages as a file: a path cannot be a file and a directory. Give one of them another path.",
+						c.Describe(), f.Describe(), f.Where()),
+					Subject: c.DeclRange.Ptr(),
+				})
+				break
+			}
+		}
 	}
 	return diags
 }

@@ -175,6 +175,16 @@ func TestFileOwnership(t *testing.T) {
 		fmt.Sprintf("file.config (%s:%d)", qsTemplate, lineOf(t, f.repo, qsTemplate, `resource "file" "config"`)),
 		fmt.Sprintf("file.shadow (%s:%d)", qsTemplate, line))
 
+	// 2b. A file under another resource's file: it could never be
+	// written, and half the instances would have the rest of the commit.
+	runGit(t, f.repo, "checkout", "-q", rev1, "--", qsTemplate)
+	appendTo(t, f.repo, qsTemplate, "\nresource \"file\" \"nested\" {\n  path    = \"web/app.conf/x\"\n  content = \"nested\"\n}\n")
+	rev = f.commit(t, "web: a file under app.conf")
+	diags = waitRejected(t, p, f.repo, rev)
+	wantDiagnostic(t, diags, "A file inside another resource's file", `"web/app.conf/x"`, `"web/app.conf"`,
+		fmt.Sprintf("file.config (%s:%d)", qsTemplate, lineOf(t, f.repo, qsTemplate, `resource "file" "config"`)),
+		fmt.Sprintf("%s:%d", qsTemplate, lineOf(t, f.repo, qsTemplate, `resource "file" "nested"`)))
+
 	// 3. Stack sets named like stackd's own status files, in any case.
 	runGit(t, f.repo, "checkout", "-q", rev1, "--", qsTemplate)
 	for _, name := range []string{"stackd", "StackD"} {

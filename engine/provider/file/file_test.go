@@ -885,3 +885,16 @@ func TestTemporaryFileNamesAreReserved(t *testing.T) {
 		}
 	}
 }
+
+// Paths no file system takes are refused when planned, not when written
+// (after other instances were).
+func TestUnwritablePathsRefused(t *testing.T) {
+	for _, name := range []string{"a\x00b", "dir/" + strings.Repeat("n", 256)} {
+		if err := file.CheckFilePath(name); !errors.Is(err, file.ErrInvalidPath) {
+			t.Errorf("CheckFilePath(%q) = %v, want ErrInvalidPath", name, err)
+		}
+	}
+	if err := file.CheckFilePath("dir/" + strings.Repeat("n", 255)); err != nil {
+		t.Errorf("a name of 255 bytes: %v", err)
+	}
+}

@@ -65,8 +65,20 @@ func CheckFilePath(p string) error {
 	if isTmpName(path.Base(p)) {
 		return &InvalidPathError{Path: p, Reason: "names a temporary file of stackd's (" + tmpPrefix + "...), which stackd removes"}
 	}
+	if strings.ContainsRune(p, 0) {
+		return &InvalidPathError{Path: p, Reason: "contains a NUL character, which no file name can"}
+	}
+	for _, c := range strings.Split(p, "/") {
+		if len(c) > maxNameLen {
+			return &InvalidPathError{Path: p, Reason: fmt.Sprintf("has a component of %d bytes; file systems allow at most %d", len(c), maxNameLen)}
+		}
+	}
 	return nil
 }
+
+// maxNameLen is the longest file name (one path component) Linux file
+// systems take: NAME_MAX.
+const maxNameLen = 255
 
 // OpenInstanceRoot creates (if missing) and opens the instance root
 // <targetsRoot>/<account>/<region> of target. It is opened through an
