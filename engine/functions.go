@@ -212,6 +212,13 @@ func limitFunc(name string, f function.Function) function.Function {
 		return out, nil
 	}
 	before := func(args []cty.Value) error {
+		if pat, str, ok := regexArgs(name, args); ok {
+			// Go's regexp runs in time linear in pattern × string, but
+			// that product can be hours, and no context can stop a match.
+			if work := satMul(int64(len(pat)), int64(len(str))); work > MaxRegexWork {
+				return fmt.Errorf("a pattern of %d bytes over a string of %d bytes is too much work (their product is %d; at most %d are allowed): use a shorter pattern or split the string", len(pat), len(str), work, int64(MaxRegexWork))
+			}
+		}
 		if est != nil {
 			if err := est(args).check(); err != nil {
 				return err
@@ -596,6 +603,18 @@ func numberTextBytes(bf *big.Float) int64 {
 		exp = -exp
 	}
 	return int64(exp)*3/10 + 170 // decimal digits of the exponent, and of 512 bits of mantissa
+}
+
+// regexArgs are the pattern and the string of a call of a regular
+// expression function.
+func regexArgs(name string, args []cty.Value) (pattern, str string, ok bool) {
+	switch {
+	case (name == "regex" || name == "regexall") && len(args) == 2:
+		return stringArg(args[0]), stringArg(args[1]), true
+	case name == "regex_replace" && len(args) == 3:
+		return stringArg(args[1]), stringArg(args[0]), true
+	}
+	return "", "", false
 }
 
 // regexReplaceBytes computes the length of regex_replace's result,

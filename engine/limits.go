@@ -131,6 +131,13 @@ const (
 	// would take more memory than the plan.
 	MaxIterationErrors = 100
 
+	// MaxRegexWork bounds a regular expression function's pattern bytes ×
+	// string bytes (2^25: a 1 KiB pattern over 32 KiB, a 32-byte one over
+	// 1 MiB; 0.1 s of matching here). Go's regexp is linear in that
+	// product, and no context can stop a match: a branch's 4 MB pattern
+	// over a long string would hold its plan for hours.
+	MaxRegexWork = 1 << 25
+
 	// MaxPlanErrors bounds the failed nodes a plan of one instance goes on
 	// past (a plan reports every independent error), its modules' counted
 	// too: 50, then it stops and says so. Diagnostics of a branch anyone can push go to status

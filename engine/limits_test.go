@@ -407,6 +407,8 @@ func TestFunctionResultLimits(t *testing.T) {
 		{"replace", `length(replace(local.s, " ", "xx"))`, "strings of at most 1048576 bytes"},
 		{"regex_replace", `length(regex_replace(local.s, " ", "$0$0"))`, "strings of at most 1048576 bytes"},
 		{"jsonencode", `length(jsonencode([local.s, local.s]))`, "strings of at most 1048576 bytes"},
+		{"regexall work", `length(regexall("(?:${join("|", [for i in range(600) : format(" +a%03d", i)])})", local.s))`, "is too much work"},
+		{"regex_replace work", `length(regex_replace(local.s, "(?:${join("|", [for i in range(600) : format(" +a%03d", i)])})", "x"))`, "is too much work"},
 		{"jsondecode nested", `jsondecode("${join("", [for i in range(600) : "["])}1${join("", [for i in range(600) : "]"])}")`, "nests more than 512 levels"},
 		{"tonumber", `tonumber("1e100000000") > 0`, "numbers must be smaller than 1e1000"},
 		{"parseint", `parseint("${join("", [for i in range(1000) : "99999"])}", 10)`, "numbers must be smaller than 1e1000"},
