@@ -628,7 +628,8 @@ func settleFailed(ctx context.Context, j Journal, rr *recordedResource, action A
 // (rr.Adopt, provider.Request.Prepared): found is false when it cannot,
 // or when there is no such object, and the create is then repeated.
 func (e *Engine) adoptInterrupted(ctx context.Context, p provider.Provider, rr *recordedResource, req provider.Request) (provider.Result, bool, error) {
-	log := e.logger().With().Str("resource", req.LogicalID).Str("request_id", req.RequestID).Logger()
+	log := e.logger().With().Str("stack_set", req.Target.StackSetName).Str("region", req.Target.Region).Str("account", req.Target.Account).
+		Str("resource", req.LogicalID).Str("request_id", req.RequestID).Logger()
 	a, ok := p.(provider.Adopter)
 	if !ok || rr == nil || len(rr.Adopt) == 0 {
 		log.Warn().Msg("repeating a create a crash interrupted: the provider did not say before creating how it would find the object, so if it made one before the crash and names objects itself, that one may be left behind; adopt it with an import block or remove it")

@@ -301,7 +301,12 @@ func TestTerraformProviderKilledMidApply(t *testing.T) {
 			adopted := false
 			lines, _ := p.log.since(0)
 			for _, l := range lines[:done] {
-				adopted = adopted || l["message"] == "adopted the object a create a crash interrupted made"
+				msg, _ := l["message"].(string)
+				if strings.Contains(msg, "a create a crash interrupted") && (l["stack_set"] == nil || l["region"] == nil || l["account"] == nil) {
+					// In a fleet, the instance is how to find what it made.
+					t.Errorf("%q does not name its instance: %v", msg, l)
+				}
+				adopted = adopted || msg == "adopted the object a create a crash interrupted made"
 			}
 			if adopted != tc.adopted {
 				t.Errorf("the resumed operation adopted an object: %v, want %v; logs:\n%s", adopted, tc.adopted, p.log)
