@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"time"
@@ -48,7 +49,25 @@ func (s *Server) gitTypes() map[string]string {
 }
 
 func gitView(name, token string) resourceTypeView {
-	return resourceTypeView{Name: name, Source: sourceGit, ServiceToken: token}
+	return resourceTypeView{Name: name, Source: sourceGit, ServiceToken: tokenOrigin(token)}
+}
+
+// tokenOrigin is a service token as the API shows it: its scheme and host
+// only, as stackd's logs and errors name it. Its user info, path or query
+// may hold a secret (https://user:pass@hooks.example/dns?key=…).
+func tokenOrigin(token string) string {
+	if token == "" {
+		return ""
+	}
+	u, err := url.Parse(token)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return "(not shown)"
+	}
+	origin := u.Scheme + "://" + u.Host
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" {
+		origin += "/…"
+	}
+	return origin
 }
 
 func (s *Server) listResourceTypes(w http.ResponseWriter, _ *http.Request) {

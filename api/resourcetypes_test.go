@@ -206,7 +206,7 @@ func TestDeleteResourceType(t *testing.T) {
 func TestGitDeclaredResourceTypes(t *testing.T) {
 	e := newEnv(t, func(o *Options) {
 		o.GitTypes = func() map[string]string {
-			return map[string]string{"Custom::DNSRecord": "https://dns.internal/hook", "Custom::Bucket": ""}
+			return map[string]string{"Custom::DNSRecord": "https://hookuser:hookP4ss@dns.internal/hook?key=SECRETKEY", "Custom::Bucket": ""}
 		}
 		o.InUse = func(string) (bool, error) { return false, nil }
 	})
@@ -220,7 +220,7 @@ func TestGitDeclaredResourceTypes(t *testing.T) {
 	r.decode(t, &list)
 	want := []resourceTypeView{
 		{Name: "Custom::Bucket", Source: "git"},
-		{Name: "Custom::DNSRecord", Source: "git", ServiceToken: "https://dns.internal/hook"},
+		{Name: "Custom::DNSRecord", Source: "git", ServiceToken: "https://dns.internal/…"}, // its user info, path and query may be secrets
 		{Name: "Custom::Queue", Source: "api", Created: &t0},
 	}
 	if diff := cmp.Diff(want, list.ResourceTypes); diff != "" {
@@ -236,7 +236,7 @@ func TestGitDeclaredResourceTypes(t *testing.T) {
 	r.wantStatus(t, "GET git type", http.StatusOK)
 	var one resourceTypeView
 	r.decode(t, &one)
-	if one.Source != "git" || one.ServiceToken != "https://dns.internal/hook" {
+	if one.Source != "git" || one.ServiceToken != "https://dns.internal/…" || strings.Contains(string(r.body), "SECRETKEY") || strings.Contains(string(r.body), "hookP4ss") {
 		t.Errorf("GET git type = %+v", one)
 	}
 
