@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/x509"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -14,38 +14,40 @@ import (
 // holds the state open, so they ask its HTTP API (call, the api.Client
 // method of verb).
 func newRolloutCommand(verb string, call func(*api.Client, context.Context, string) error, short, done string) *cobra.Command {
-	var apiURL, tokenFile, caFile string
+	var (
+		daemon   daemonFlags
+		stateDir string
+	)
 	cmd := &cobra.Command{
 		Use:   verb + " STACK_SET",
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			token, err := readSecretFile("--api-token-file", tokenFile, "the API's bearer token")
+			// The daemon holding --state-dir, found as status and
+			// reconcile find it, or --server.
+			if daemon.server == "" {
+				if _, err := os.Stat(daemonFile(stateDir)); err != nil {
+					return fmt.Errorf("no daemon holds the state %s (%s is missing): give --state-dir of stackd run, or --server URL", stateDir, daemonFile(stateDir))
+				}
+			}
+			client, where, err := daemon.client(stateDir)
 			if err != nil {
 				return err
 			}
-			var pool *x509.CertPool
-			if caFile != "" {
-				if pool, err = readCertPool("--api-ca-file", caFile); err != nil {
-					return err
-				}
-			}
-			client, err := api.NewClient(api.ClientOptions{URL: apiURL, Token: token, RootCAs: pool})
-			if err != nil {
-				return fmt.Errorf("--api-url: %w", err)
-			}
 			name := args[0]
 			if err := call(client, cmd.Context(), name); err != nil {
-				return fmt.Errorf("%s %s: %w", verb, name, err)
+				return fmt.Errorf("%s %s: %w", verb, name, daemonError(where, err))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", name, done)
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&apiURL, "api-url", "http://127.0.0.1:7070", "URL of the daemon's HTTP API (stackd run --listen)")
-	f.StringVar(&tokenFile, "api-token-file", "", "file holding the API's bearer token (stackd run --api-token-file)")
-	f.StringVar(&caFile, "api-ca-file", "", "PEM CA certificates trusted (besides the system's) for an https --api-url")
+	f.StringVar(&stateDir, "state-dir", ".stackd/state", "Badger state directory of the daemon to ask")
+	daemon.add(f)
+	// --api-url, before --server existed: the same.
+	f.StringVar(&daemon.server, "api-url", "", "URL of the daemon's HTTP API (the same as --server)")
+	_ = f.MarkHidden("api-url")
 	return cmd
 }
 

@@ -203,9 +203,13 @@ func TestPromoteAndAbortThroughTheDaemon(t *testing.T) {
 	if res := stackd(t, "promote", "web", "--api-url", "http://"+addr); res.code() != 1 || !strings.Contains(res.err.Error(), "HTTP 401") {
 		t.Errorf("promote without the token: exit %d, want 1 with HTTP 401\n%s", res.code(), res)
 	}
-	res := mustStackd(t, append([]string{"promote", "web"}, api...)...)
+	// Found from --state-dir alone, token included, as status finds it.
+	res := mustStackd(t, "promote", "web", "--state-dir", f.state)
 	if !strings.Contains(res.stdout, "web: promoted") {
 		t.Errorf("promote printed %q", res.stdout)
+	}
+	if res := stackd(t, "promote", "web", "--state-dir", t.TempDir()); res.code() != 1 || !strings.Contains(res.err.Error(), "no daemon holds the state") {
+		t.Errorf("promote with no daemon on --state-dir: exit %d\n%s", res.code(), res)
 	}
 	waitStatus("holding after batch 2", func(m string) bool { return strings.HasSuffix(m, " RUNNING (4/6) batch 2/3 waiting for promotion") })
 	checkDeployed(t, f, qsRegions[:2], qsAccounts, "nginx:1.27")
