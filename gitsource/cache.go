@@ -43,6 +43,13 @@ func (s *Source) openRemote(ctx context.Context) error {
 	created, err := s.initCache()
 	if err == nil {
 		err = s.fetchRemote(ctx)
+		if err != nil && !created && s.straggler == nil {
+			// The remote is down, but the cache clone holds what was
+			// fetched before: open on it (DESIGN §9: keep the last good
+			// revision), and let the next fetches try again.
+			s.fault(FaultUnreachableAtOpen, "", "cannot fetch %s at start-up (%v): working from the cache clone until a fetch succeeds", s.name(), err)
+			err = nil
+		}
 	}
 	// A fetch still running may write into the directory: then it is left as it is,
 	// stackd's mark on it, for the next Open to reuse or clear.

@@ -23,6 +23,10 @@ const (
 	// branch has a history (its reflog, or stackd's earlier status commits). It was
 	// pointed back at the newest status commit that could be found.
 	FaultStatusRefDamaged = "status_ref_damaged"
+	// FaultUnreachableAtOpen: the remote could not be fetched when the Source was
+	// opened, but its cache clone could: the Source opened on what the cache holds,
+	// and the next fetches try again.
+	FaultUnreachableAtOpen = "unreachable_at_open"
 )
 
 // maxFaults bounds the faults kept for [Source.Faults]; older ones are dropped first.

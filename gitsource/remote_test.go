@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
@@ -162,6 +163,44 @@ func TestRemoteUnreachable(t *testing.T) {
 	if !errors.Is(err, transport.ErrRepositoryNotFound) {
 		t.Errorf("Open(%s) error = %v, want transport.ErrRepositoryNotFound", missing, err)
 	}
+}
+
+// A remote down when the Source is opened again does not stop it: the
+// cache clone holds the last revisions fetched, a fault says so, and the
+// fetches after it fail until the remote is back.
+func TestRemoteUnreachableAtOpenWithCache(t *testing.T) {
+	ctx := testCtx(t)
+	bare, _, head := newRemote(t, definitions)
+	opts := Options{Repo: "file://" + bare, CacheDir: filepath.Join(t.TempDir(), "cache")}
+	openT(t, opts) // the first clone
+	moved := bare + ".away"
+	if err := os.Rename(bare, moved); err != nil {
+		t.Fatal(err)
+	}
+	s := openT(t, opts)
+	if got, err := s.Head(ctx, "main"); err != nil || got != head {
+		t.Errorf("Head(main) from the cache = %q, %v; want %q", got, err, head)
+	}
+	if faults := s.Faults(); len(faults) != 1 || faultKindOf(faults[0]) != FaultUnreachableAtOpen {
+		t.Errorf("faults %v, want one %s", faults, FaultUnreachableAtOpen)
+	}
+	if err := s.Fetch(ctx); err == nil {
+		t.Error("Fetch with the remote gone succeeded")
+	}
+	if err := os.Rename(moved, bare); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Fetch(ctx); err != nil {
+		t.Errorf("Fetch with the remote back: %v", err)
+	}
+}
+
+func faultKindOf(err error) string {
+	var f *Fault
+	if errors.As(err, &f) {
+		return f.Kind
+	}
+	return ""
 }
 
 func TestRemoteEmptyRepository(t *testing.T) {

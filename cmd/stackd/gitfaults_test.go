@@ -177,6 +177,18 @@ func TestGitRemoteUnreachable(t *testing.T) {
 		}
 	})
 
+	// A restart while the remote is down: the daemon starts on its cache
+	// clone (API, /readyz and metrics up) and keeps trying.
+	if err := d.stop(t); err != nil {
+		t.Errorf("stackd run returned %v", err)
+	}
+	d = startDaemonRetry(t, e.flags("--interval", "100ms")...)
+	addr = d.addr(t)
+	eventually(t, 20*time.Second, func() bool {
+		code, h, _ := readyz(addr)
+		return code == 503 && strings.Contains(h.Err, "fetch")
+	}, "the daemon restarted with the remote down never reported it; logs:\n%s", d.logs)
+
 	// A commit pushed while the remote is unreachable.
 	replaceIn(t, e.work, "web.hcl", `"nginx:1.25"`, `"nginx:1.26"`)
 	rev2 := e.push(t, "web: nginx 1.26")
