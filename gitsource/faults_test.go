@@ -384,6 +384,7 @@ func TestDamagedDeployBranchIsNotRewritten(t *testing.T) {
 	runGit(t, dir, "pack-refs", "--all")
 	writeFiles(t, dir, map[string]string{"stacks/web.hcl": "v2\n"})
 	commitAll(t, dir, "v2")
+	runGit(t, dir, "checkout", "-q", "-b", "work") // main, the status branch, is not checked out
 	s := openT(t, Options{Repo: dir, StatusBranch: "main"})
 	ref := filepath.Join(dir, ".git", "refs", "heads", "main")
 	if err := os.Truncate(ref, 0); err != nil {

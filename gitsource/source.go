@@ -129,8 +129,8 @@ func Open(ctx context.Context, opts Options) (_ *Source, err error) {
 			return nil, err
 		}
 		err = s.openRemote(ctx)
-	} else {
-		err = s.openLocal()
+	} else if err = s.openLocal(); err == nil {
+		err = s.checkNotCheckedOut()
 	}
 	if err != nil {
 		return nil, err

@@ -82,6 +82,9 @@ func (s *Source) WriteStatus(ctx context.Context, w StatusWrite) (_ string, err 
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 
+	if err := s.checkNotCheckedOut(); err != nil {
+		return "", err
+	}
 	ref := plumbing.NewBranchReferenceName(s.opts.StatusBranch)
 	var lastErr error
 	for attempt := range statusAttempts {
@@ -449,4 +452,26 @@ func store(st storer.EncodedObjectStorer, obj *plumbing.MemoryObject) (plumbing.
 		return h, nil
 	}
 	return st.SetEncodedObject(obj)
+}
+
+// ErrStatusBranchCheckedOut: the status branch of a local repository is the branch its
+// work tree has checked out; moving it would leave the work tree and index behind, and
+// the user's next commit there would undo the status commits (git refuses such pushes
+// too: receive.denyCurrentBranch).
+var ErrStatusBranchCheckedOut = errors.New("the status branch is checked out in the repository's work tree")
+
+// checkNotCheckedOut refuses a status write to the branch a local, non-bare
+// repository's HEAD names.
+func (s *Source) checkNotCheckedOut() error {
+	if !s.local || s.repo == nil {
+		return nil
+	}
+	if _, err := s.repo.Worktree(); err != nil {
+		return nil // bare: no work tree to leave behind
+	}
+	head, err := s.repo.Storer.Reference(plumbing.HEAD)
+	if err != nil || head.Type() != plumbing.SymbolicReference || head.Target() != plumbing.NewBranchReferenceName(s.opts.StatusBranch) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s has %s checked out; use a status branch no work tree has checked out (--status-branch, default %s), or check out another branch there", ErrStatusBranchCheckedOut, s.dir, s.opts.StatusBranch, DefaultStatusBranch)
 }

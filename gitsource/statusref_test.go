@@ -114,6 +114,7 @@ func TestStatusRefNewBranch(t *testing.T) {
 func TestStatusRefMissingDeployBranch(t *testing.T) {
 	ctx := testCtx(t)
 	dir, _ := newWorkRepo(t, definitions)
+	runGit(t, dir, "checkout", "-q", "-b", "work") // main, the status branch, is not checked out
 	s := openT(t, Options{Repo: dir, StatusBranch: "main"})
 	if _, err := s.WriteStatus(ctx, StatusWrite{Files: map[string][]byte{"status/a.json": []byte("a")}, Message: "stackd: a"}); err != nil {
 		t.Fatal(err)
@@ -309,4 +310,32 @@ func ls(dir string) []string {
 		out = append(out, e.Name())
 	}
 	return out
+}
+
+// A local repository's status branch must not be the branch its work tree
+// has checked out: moving it would leave the work tree and index behind,
+// and the user's next commit would undo the status commits. Open refuses
+// it, and so does a status write once the user checks the branch out.
+func TestStatusBranchCheckedOut(t *testing.T) {
+	ctx := testCtx(t)
+	dir, _ := newWorkRepo(t, definitions)
+	if _, err := Open(ctx, Options{Repo: dir, StatusBranch: "main"}); !errors.Is(err, ErrStatusBranchCheckedOut) {
+		t.Fatalf("Open with main checked out as the status branch: %v", err)
+	}
+	runGit(t, dir, "checkout", "-q", "-b", "work")
+	s := openT(t, Options{Repo: dir, StatusBranch: "main"})
+	if _, err := s.WriteStatus(ctx, StatusWrite{Files: map[string][]byte{"status/a.json": []byte("a")}}); err != nil {
+		t.Fatalf("status write with main not checked out: %v", err)
+	}
+	runGit(t, dir, "checkout", "-q", "main")
+	before := runGit(t, dir, "rev-parse", "main")
+	if _, err := s.WriteStatus(ctx, StatusWrite{Files: map[string][]byte{"status/b.json": []byte("b")}}); !errors.Is(err, ErrStatusBranchCheckedOut) {
+		t.Errorf("status write with main checked out: %v", err)
+	}
+	if got := runGit(t, dir, "rev-parse", "main"); got != before {
+		t.Errorf("main moved from %s to %s", before, got)
+	}
+	if st := runGit(t, dir, "status", "--porcelain"); st != "" {
+		t.Errorf("the work tree shows changes: %s", st)
+	}
 }
