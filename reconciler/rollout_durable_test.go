@@ -703,3 +703,41 @@ func TestRolloutAbortSurvivesRestart(t *testing.T) {
 		}
 	}
 }
+
+// A rollback keeps min_in_service too: when an instance of an earlier batch
+// fails a later gate, the instances out of service are rolled back first,
+// and no instance still serving is taken out while the failed one is out.
+func TestRollbackRestoresOutOfServiceFirst(t *testing.T) {
+	c := newCtl()
+	hs := newHealthServer(t)
+	region, accounts := fourRegions[0], accountIDs(6)
+	prefs := "    max_concurrent_count = 2\n    failure_tolerance_mode = \"SOFT_FAILURE_TOLERANCE\""
+	body := "batch_size = 2\nmin_in_service = 4\non_failure = \"rollback\"\n" + hs.healthBlock("")
+	h, _, _ := newRestartableHarness(t, c, newFakeClock(true), map[string]string{"web.hcl": rolloutHCL("web", "v1", []string{region}, accounts, prefs, body)})
+	deployFirst(t, h)
+	t.Cleanup(c.openAll)
+	c.gate("web")
+	rev2 := commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v2", []string{region}, accounts, prefs, body)}, "v2")
+	d := runDriver(t, h)
+	t.Cleanup(func() { d.stop(t) })
+	c.waitFor(t, "batch 1", func() bool { return slices.Equal(c.blockedIn("web", region), accounts[:2]) })
+	c.release(t, "web", region, accounts[0])
+	c.release(t, "web", region, accounts[1])
+	c.waitFor(t, "batch 2", func() bool { return slices.Equal(c.blockedIn("web", region), accounts[2:4]) })
+	// Batch 1 passed its gate; now its first instance turns bad at v2, and
+	// batch 2's gate, which probes every earlier batch too, fails.
+	hs.badTag(c, region+"/"+accounts[0], "v2")
+	c.release(t, "web", region, accounts[2])
+	c.release(t, "web", region, accounts[3])
+	c.open("web")
+	eventually(t, "the rollback", opStatusIs(h.store, "web", rev2, state.OperationRolledBack))
+	// The instances out of service (the bad one, and batch 2's, never
+	// served at v2) are rolled back before accounts[1], which serves.
+	order := startOrder(c, "web", "v1")[len(accounts):]
+	if len(order) != 4 || order[3] != accounts[1] {
+		t.Errorf("rollback order %v: want %s (serving) last", order, accounts[1])
+	}
+	if most, _ := outOfService(c, "web", "v1"); most > 2 {
+		t.Errorf("%d instances out of service at once during the rollback, want at most 2 (6 - min_in_service 4)", most)
+	}
+}

@@ -190,6 +190,42 @@ func (rr *rolloutRun) rollback(ctx context.Context) (restored int, revs, where s
 	prog := o.op.Rollout
 	seen := map[string]bool{}
 	var names []string
+	// Instances out of service go first, whatever their batch (a member
+	// of an earlier batch whose health check failed later): restoring
+	// them takes nothing more out of service, and the batches after them
+	// have that much more room under min_in_service.
+	var out []rollbackItem
+	now, _, err := rr.instancesNow()
+	if err != nil {
+		return 0, "", "", err
+	}
+	for k := prog.RollbackBatch; k >= 1; k-- {
+		items, err := rr.rollbackItems(k)
+		if err != nil {
+			return restored, "", "", err
+		}
+		for _, it := range items {
+			if in, ok := now[it.target]; ok && !in.InService() {
+				out = append(out, it)
+			}
+		}
+	}
+	if len(out) > 0 {
+		o.log.Warn().Int("instances", len(out)).Msg("rolling back the instances out of service first")
+		ok, failed := rr.rollbackBatch(ctx, out)
+		restored += ok
+		if ctx.Err() != nil || o.r.stop.Stopped() {
+			return restored, "", "", errInterrupted
+		}
+		if failed != "" {
+			return restored, "", fmt.Sprintf("the rollback of the instances out of service failed: %s", failed), nil
+		}
+		if bad, err := rr.rollbackGate(ctx, 0, out); err != nil {
+			return restored, "", "", err
+		} else if bad != "" {
+			return restored, "", fmt.Sprintf("the rollback of the instances out of service failed its gate: %s", bad), nil
+		}
+	}
 	for k := prog.RollbackBatch; k >= 1; k-- {
 		items, err := rr.rollbackItems(k)
 		if err != nil {
@@ -334,6 +370,19 @@ func (rr *rolloutRun) rollbackBatch(ctx context.Context, items []rollbackItem) (
 		byRegion[it.target.Region] = append(byRegion[it.target.Region], it)
 	}
 	slices.Reverse(regions)
+	// min_in_service holds in a rollback too (the Heat seed: a rollback
+	// respects the update pattern): at most serving - min_in_service
+	// instances that serve are taken out at once, across regions; at least
+	// one, or a rollback could never end. Those out of service already
+	// take no room.
+	var room chan struct{}
+	now, serving, err := rr.instancesNow()
+	if err != nil {
+		return 0, err.Error()
+	}
+	if rr.spec.MinInService > 0 {
+		room = make(chan struct{}, max(serving-rr.spec.MinInService, 1))
+	}
 	var mu sync.Mutex
 	var failures []string
 	region := func(region string) {
@@ -345,12 +394,19 @@ func (rr *rolloutRun) rollbackBatch(ctx context.Context, items []rollbackItem) (
 				break
 			}
 			sem <- struct{}{}
+			takes := room != nil && now[it.target].InService()
+			if takes {
+				room <- struct{}{}
+			}
 			rr.o.r.inflight <- struct{}{}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				err := rr.rollbackOne(ctx, it)
 				<-rr.o.r.inflight
+				if takes {
+					<-room
+				}
 				<-sem
 				mu.Lock()
 				defer mu.Unlock()
