@@ -100,7 +100,15 @@ func doOn(t testing.TB, srv *httptest.Server, r req) resp {
 	if !r.noAuth {
 		hr.Header.Set("Authorization", "Bearer "+testToken)
 	}
+	if _, ok := r.header[VersionHeader]; !ok && routeSince(r.path) != (Version{}) {
+		// A route added after 1.0 does not exist without its version.
+		hr.Header.Set(VersionHeader, "latest")
+	}
 	for k, v := range r.header {
+		if v == "" {
+			hr.Header.Del(k) // an empty value: the header left out
+			continue
+		}
 		hr.Header.Set(k, v)
 	}
 	res, err := srv.Client().Do(hr)
@@ -196,4 +204,16 @@ func readResp(t testing.TB, res *http.Response) resp {
 		t.Fatalf("read body: %v", err)
 	}
 	return resp{status: res.StatusCode, header: res.Header, body: b, close: res.Close}
+}
+
+// routeSince is the microversion that added the route of path (zero: 1.0).
+func routeSince(path string) Version {
+	path, _, _ = strings.Cut(path, "?")
+	switch {
+	case strings.HasSuffix(path, "/drift"):
+		return Version{1, 3}
+	case path == "/v1/reconcile", path == "/v1/state/backup":
+		return Version{1, 2}
+	}
+	return Version{}
 }

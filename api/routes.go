@@ -35,6 +35,9 @@ type route struct {
 	auth    authMode
 	class   class // its Limits; classAPI unless set
 	methods map[string]http.HandlerFunc
+	// since is the microversion that added the route (zero: 1.0); asked
+	// for with an older one, it does not exist (404), as in Placement.
+	since Version
 }
 
 // muxPattern is the ServeMux pattern of the route: methods are dispatched
@@ -73,12 +76,12 @@ func (s *Server) routeTable() []route {
 		{path: "/v1/stack_sets/{name}/instances", auth: authBearer, methods: get(s.listInstances)},
 		{path: "/v1/stack_sets/{name}/promote", auth: authBearer, methods: map[string]http.HandlerFunc{http.MethodPost: s.promote}},
 		{path: "/v1/stack_sets/{name}/abort", auth: authBearer, methods: map[string]http.HandlerFunc{http.MethodPost: s.abort}},
-		{path: "/v1/stack_sets/{name}/drift", auth: authBearer, methods: map[string]http.HandlerFunc{http.MethodGet: s.getDrift, http.MethodPost: s.checkDrift}},
+		{path: "/v1/stack_sets/{name}/drift", auth: authBearer, methods: map[string]http.HandlerFunc{http.MethodGet: s.getDrift, http.MethodPost: s.checkDrift}, since: Version{1, 3}},
 		{path: "/v1/operations/{id}", auth: authBearer, methods: get(s.getOperation)},
 		{path: "/v1/operations/{id}/events", auth: authBearer, methods: get(s.listEvents)},
 		{path: "/v1/changesets", auth: authBearer, methods: get(s.changeSets)},
-		{path: "/v1/reconcile", auth: authBearer, methods: map[string]http.HandlerFunc{http.MethodPost: s.reconcile}},
-		{path: "/v1/state/backup", auth: authSecrets, methods: get(s.stateBackup)},
+		{path: "/v1/reconcile", auth: authBearer, methods: map[string]http.HandlerFunc{http.MethodPost: s.reconcile}, since: Version{1, 2}},
+		{path: "/v1/state/backup", auth: authSecrets, methods: get(s.stateBackup), since: Version{1, 2}},
 		{path: "/v1/resource_types", auth: authBearer, methods: get(s.listResourceTypes)},
 		{path: "/v1/resource_types/{name}", auth: authBearer, methods: map[string]http.HandlerFunc{
 			http.MethodGet:    s.getResourceType,
@@ -111,6 +114,11 @@ func (s *Server) dispatch(rt route) http.Handler {
 			return
 		}
 		defer release()
+		if v := requestVersion(r); !v.AtLeast(rt.since.Major, rt.since.Minor) {
+			writeError(w, http.StatusNotFound, CodeRouteNotFound,
+				fmt.Sprintf("%s does not exist at microversion %s: it was added in %s (send %s: %s, or latest).", rt.path, v, rt.since, VersionHeader, rt.since))
+			return
+		}
 		if (rt.auth == authBearer || rt.auth == authSecrets) && !s.authorized(w, r, rt.auth) {
 			return
 		}

@@ -187,3 +187,27 @@ func varies(values []string) bool {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A route added in a later microversion does not exist at an earlier one
+// (Placement): 404 stackd.route_not_found, saying which version to ask.
+func TestRoutesExistFromTheirVersion(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Passes = &fakePasses{} })
+	for _, tc := range []struct {
+		method, path, since string
+	}{
+		{http.MethodPost, "/v1/reconcile", "1.2"},
+		{http.MethodGet, "/v1/state/backup", "1.2"},
+		{http.MethodGet, "/v1/stack_sets/web/drift", "1.3"},
+	} {
+		for _, v := range []string{"", "1.0", "1.1"} {
+			r := e.do(req{method: tc.method, path: tc.path, header: map[string]string{VersionHeader: v}})
+			r.wantStatus(t, tc.method+" "+tc.path+" at "+v, http.StatusNotFound)
+			if !strings.Contains(string(r.body), CodeRouteNotFound) || !strings.Contains(string(r.body), "added in "+tc.since) {
+				t.Errorf("%s %s at %q: %s", tc.method, tc.path, v, r.body)
+			}
+		}
+		if r := e.do(req{method: tc.method, path: tc.path, header: map[string]string{VersionHeader: tc.since}}); r.status == http.StatusNotFound && strings.Contains(string(r.body), CodeRouteNotFound) {
+			t.Errorf("%s %s at %s: %s", tc.method, tc.path, tc.since, r.body)
+		}
+	}
+}

@@ -258,7 +258,12 @@ func TestStateBackupRestore(t *testing.T) {
 	addr := d.addr(t)
 	// The API has no token (loopback), but its backup holds sensitive
 	// values: only the CLI, reading the daemon's file, gets it.
-	if resp, err := httpClient.Get("http://" + addr + "/v1/state/backup"); err != nil || resp.StatusCode != http.StatusUnauthorized {
+	backupReq, err := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/state/backup", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backupReq.Header.Set("Stackd-API-Version", "latest")
+	if resp, err := httpClient.Do(backupReq); err != nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("GET /v1/state/backup without a token: %v %v, want 401", resp, err)
 	} else {
 		resp.Body.Close()
