@@ -193,8 +193,8 @@ func (rr *rolloutRun) rollback(ctx context.Context) (restored int, revs, where s
 	// Instances out of service go first, whatever their batch (a member
 	// of an earlier batch whose health check failed later): restoring
 	// them takes nothing more out of service, and the batches after them
-	// have that much more room under min_in_service.
-	var out []rollbackItem
+	// have that much more room under min_in_service. Each batch's are
+	// rolled back and gated as a batch of their own.
 	now, _, err := rr.instancesNow()
 	if err != nil {
 		return 0, "", "", err
@@ -204,26 +204,28 @@ func (rr *rolloutRun) rollback(ctx context.Context) (restored int, revs, where s
 		if err != nil {
 			return restored, "", "", err
 		}
+		var out []rollbackItem
 		for _, it := range items {
 			if in, ok := now[it.target]; ok && !in.InService() {
 				out = append(out, it)
 			}
 		}
-	}
-	if len(out) > 0 {
-		o.log.Warn().Int("instances", len(out)).Msg("rolling back the instances out of service first")
+		if len(out) == 0 {
+			continue
+		}
+		o.log.Warn().Int("batch", k).Int("instances", len(out)).Bool("out_of_service", true).Msg("rolling back batch")
 		ok, failed := rr.rollbackBatch(ctx, out)
 		restored += ok
 		if ctx.Err() != nil || o.r.stop.Stopped() {
 			return restored, "", "", errInterrupted
 		}
 		if failed != "" {
-			return restored, "", fmt.Sprintf("the rollback of the instances out of service failed: %s", failed), nil
+			return restored, "", fmt.Sprintf("the rollback of batch %d of %d failed: %s", k, prog.Batches, failed), nil
 		}
-		if bad, err := rr.rollbackGate(ctx, 0, out); err != nil {
+		if bad, err := rr.rollbackGate(ctx, k, out); err != nil {
 			return restored, "", "", err
 		} else if bad != "" {
-			return restored, "", fmt.Sprintf("the rollback of the instances out of service failed its gate: %s", bad), nil
+			return restored, "", fmt.Sprintf("the rollback of batch %d of %d failed its gate: %s", k, prog.Batches, bad), nil
 		}
 	}
 	for k := prog.RollbackBatch; k >= 1; k-- {
