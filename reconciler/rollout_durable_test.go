@@ -373,11 +373,7 @@ func TestRolloutResumesTheInterruptedBatch(t *testing.T) {
 	region, accounts := fourRegions[0], accountIDs(4)
 	prefs := "    max_concurrent_count = 2\n    failure_tolerance_mode = \"SOFT_FAILURE_TOLERANCE\""
 	body := "batch_size = 2\n" + hs.healthBlock("")
-	h, _, restart := newRestartableHarness(t, c, newFakeClock(true), map[string]string{"web.hcl": rolloutHCL("web", "v1", []string{region}, accounts, prefs, body)})
-	deployFirst(t, h)
-	t.Cleanup(c.openAll)
-	c.gate("web")
-	rev2 := commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v2", []string{region}, accounts, prefs, body)}, "v2")
+	h, restart, rev2 := gatedV2(t, c, accounts, prefs, body)
 	d := runDriverWithGrace(t, h, time.Millisecond)
 	c.waitFor(t, "batch 1", func() bool { return slices.Equal(c.blockedIn("web", region), accounts[:2]) })
 	c.release(t, "web", region, accounts[0])
@@ -662,11 +658,7 @@ func TestRolloutAbortSurvivesRestart(t *testing.T) {
 	region, accounts := fourRegions[0], accountIDs(4)
 	body := "batch_size = 2\non_failure = \"rollback\""
 	const abortPrefs = "    max_concurrent_count = 2\n    failure_tolerance_mode = \"SOFT_FAILURE_TOLERANCE\""
-	h, _, restart := newRestartableHarness(t, c, newFakeClock(true), map[string]string{"web.hcl": rolloutHCL("web", "v1", []string{region}, accounts, abortPrefs, body)})
-	deployFirst(t, h)
-	t.Cleanup(c.openAll)
-	c.gate("web")
-	rev2 := commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v2", []string{region}, accounts, abortPrefs, body)}, "v2")
+	h, restart, rev2 := gatedV2(t, c, accounts, abortPrefs, body)
 	d := runDriverWithGrace(t, h, time.Millisecond)
 	c.waitFor(t, "batch 1", func() bool { return slices.Equal(c.blockedIn("web", region), accounts[:2]) })
 	c.release(t, "web", region, accounts[0])
@@ -713,11 +705,7 @@ func TestRollbackRestoresOutOfServiceFirst(t *testing.T) {
 	region, accounts := fourRegions[0], accountIDs(6)
 	prefs := "    max_concurrent_count = 2\n    failure_tolerance_mode = \"SOFT_FAILURE_TOLERANCE\""
 	body := "batch_size = 2\nmin_in_service = 4\non_failure = \"rollback\"\n" + hs.healthBlock("")
-	h, _, _ := newRestartableHarness(t, c, newFakeClock(true), map[string]string{"web.hcl": rolloutHCL("web", "v1", []string{region}, accounts, prefs, body)})
-	deployFirst(t, h)
-	t.Cleanup(c.openAll)
-	c.gate("web")
-	rev2 := commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v2", []string{region}, accounts, prefs, body)}, "v2")
+	h, _, rev2 := gatedV2(t, c, accounts, prefs, body)
 	d := runDriver(t, h)
 	t.Cleanup(func() { d.stop(t) })
 	c.waitFor(t, "batch 1", func() bool { return slices.Equal(c.blockedIn("web", region), accounts[:2]) })
@@ -740,4 +728,18 @@ func TestRollbackRestoresOutOfServiceFirst(t *testing.T) {
 	if most, _ := outOfService(c, "web", "v1"); most > 2 {
 		t.Errorf("%d instances out of service at once during the rollback, want at most 2 (6 - min_in_service 4)", most)
 	}
+}
+
+// gatedV2 deploys web v1 to accounts of one region under the rollout body
+// and preferences, then commits v2 with c's calls gated: the caller runs
+// the driver and releases them.
+func gatedV2(t *testing.T, c *ctl, accounts []string, prefs, body string) (*harness, func() *reconciler.Reconciler, string) {
+	t.Helper()
+	region := fourRegions[0]
+	h, _, restart := newRestartableHarness(t, c, newFakeClock(true), map[string]string{"web.hcl": rolloutHCL("web", "v1", []string{region}, accounts, prefs, body)})
+	deployFirst(t, h)
+	t.Cleanup(c.openAll)
+	c.gate("web")
+	rev2 := commitFiles(t, h.repo, map[string]string{"web.hcl": rolloutHCL("web", "v2", []string{region}, accounts, prefs, body)}, "v2")
+	return h, restart, rev2
 }
