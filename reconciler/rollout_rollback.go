@@ -193,71 +193,53 @@ func (rr *rolloutRun) rollback(ctx context.Context) (restored int, revs, where s
 	// Instances out of service go first, whatever their batch (a member
 	// of an earlier batch whose health check failed later): restoring
 	// them takes nothing more out of service, and the batches after them
-	// have that much more room under min_in_service. Each batch's are
-	// rolled back and gated as a batch of their own.
+	// have that much more room under min_in_service. So two passes over
+	// the batches: the first restores (and gates) only those, batch by
+	// batch; the second the rest.
 	now, _, err := rr.instancesNow()
 	if err != nil {
 		return 0, "", "", err
 	}
-	for k := prog.RollbackBatch; k >= 1; k-- {
-		items, err := rr.rollbackItems(k)
-		if err != nil {
-			return restored, "", "", err
-		}
-		var out []rollbackItem
-		for _, it := range items {
-			if in, ok := now[it.target]; ok && !in.InService() {
-				out = append(out, it)
+	for _, outOnly := range []bool{true, false} {
+		for k := prog.RollbackBatch; k >= 1; k-- {
+			items, err := rr.rollbackItems(k)
+			if err != nil {
+				return restored, revs, "", err
 			}
-		}
-		if len(out) == 0 {
-			continue
-		}
-		o.log.Warn().Int("batch", k).Int("instances", len(out)).Bool("out_of_service", true).Msg("rolling back batch")
-		ok, failed := rr.rollbackBatch(ctx, out)
-		restored += ok
-		if ctx.Err() != nil || o.r.stop.Stopped() {
-			return restored, "", "", errInterrupted
-		}
-		if failed != "" {
-			return restored, "", fmt.Sprintf("the rollback of batch %d of %d failed: %s", k, prog.Batches, failed), nil
-		}
-		if bad, err := rr.rollbackGate(ctx, k, out); err != nil {
-			return restored, "", "", err
-		} else if bad != "" {
-			return restored, "", fmt.Sprintf("the rollback of batch %d of %d failed its gate: %s", k, prog.Batches, bad), nil
-		}
-	}
-	for k := prog.RollbackBatch; k >= 1; k-- {
-		items, err := rr.rollbackItems(k)
-		if err != nil {
-			return restored, "", "", err
-		}
-		for _, it := range items {
-			if !seen[it.prev] {
-				seen[it.prev] = true
-				names = append(names, revName(it.prev))
+			if outOnly {
+				items = slices.DeleteFunc(items, func(it rollbackItem) bool {
+					in, ok := now[it.target]
+					return !ok || in.InService()
+				})
 			}
-		}
-		revs = strings.Join(names, ", ")
-		if len(items) == 0 {
-			continue
-		}
-		prog.RollbackBatch = k
-		rr.persist()
-		o.log.Warn().Int("batch", k).Int("instances", len(items)).Msg("rolling back batch")
-		ok, failed := rr.rollbackBatch(ctx, items)
-		restored += ok
-		if ctx.Err() != nil || o.r.stop.Stopped() {
-			return restored, revs, "", errInterrupted
-		}
-		if failed != "" {
-			return restored, revs, fmt.Sprintf("the rollback of batch %d of %d failed: %s", k, prog.Batches, failed), nil
-		}
-		if bad, err := rr.rollbackGate(ctx, k, items); err != nil {
-			return restored, revs, "", err
-		} else if bad != "" {
-			return restored, revs, fmt.Sprintf("the rollback of batch %d of %d failed its gate: %s", k, prog.Batches, bad), nil
+			for _, it := range items {
+				if !seen[it.prev] {
+					seen[it.prev] = true
+					names = append(names, revName(it.prev))
+				}
+			}
+			revs = strings.Join(names, ", ")
+			if len(items) == 0 {
+				continue
+			}
+			if !outOnly {
+				prog.RollbackBatch = k
+				rr.persist()
+			}
+			o.log.Warn().Int("batch", k).Int("instances", len(items)).Bool("out_of_service", outOnly).Msg("rolling back batch")
+			ok, failed := rr.rollbackBatch(ctx, items)
+			restored += ok
+			if ctx.Err() != nil || o.r.stop.Stopped() {
+				return restored, revs, "", errInterrupted
+			}
+			if failed != "" {
+				return restored, revs, fmt.Sprintf("the rollback of batch %d of %d failed: %s", k, prog.Batches, failed), nil
+			}
+			if bad, err := rr.rollbackGate(ctx, k, items); err != nil {
+				return restored, revs, "", err
+			} else if bad != "" {
+				return restored, revs, fmt.Sprintf("the rollback of batch %d of %d failed its gate: %s", k, prog.Batches, bad), nil
+			}
 		}
 	}
 	if revs == "" {
