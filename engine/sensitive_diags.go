@@ -131,14 +131,20 @@ func BoundDiagnostics(diags hcl.Diagnostics, max int, where string) hcl.Diagnost
 		return diags
 	}
 	rest := diags[max:]
+	more := TooManyDiagnostics(len(rest), rest.HasErrors(), where)
+	if max > 0 {
+		more.Subject = diags[max-1].Subject
+	}
+	return append(diags[:max:max], more)
+}
+
+// TooManyDiagnostics says that n more diagnostics of where are not shown:
+// an error if any of them is one.
+func TooManyDiagnostics(n int, anyError bool, where string) *hcl.Diagnostic {
 	sev := hcl.DiagWarning
-	if rest.HasErrors() {
+	if anyError {
 		sev = hcl.DiagError
 	}
-	out := append(diags[:max:max], &hcl.Diagnostic{Severity: sev, Summary: "Too many diagnostics",
-		Detail: fmt.Sprintf("%d more diagnostics of %s are not shown; fix these and plan again.", len(rest), where)})
-	if max > 0 {
-		out[len(out)-1].Subject = diags[max-1].Subject
-	}
-	return out
+	return &hcl.Diagnostic{Severity: sev, Summary: "Too many diagnostics",
+		Detail: fmt.Sprintf("%d more diagnostics of %s are not shown; fix these and plan again.", n, where)}
 }

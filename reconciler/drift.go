@@ -132,7 +132,8 @@ func (r *Reconciler) CheckDrift(ctx context.Context, name string) (*DriftReport,
 	if err != nil {
 		return nil, err
 	}
-	desired, spec := r.driftSpec(cctx, &rec)
+	loaded, lastRev := r.lastReconciled(cctx, &rec)
+	desired, spec := current(loaded, &rec)
 	began := time.Now()
 	drifted, err := r.checkStackSet(cctx, &rec, desired, spec)
 	release()
@@ -164,19 +165,18 @@ func (r *Reconciler) CheckDrift(ctx context.Context, name string) (*DriftReport,
 	}
 	if spec != nil && spec.Mode == engine.DriftModeCorrect && len(drifted) > 0 {
 		rev := rec.Revision
-		if desired == nil {
+		if desired == nil && loaded != nil {
 			// The last operation left instances failed: correct those
 			// deployed at the revision last reconciled.
-			var all []engine.Target
-			if desired, rev = r.lastReconciled(ctx, &rec); desired != nil {
-				all = drifted
-				if drifted, err = r.deployedAt(&rec, desired, drifted); err != nil {
-					return rep, err
-				}
+			desired, rev = loaded, lastRev
+			at, err := r.deployedAt(&rec, desired, drifted)
+			if err != nil {
+				return rep, err
 			}
-			if n := len(all) - len(drifted); n > 0 {
+			if n := len(drifted) - len(at); n > 0 {
 				log.Warn().Int("instances", n).Msg("drifted instances the last operation failed are not corrected: the next operation re-applies them")
 			}
+			drifted = at
 		}
 		if desired != nil && len(drifted) > 0 {
 			if id, err := r.correctDrift(ctx, &rec, desired, rev, drifted); err != nil {
@@ -197,10 +197,16 @@ func (r *Reconciler) CheckDrift(ctx context.Context, name string) (*DriftReport,
 // ignore rules then).
 func (r *Reconciler) driftSpec(ctx context.Context, rec *state.StackSet) (*engine.StackSet, *engine.DriftSpec) {
 	ss, _ := r.lastReconciled(ctx, rec)
-	if ss == nil {
+	return current(ss, rec)
+}
+
+// current is ss (loaded from the revision last reconciled, or nil) when
+// its configuration is the one rec records, and its drift block either way.
+func current(ss *engine.StackSet, rec *state.StackSet) (*engine.StackSet, *engine.DriftSpec) {
+	switch {
+	case ss == nil:
 		return nil, nil
-	}
-	if ss.ConfigHash != rec.ConfigHash {
+	case ss.ConfigHash != rec.ConfigHash:
 		return nil, ss.Drift
 	}
 	return ss, ss.Drift

@@ -325,17 +325,14 @@ type Result struct {
 // Failed reports whether any operation of the pass failed or any instance
 // ended in OPERATION_FAILED.
 func (r *Result) Failed() bool {
-	for _, op := range r.Operations {
-		if op.Status != state.OperationSucceeded {
-			return true
-		}
-		for _, ir := range op.Results {
-			if ir.Status == state.InstanceOperationFailed {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.ContainsFunc(r.Operations, func(op state.Operation) bool { return operationFailed(&op) })
+}
+
+// operationFailed reports whether op did not succeed or left an instance
+// in OPERATION_FAILED.
+func operationFailed(op *state.Operation) bool {
+	return op.Status != state.OperationSucceeded ||
+		slices.ContainsFunc(op.Results, func(ir state.InstanceResult) bool { return ir.Status == state.InstanceOperationFailed })
 }
 
 // Reconcile fetches the deploy branch, reconciles its head and waits
@@ -492,7 +489,9 @@ func (r *Reconciler) checkPass(ctx context.Context, head string) ([]state.Operat
 
 // failedLastOperations are, for each stack set whose last deploying
 // operation (drift corrections aside: they re-apply some instances only)
-// failed or left an instance failed, that operation.
+// failed or left an instance failed, that operation. Every poll of an
+// up-to-date deploy branch asks: the stack set's last operation is read,
+// and its history only when that was a drift correction.
 func (r *Reconciler) failedLastOperations() []state.Operation {
 	sets, err := r.opts.Store.ListStackSets()
 	if err != nil {
@@ -500,22 +499,38 @@ func (r *Reconciler) failedLastOperations() []state.Operation {
 	}
 	var out []state.Operation
 	for _, ss := range sets {
-		ops, err := r.opts.Store.Operations(ss.ID)
+		if ss.LastOperation == "" {
+			continue
+		}
+		op, err := r.opts.Store.Operation(ss.LastOperation)
 		if err != nil {
 			continue
 		}
-		for i := len(ops) - 1; i >= 0; i-- {
-			op := ops[i]
-			if !op.Status.Done() || op.Kind == state.KindDriftCorrection {
+		if op.Kind == state.KindDriftCorrection {
+			if op, err = r.lastDeploying(ss.ID); err != nil {
 				continue
 			}
-			if res := (Result{Operations: []state.Operation{op}}); res.Failed() {
-				out = append(out, op)
-			}
-			break
+		}
+		if op.Status.Done() && operationFailed(&op) {
+			out = append(out, op)
 		}
 	}
 	return out
+}
+
+// lastDeploying is the newest operation of stack set ssID that is not a
+// drift correction (state.ErrNotFound when there is none).
+func (r *Reconciler) lastDeploying(ssID string) (state.Operation, error) {
+	ops, err := r.opts.Store.Operations(ssID)
+	if err != nil {
+		return state.Operation{}, err
+	}
+	for i := len(ops) - 1; i >= 0; i-- {
+		if ops[i].Kind != state.KindDriftCorrection {
+			return ops[i], nil
+		}
+	}
+	return state.Operation{}, state.ErrNotFound
 }
 
 // diagBound keeps a revision's diagnostics to engine.MaxRevisionDiagnostics
@@ -542,20 +557,15 @@ func (b *diagBound) finish(diags hcl.Diagnostics) hcl.Diagnostics {
 	if b.more == 0 {
 		return diags
 	}
-	sev := hcl.DiagWarning
-	if b.moreErr {
-		sev = hcl.DiagError
-	}
-	return diags.Append(&hcl.Diagnostic{Severity: sev, Summary: "Too many diagnostics",
-		Detail: fmt.Sprintf("%d more diagnostics of this revision are not shown; fix these and plan again.", b.more)})
+	return diags.Append(engine.TooManyDiagnostics(b.more, b.moreErr, "this revision"))
 }
 
 // rejection is a revision rejected by this process, and the registry key
 // (registryKey) it was validated against.
 type rejection struct{ rev, registry string }
 
-func (j *rejection) is(rev, registry string) bool {
-	return j != nil && j.rev == rev && j.registry == registry
+func (rj *rejection) is(rev, registry string) bool {
+	return rj != nil && rj.rev == rev && rj.registry == registry
 }
 
 // registryKey identifies the resource type registry's content: a revision
