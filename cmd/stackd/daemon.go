@@ -85,6 +85,23 @@ func writeDaemonFile(stateDir string, addr net.Addr, tls bool, tokenFile, localT
 	return func() { _ = os.Remove(path) }, nil
 }
 
+// errNotDaemonFile: the daemon's file does not hold what stackd run writes.
+var errNotDaemonFile = errors.New("not what `stackd run` writes")
+
+// loadDaemonInfo reads the file a daemon holding stateDir writes.
+func loadDaemonInfo(stateDir string) (daemonInfo, error) {
+	var info daemonInfo
+	path := daemonFile(stateDir)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return info, err
+	}
+	if err := json.Unmarshal(b, &info); err != nil || info.URL == "" {
+		return info, fmt.Errorf("%s is %w (%v)", path, errNotDaemonFile, err)
+	}
+	return info, nil
+}
+
 // repoIdentity is repo as the daemon's file records it: a local path made
 // absolute, a URL (which may hold credentials) as its SHA-256.
 func repoIdentity(repo string) string {
@@ -108,13 +125,9 @@ func (d *daemonFlags) sameDeployment(stateDir string, flags *pflag.FlagSet, c *r
 	if d.server != "" {
 		return nil
 	}
-	b, err := os.ReadFile(daemonFile(stateDir))
-	if err != nil {
+	info, err := loadDaemonInfo(stateDir)
+	if err != nil || info.Repo == "" {
 		return nil // client() says what is wrong
-	}
-	var info daemonInfo
-	if json.Unmarshal(b, &info) != nil || info.Repo == "" {
-		return nil
 	}
 	var differ []string
 	if flags.Changed("repo") && repoIdentity(c.repo) != info.Repo {
@@ -172,14 +185,12 @@ func (d *daemonFlags) client(stateDir string) (c *api.Client, where string, err 
 	url, tokenFile, localToken := d.server, d.tokenFile, ""
 	where = url
 	if url == "" {
-		path := daemonFile(stateDir)
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, "", fmt.Errorf("the state %s is held by a running daemon, but %s, which says how to reach it, cannot be read (%v): give --server URL and --api-token-file", stateDir, path, err)
+		info, err := loadDaemonInfo(stateDir)
+		if errors.Is(err, errNotDaemonFile) {
+			return nil, "", fmt.Errorf("%w: give --server URL and --api-token-file", err)
 		}
-		var info daemonInfo
-		if err := json.Unmarshal(b, &info); err != nil || info.URL == "" {
-			return nil, "", fmt.Errorf("%s is not what `stackd run` writes (%v): give --server URL and --api-token-file", path, err)
+		if err != nil {
+			return nil, "", fmt.Errorf("the state %s is held by a running daemon, but %s, which says how to reach it, cannot be read (%v): give --server URL and --api-token-file", stateDir, daemonFile(stateDir), err)
 		}
 		url, where = info.URL, fmt.Sprintf("the daemon holding %s (pid %d, %s)", stateDir, info.PID, info.URL)
 		if tokenFile == "" {

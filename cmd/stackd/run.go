@@ -1,10 +1,8 @@
 package main
 
 import (
-	"crypto/rand"
-	"github.com/stackd/stackd/internal/version"
-
 	"context"
+	"crypto/rand"
 	"os"
 	"os/signal"
 	"sync"
@@ -13,6 +11,8 @@ import (
 
 	sdaemon "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
+
+	"github.com/stackd/stackd/internal/version"
 )
 
 func newRunCommand() *cobra.Command {
