@@ -82,9 +82,6 @@ func (s *Source) WriteStatus(ctx context.Context, w StatusWrite) (_ string, err 
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 
-	if err := s.checkNotCheckedOut(); err != nil {
-		return "", err
-	}
 	ref := plumbing.NewBranchReferenceName(s.opts.StatusBranch)
 	var lastErr error
 	for attempt := range statusAttempts {
@@ -118,6 +115,9 @@ func (s *Source) tryWriteStatus(ctx context.Context, ref plumbing.ReferenceName,
 	defer s.release()
 
 	if s.local {
+		if err := s.checkNotCheckedOut(); err != nil {
+			return "", false, err
+		}
 		// A ref file another writer left empty would read as a missing branch, and
 		// the commit would start a new history.
 		if err := s.repairStatusRef(); err != nil {
@@ -461,7 +461,7 @@ func store(st storer.EncodedObjectStorer, obj *plumbing.MemoryObject) (plumbing.
 var ErrStatusBranchCheckedOut = errors.New("the status branch is checked out in the repository's work tree")
 
 // checkNotCheckedOut refuses a status write to the branch a local, non-bare
-// repository's HEAD names.
+// repository's HEAD names. Callers hold s.sem (or own s exclusively).
 func (s *Source) checkNotCheckedOut() error {
 	if !s.local || s.repo == nil {
 		return nil
