@@ -48,6 +48,9 @@ func CheckRelativePath(p string) error {
 		if elem == ".." {
 			return &InvalidPathError{Path: p, Reason: reasonEscape}
 		}
+		if len(elem) > maxNameLen {
+			return &InvalidPathError{Path: p, Reason: fmt.Sprintf("has a component of %d bytes; file systems allow at most %d", len(elem), maxNameLen)}
+		}
 	}
 	return nil
 }
@@ -64,14 +67,6 @@ func CheckFilePath(p string) error {
 	}
 	if isTmpName(path.Base(p)) {
 		return &InvalidPathError{Path: p, Reason: "names a temporary file of stackd's (" + tmpPrefix + "...), which stackd removes"}
-	}
-	if strings.ContainsRune(p, 0) {
-		return &InvalidPathError{Path: p, Reason: "contains a NUL character, which no file name can"}
-	}
-	for _, c := range strings.Split(p, "/") {
-		if len(c) > maxNameLen {
-			return &InvalidPathError{Path: p, Reason: fmt.Sprintf("has a component of %d bytes; file systems allow at most %d", len(c), maxNameLen)}
-		}
 	}
 	return nil
 }
