@@ -6,11 +6,11 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
 	"time"
 
+	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/state"
 )
 
@@ -59,13 +59,12 @@ func tokenOrigin(token string) string {
 	if token == "" {
 		return ""
 	}
-	u, err := url.Parse(token)
-	if err != nil || u.Scheme == "" || u.Host == "" {
+	origin, rest, ok := provider.Origin(token)
+	switch {
+	case !ok:
 		return "(not shown)"
-	}
-	origin := u.Scheme + "://" + u.Host
-	if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" {
-		origin += "/…"
+	case rest:
+		return origin + "/…"
 	}
 	return origin
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2/hcldec"
@@ -347,4 +348,16 @@ func FormatPath(p cty.Path) string {
 		}
 	}
 	return b.String()
+}
+
+// Origin is raw's scheme://host, the way stackd names a URL that may hold
+// a secret in its user info, path or query (a custom resource's service
+// token); ok is false when raw is not such a URL. rest reports whether
+// raw has more than its origin.
+func Origin(raw string) (origin string, rest, ok bool) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return "", false, false
+	}
+	return u.Scheme + "://" + u.Host, u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "", true
 }

@@ -336,11 +336,11 @@ func (p *Provider) retryAfter(h http.Header) time.Duration {
 // describeToken names a service token in errors and logs by scheme and
 // host only: its path or query may hold a secret.
 func describeToken(token string) string {
-	u, err := url.Parse(token)
-	if err != nil {
+	origin, _, ok := provider.Origin(token)
+	if !ok {
 		return "service token"
 	}
-	return "service token " + u.Scheme + "://" + u.Host
+	return "service token " + origin
 }
 
 // propertiesJSON converts the properties value to a JSON object ({} for
