@@ -334,13 +334,24 @@ func regionsInOrder(prefs engine.OperationPreferences, works []*work) ([]string,
 // regionBase is the number of the operation's instances in a region: the
 // base of its failure tolerance and max concurrency percentages, the same
 // for the scheduler and the operation's final status. It counts every
-// instance of the operation, suspended accounts' too (the seed: a
-// percentage of all the stack instances of the region), and on a resumed
-// operation those it finished before.
+// instance of the operation, on a resumed operation those it finished
+// before, and the stack set's suspended accounts in the region (the seed:
+// a percentage of all the stack instances of the region): whether this
+// operation records them SKIPPED_SUSPENDED_ACCOUNT or an earlier one
+// already did (they are then no work of this one), every operation and
+// every region counts them alike.
 func (o *opRun) regionBase(region string) int {
 	o.baseOnce.Do(func() {
 		o.base = map[string]int{}
-		for t := range unionTargets(o.prior, o.j.works) {
+		targets := unionTargets(o.prior, o.j.works)
+		if ss := o.j.desired; ss != nil {
+			for _, t := range ss.Targets() {
+				if ss.SuspendedAccounts[t.Account] {
+					targets[t] = true
+				}
+			}
+		}
+		for t := range targets {
 			o.base[t.Region]++
 		}
 	})
