@@ -259,7 +259,7 @@ func TestRemoteGitDaemon(t *testing.T) {
 }
 
 // startGitDaemon serves base over git:// (push enabled) until the test ends.
-func startGitDaemon(t *testing.T, base string) int {
+func startGitDaemon(t testing.TB, base string) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

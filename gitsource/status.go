@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -170,7 +169,7 @@ func (s *Source) tryWriteStatus(ctx context.Context, ref plumbing.ReferenceName,
 		return commit.String(), false, nil
 	}
 
-	pushErr := s.push(ctx, commit, ref)
+	pushErr := s.push(ctx, commit, refHash(tip), ref)
 	if pushErr == nil {
 		return commit.String(), false, nil
 	}
@@ -195,30 +194,23 @@ func refHash(r *plumbing.Reference) plumbing.Hash {
 	return r.Hash()
 }
 
-// push sends commit to the remote's ref (fast-forward only) under its own deadline. On
-// success go-git also moves the cache clone's ref (the mirror refspec maps it).
-func (s *Source) push(ctx context.Context, commit plumbing.Hash, ref plumbing.ReferenceName) error {
+// push sends commit, whose parent is the status branch tip parent (zero: none), to the
+// remote's ref (fast-forward only) under its own deadline, sending only the objects the
+// commit adds to its parent (see sendCommit). On success, or when the remote already has
+// exactly this commit, the cache clone's ref is moved to it.
+func (s *Source) push(ctx context.Context, commit, parent plumbing.Hash, ref plumbing.ReferenceName) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.FetchTimeout)
 	defer cancel()
 	err := s.bounded(ctx, func(ctx context.Context) error {
-		return s.repo.PushContext(ctx, &git.PushOptions{
-			RemoteName: remoteName,
-			RefSpecs:   []config.RefSpec{config.RefSpec(commit.String() + ":" + ref.String())},
-			Auth:       s.creds.auth,
-			CABundle:   s.opts.Auth.CABundle,
-		})
+		return s.sendCommit(ctx, commit, parent, ref)
 	})
-	if errors.Is(err, git.NoErrAlreadyUpToDate) {
-		// The remote already has exactly this commit; make the cache agree.
+	if err == nil || errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return s.repo.Storer.SetReference(plumbing.NewHashReference(ref, commit))
 	}
-	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
-			err = fmt.Errorf("%w (%w)", ctxErr, err)
-		}
-		return fmt.Errorf("push %s to %s: %w", ref.Short(), s.name(), err)
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		err = fmt.Errorf("%w (%w)", ctxErr, err)
 	}
-	return nil
+	return fmt.Errorf("push %s to %s: %w", ref.Short(), s.name(), err)
 }
 
 // buildCommit writes the tree of tip (or an empty one) with edits applied and, if it
