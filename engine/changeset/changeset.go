@@ -48,6 +48,12 @@ type ResourceChange struct {
 	// found. Not in the seed; CloudFormation's drift-aware change sets
 	// name it so.
 	ResourceDriftStatus string `json:"ResourceDriftStatus,omitempty"`
+	// RepeatsInterruptedUpdate is set on a Modify that repeats an update a
+	// crash interrupted (with the same request id). When the template
+	// still gives the properties the interrupted update started from, its
+	// details have ChangeSource System, one per property sent again, none
+	// of them changed (RequiresRecreation Never). Not in the seed.
+	RepeatsInterruptedUpdate bool `json:"RepeatsInterruptedUpdate,omitempty"`
 }
 
 // Retained reports whether a Remove keeps the resource in the world.
@@ -128,6 +134,27 @@ const (
 	ReplacementFalse       = "False"
 	ReplacementConditional = "Conditional"
 )
+
+// ReplacementOf is the Replacement of a Modify with these details, as the
+// ROS seed derives it: True when a target requires recreation Always and
+// its evaluation is Static; Conditional when the strongest is Always but
+// Dynamic, or Conditionally; else False. The strongest wins (Always >
+// Conditional > Never).
+func ReplacementOf(details []ResourceChangeDetail) string {
+	out := ReplacementFalse
+	for _, d := range details {
+		switch d.Target.RequiresRecreation {
+		case "Always":
+			if d.Evaluation != "Dynamic" {
+				return ReplacementTrue
+			}
+			out = ReplacementConditional
+		case "Conditionally":
+			out = ReplacementConditional
+		}
+	}
+	return out
+}
 
 // Placeholders printed instead of values.
 const (

@@ -42,6 +42,7 @@ func TestRenderGolden(t *testing.T) {
 		{"changeset", fixtureChangeSet()},
 		{"invalid", fixtureInvalid()},
 		{"nochange", fixtureNoChange()},
+		{"repeated", fixtureRepeated()},
 	} {
 		for _, r := range goldenRenderers {
 			t.Run(fx.name+"."+r.ext, func(t *testing.T) {
@@ -233,6 +234,32 @@ func fixtureNoChange() *StackSetChangeSet {
 	cs := &StackSetChangeSet{StackSetName: "web", StackSetId: "ss-7f3a9c", Revision: "1a2b3c4d5e6f", Action: InstanceNoChange}
 	cs.Add(InstanceChangeSet{Region: "eu-west-1", Account: "111111111111", Action: InstanceNoChange})
 	cs.Add(InstanceChangeSet{Region: "eu-west-1", Account: "222222222222", Action: InstanceNoChange})
+	return cs
+}
+
+// fixtureRepeated repeats updates a crash interrupted: one whose
+// properties the template still gives as they were (System: each sent
+// again, none changed) and one whose template changed since, beside a
+// System change that repeats nothing (a wait condition handle).
+func fixtureRepeated() *StackSetChangeSet {
+	cs := &StackSetChangeSet{StackSetName: "web", StackSetId: "ss-7f3a9c", Revision: "4d5e6f708192", Action: InstanceUpdate}
+	slow := causing("command.slow")
+	cs.Add(InstanceChangeSet{Region: "eu-west-1", Account: "111111111111", Action: InstanceUpdate, Changes: []Change{
+		resourceChange(ResourceChange{Action: "Modify", LogicalResourceId: "command.slow", PhysicalResourceId: "req-9", ResourceType: "command",
+			Replacement: ReplacementFalse, Scope: []string{"Properties"}, RepeatsInterruptedUpdate: true,
+			Details: []ResourceChangeDetail{
+				changeDetail(SourceSystem, slow, "Static", "Properties", "create", "Never"),
+				changeDetail(SourceSystem, slow, "Static", "Properties", "delete", "Never"),
+				changeDetail(SourceSystem, slow, "Static", "Properties", "update", "Never"),
+			}}),
+		resourceChange(ResourceChange{Action: "Modify", LogicalResourceId: "command.hook", PhysicalResourceId: "req-7", ResourceType: "command",
+			Replacement: ReplacementConditional, Scope: []string{"Properties"}, RepeatsInterruptedUpdate: true,
+			Details:         []ResourceChangeDetail{changeDetail(SourceParameterReference, causing("var.tag"), "Static", "Properties", "triggers", "Conditionally")},
+			PropertyChanges: []ResourcePropertyChange{propertyChange("triggers", map[string]any{"tag": "v1"}, map[string]any{"tag": "v2"})}}),
+		resourceChange(ResourceChange{Action: "Modify", LogicalResourceId: "wait.handle", PhysicalResourceId: "handle", ResourceType: "wait_condition_handle",
+			Replacement: ReplacementFalse, Scope: []string{"Properties"},
+			Details: []ResourceChangeDetail{changeDetail(SourceSystem, causing("wait.handle"), "Static", "Properties", "count", "Never")}}),
+	}})
 	return cs
 }
 

@@ -444,6 +444,15 @@ func mdResourceLine(rc ResourceChange) string {
 	case ReplacementConditional:
 		s += " — may be replaced"
 	}
+	if rc.RepeatsInterruptedUpdate {
+		s += " —" + repeatNote(rc)
+		if resent := resentNames(rc); len(resent) > 0 {
+			for i, n := range resent {
+				resent[i] = mdText(n)
+			}
+			s += " (sends " + strings.Join(resent, ", ") + " again unchanged)"
+		}
+	}
 	return s
 }
 
@@ -463,7 +472,7 @@ func mdChangedNames(rc ResourceChange) []string {
 		add(pc.Name)
 	}
 	for _, d := range rc.Details {
-		if d.Target.Attribute == "Properties" {
+		if d.Target.Attribute == "Properties" && !resent(rc, d) {
 			add(d.Target.Name)
 		}
 	}
@@ -528,6 +537,9 @@ func mdChangeDetails(rc ResourceChange) string {
 	}
 	if rc.Retained() {
 		b.WriteString(" · **retained**, not destroyed (DeletionPolicy Retain)")
+	}
+	if rc.RepeatsInterruptedUpdate {
+		b.WriteString(" · **updated again**: its last update was interrupted")
 	}
 	b.WriteString("\n\n")
 	if len(rc.Details) > 0 {

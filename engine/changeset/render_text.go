@@ -100,7 +100,7 @@ func RenderText(w io.Writer, cs *StackSetChangeSet, color bool) error {
 			case rc.Retained():
 				note = ` will be retained: removed from the stack, not destroyed (deletion_policy = "Retain")`
 			}
-			note += driftNote(rc)
+			note += driftNote(rc) + repeatNote(rc)
 			if rc.Action == Import {
 				note += " will be imported (id " + printableLine(rc.PhysicalResourceId) + ")"
 			}
@@ -109,9 +109,15 @@ func RenderText(w io.Writer, cs *StackSetChangeSet, color bool) error {
 			for _, pc := range rc.PropertyChanges {
 				width = max(width, len(pc.Name))
 			}
+			if resent := resentNames(rc); len(resent) > 0 {
+				// Not changes: the properties the repeated update sends
+				// again as they are.
+				fmt.Fprintf(&b, "          # sent again unchanged: %s\n", printableLine(strings.Join(resent, ", ")))
+			}
 			for _, d := range rc.Details {
 				if d.Target.Attribute == "Properties" && hasPropertyChange(rc, d.Target.Name) ||
-					d.Target.Attribute != "Properties" && hasPropertyChange(rc, d.Target.Attribute) {
+					d.Target.Attribute != "Properties" && hasPropertyChange(rc, d.Target.Attribute) ||
+					resent(rc, d) {
 					continue
 				}
 				// A change without values: Metadata, DeletionPolicy, or a
@@ -263,4 +269,31 @@ func driftNote(rc ResourceChange) string {
 		return " # changed outside stackd (drift): restored"
 	}
 	return ""
+}
+
+// repeatNote says that a change repeats an update a crash interrupted,
+// after the resource's address.
+func repeatNote(rc ResourceChange) string {
+	if !rc.RepeatsInterruptedUpdate {
+		return ""
+	}
+	return " will be updated again: its last update was interrupted"
+}
+
+// resent reports whether d is a property a repeated update sends again
+// unchanged (the System source of a change that repeats an interrupted
+// update).
+func resent(rc ResourceChange, d ResourceChangeDetail) bool {
+	return rc.RepeatsInterruptedUpdate && d.ChangeSource == SourceSystem && d.Target.Attribute == "Properties"
+}
+
+// resentNames are the properties a repeated update sends again unchanged.
+func resentNames(rc ResourceChange) []string {
+	var out []string
+	for _, d := range rc.Details {
+		if resent(rc, d) && d.Target.Name != "" {
+			out = append(out, d.Target.Name)
+		}
+	}
+	return out
 }
