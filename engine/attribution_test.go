@@ -160,6 +160,7 @@ func TestChangeAttribution(t *testing.T) {
 	if diff := cmp.Diff(want, details(changes)); diff != "" {
 		t.Errorf("causes (-want +got):\n%s", diff)
 	}
+	checkReplacementFollowsDetails(t, changes)
 	for _, c := range changes {
 		rc := c.ResourceChange
 		if rc.LogicalResourceId != "rec.meta" {

@@ -109,10 +109,13 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 		}
 	}
 	var replaces map[string]bool
+	// mayReplace: no provider call tells which changes replace (below).
+	mayReplace := false
 	if cp, ok := w.lookupProvider(r.Type).(provider.ChangePlanner); ok && len(changed) > 0 && w.inst.Untrusted {
 		// A ref anyone can push makes no provider call (it would
 		// configure the provider as the branch says): a change may
 		// replace the resource.
+		mayReplace = true
 		if strongest != changeset.ReplacementTrue {
 			strongest = changeset.ReplacementConditional
 		}
@@ -165,15 +168,22 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 	rp.Change = w.modifyChange(r, rp, schema, changed)
 	rc := &rp.Change.ResourceChange
 	for i, d := range rc.Details {
-		if replaces[d.Target.Name] {
+		switch {
+		case replaces[d.Target.Name]:
 			rc.Details[i].Target.RequiresRecreation = provider.Always.String()
+		case mayReplace && d.Target.RequiresRecreation == provider.Never.String():
+			rc.Details[i].Target.RequiresRecreation = provider.Conditionally.String()
 		}
 	}
+	// The update a crash interrupted is repeated with its request id.
+	rc.RepeatsInterruptedUpdate = rr.Status == StatusPendingUpdate && rp.Action == Update
 	if rr.Status == StatusPendingUpdate && len(changed) == 0 {
 		// Nothing changed in the template, but an update a crash
 		// interrupted is repeated: the seed's System change source.
 		// Each property it sends is a target of its own (the seed's Name
-		// is set for every Properties target).
+		// is set for every Properties target). None of them changed, so
+		// none requires recreation whatever its schema says of a change:
+		// sending it again as it is never replaces the resource.
 		e := rp.Address
 		rc.Scope = append(rc.Scope, "Properties")
 		for _, name := range sortedKeys(schema.Properties) {
@@ -181,7 +191,7 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 				continue
 			}
 			rc.Details = append(rc.Details, changeset.ResourceChangeDetail{ChangeSource: changeset.SourceSystem, CausingEntity: &e, Evaluation: "Static",
-				Target: changeset.ResourceTargetDefinition{Attribute: "Properties", Name: name, RequiresRecreation: schema.Properties[name].Recreation.String()}})
+				Target: changeset.ResourceTargetDefinition{Attribute: "Properties", Name: name, RequiresRecreation: provider.Never.String()}})
 		}
 	}
 	if metaChanged {
@@ -198,6 +208,10 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 			Target: changeset.ResourceTargetDefinition{Attribute: "DeletionPolicy", RequiresRecreation: provider.Never.String()}})
 		rc.PropertyChanges = append(rc.PropertyChanges, changeset.ResourcePropertyChange{Name: "DeletionPolicy", BeforeValue: policy(rr.DeletionPolicy), AfterValue: policy(r.DeletionPolicy)})
 	}
+	// Replacement follows from the details, as the seed derives it (they
+	// agree with strongest, which chose the action).
+	rc.Replacement = changeset.ReplacementOf(rc.Details)
+	rp.Replacement = rc.Replacement
 	return rp
 }
 
