@@ -80,8 +80,8 @@ type Options struct {
 	// the order and the per-region concurrency, this keeps a fleet of
 	// 10,000 PARALLEL instances from running 10,000 at once in one process.
 	MaxInFlight int
-	// Clock times rollout pauses and health checks (default: the real
-	// clock); tests use a fake one.
+	// Clock times rollout pauses and health checks, and the backoff of
+	// failed status pushes (default: the real clock); tests use a fake one.
 	Clock clock.Clock
 	// HealthClient makes rollout health checks (default: a client that
 	// keeps no idle connections). Each request gets the health check's
@@ -287,6 +287,12 @@ type Reconciler struct {
 	rollouts sync.Map
 	// stateKnown is set once the state is known not to be lost (checkState).
 	stateKnown atomic.Bool
+	// status is the status writer (statuswriter.go); oweMu orders the
+	// status_owed marks set by operations and cleared by it.
+	status *statusQueue
+	oweMu  sync.Mutex
+	// dispatching is set while a pass dispatches operations.
+	dispatching atomic.Bool
 }
 
 // GitTypes returns the resource types (name → default service token)
@@ -303,11 +309,13 @@ func New(opts Options) (*Reconciler, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	return &Reconciler{
+	r := &Reconciler{
 		opts: opts, log: opts.Log, runners: map[string]*runner{}, mu: newPassLock(),
 		inflight: make(chan struct{}, opts.MaxInFlight), planSem: make(chan struct{}, 1),
 		driftSpecsChanged: make(chan struct{}, 1),
-	}, nil
+	}
+	r.status = newStatusQueue(r)
+	return r, nil
 }
 
 // Result summarises one reconcile pass.
@@ -336,14 +344,18 @@ func operationFailed(op *state.Operation) bool {
 }
 
 // Reconcile fetches the deploy branch, reconciles its head and waits
-// until the operations it started (and any they queued behind) are done.
-// This is the one-shot form (stackd apply, tests); Run does not wait.
+// until the operations it started (and any they queued behind) are done
+// and their status is written to the status branch. This is the one-shot
+// form (stackd apply, tests); Run does not wait.
 func (r *Reconciler) Reconcile(ctx context.Context) (*Result, error) {
 	res, p, err := r.start(ctx)
-	if err != nil || p == nil {
+	if err != nil {
 		return res, err
 	}
-	return res, p.wait(res, ctx)
+	if p != nil {
+		err = p.wait(res, ctx)
+	}
+	return res, errors.Join(err, r.flushStatus(ctx))
 }
 
 // gitContext is ctx, also ended by a stop: a fetch or push to a stalled
@@ -419,6 +431,13 @@ func (r *Reconciler) start(ctx context.Context) (res *Result, p *pass, err error
 		}
 		r.opts.Metrics.ReconcileDone(time.Since(began), failed)
 	}()
+	// While the pass dispatches, the status writer holds what finishes (one
+	// status commit for the pass's operations).
+	r.dispatching.Store(true)
+	defer func() {
+		r.dispatching.Store(false)
+		r.status.wake()
+	}()
 	unfinished, res, err := r.checkPass(ctx, head)
 	if err != nil || res != nil {
 		return res, nil, err
@@ -462,13 +481,14 @@ func (r *Reconciler) checkPass(ctx context.Context, head string) ([]state.Operat
 	if err := r.checkState(ctx); err != nil {
 		return nil, nil, err
 	}
-	r.catchUpStatus(ctx)
+	r.catchUpStatus()
 	unfinished, err := r.unfinished()
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(unfinished) == 0 {
 		if last, _ := r.opts.Store.Meta(metaLastRevision); string(last) == head {
+			r.catchUpIndex(head)
 			// Instances the last operations failed stay failed until the
 			// next operation: the result says so (stackd apply exits 1).
 			return nil, &Result{Revision: head, UpToDate: true, Operations: r.failedLastOperations()}, nil
@@ -749,9 +769,7 @@ func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...
 			log.Error().Str("diagnostic", d.String()).Msg("validation error")
 		}
 		r.rejectedHere.Store(&rejection{rev: rev, registry: r.registryKey()})
-		if err := r.writeRejection(ctx, rev, res.Diagnostics); err != nil {
-			return res, nil, err
-		}
+		r.writeRejection(rev, res.Diagnostics)
 		if b, err := json.Marshal(res.Diagnostics); err == nil {
 			if err := r.opts.Store.SetMeta(metaRejectedDiagnostics, b); err != nil {
 				return res, nil, err
@@ -807,12 +825,9 @@ func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...
 	}
 	if len(only) == 0 {
 		if rej, _ := r.opts.Store.Meta(metaRejectedRevision); len(rej) > 0 {
-			// The error reported for an earlier commit is over: clear it.
-			if err := r.writeIndex(ctx, rev, rev, nil, fmt.Sprintf("stackd: %s valid", short(rev))); err != nil {
-				return res, p, err
-			}
-			_ = r.opts.Store.SetMeta(metaRejectedRevision, nil)
-			_ = r.opts.Store.SetMeta(metaRejectedDiagnostics, nil)
+			// The error reported for an earlier commit is over: clear it
+			// once the status branch says so.
+			r.validIndex(rev, string(rej))
 		}
 		if err := r.opts.Store.SetMeta(metaLastRevision, []byte(rev)); err != nil {
 			return res, p, err

@@ -63,10 +63,14 @@ func (r *Reconciler) setHealth(res *Result, err error) {
 // providers to answer StopProvider once the grace period is over.
 const stopProvidersTimeout = 5 * time.Second
 
-// Run reconciles now and then on every trigger until ctx ends. Errors
-// (Git unreachable, ...) are retried with capped exponential backoff and
-// jitter. When ctx ends, no new instance starts; instances in flight get
-// grace to finish before their context is cancelled too.
+// Run reconciles now and then on every trigger until ctx ends. After a
+// failed pass (Git unreachable, ...) a trigger (a poll tick, a webhook)
+// still reconciles at once: a remote that came back is used at once; the
+// backoff (capped, exponential, with jitter, on Options.Clock) only spaces
+// the retries nothing asked for. When ctx ends, no new instance starts;
+// instances in flight get grace to finish before their context is
+// cancelled too, then the status documents owed are pushed (for at most
+// statusWriteGrace).
 func (r *Reconciler) Run(ctx context.Context, trigger <-chan struct{}, grace time.Duration) error {
 	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
@@ -94,7 +98,14 @@ func (r *Reconciler) Run(ctx context.Context, trigger <-chan struct{}, grace tim
 		}
 	}()
 	// On return, operations in flight finish (or are cancelled when the
-	// grace period ends) before Run returns.
+	// grace period ends) before Run returns, and then their status is
+	// written (deferred calls run last first).
+	r.status.setRetrying(true)
+	defer func() {
+		if err := r.status.drainFor(statusWriteGrace); err != nil {
+			r.log.Warn().Err(err).Msg("status commits still owed at shutdown; they are written at the next start")
+		}
+	}()
 	defer r.Wait()
 	// Pull-request branches are planned by a worker of their own, after
 	// each fetch: a branch slow or hostile to plan never delays the next
@@ -115,6 +126,7 @@ func (r *Reconciler) Run(ctx context.Context, trigger <-chan struct{}, grace tim
 		res, _, err := r.start(work)
 		r.passes.end(res, err)
 		if err == nil {
+			r.status.remoteAnswered()
 			select {
 			case branches <- struct{}{}:
 			default: // a pass is due already; it will see this fetch

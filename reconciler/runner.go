@@ -145,6 +145,7 @@ func (r *Reconciler) runLoop(ctx context.Context, ru *runner, j *job) {
 			// runner free (and its operations no longer "in progress").
 			ru.busy = false
 			r.runMu.Unlock()
+			r.status.wake() // status held for this operation goes now
 			j.pass.wg.Done()
 			if next != nil {
 				// Stopping: the QUEUED operation stays recorded and runs
@@ -162,6 +163,7 @@ func (r *Reconciler) runLoop(ctx context.Context, ru *runner, j *job) {
 			r.runMu.Lock()
 			ru.busy = false
 			r.runMu.Unlock()
+			r.status.wake()
 			return
 		}
 		j = next
@@ -223,8 +225,15 @@ func (r *Reconciler) coalesce(old, newer *job) {
 	r.log.Info().Str("stack_set", old.name).Str("revision", short(old.rev)).Str("by", short(newer.rev)).Msg("queued operation coalesced")
 }
 
-// Wait blocks until every runner is idle (used on shutdown and by tests).
-func (r *Reconciler) Wait() { r.wg.Wait() }
+// Wait blocks until every runner is idle and the status documents their
+// operations wrote are pushed, or their push failed (they stay owed and
+// are retried): used on shutdown, by one-shot commands and by tests.
+func (r *Reconciler) Wait() {
+	r.wg.Wait()
+	if err := r.flushStatus(context.Background()); err != nil {
+		r.log.Warn().Err(err).Msg("status commits still owed")
+	}
+}
 
 // queued counts jobs waiting behind a running operation.
 func (r *Reconciler) queued() int {

@@ -221,48 +221,54 @@ func marshal(v any) []byte {
 	return b.Bytes()
 }
 
-// writeOperationStatus writes the one status commit of an operation.
-func (r *Reconciler) writeOperationStatus(ctx context.Context, j *job, ss *state.StackSet, op *state.Operation) error {
-	defer r.spent(PhaseStatusCommit, time.Now())
-	msg := fmt.Sprintf("stackd: %s %s %s %s (%s)", j.name, op.Kind, short(op.Revision), op.Status, Counts(op))
+// writeOperationStatus hands the status document of an operation (its
+// final status, or a rollout's progress at a batch boundary) to the status
+// writer, which pushes it soon, coalesced with the others waiting; the
+// caller does not wait for the push. Only building the document can fail.
+func (r *Reconciler) writeOperationStatus(_ context.Context, j *job, ss *state.StackSet, op *state.Operation) error {
+	e, err := r.operationEntry(j, ss, op)
+	if err != nil {
+		return err
+	}
+	r.status.enqueue(e)
+	return nil
+}
+
+// operationEntry is the status document of an operation, with its line of
+// the commit message.
+func (r *Reconciler) operationEntry(j *job, ss *state.StackSet, op *state.Operation) (*statusEntry, error) {
+	e := &statusEntry{
+		path: StatusPath(j.name), stackSet: j.name, rev: op.Revision, status: string(op.Status),
+		line: fmt.Sprintf("stackd: %s %s %s %s (%s)", j.name, op.Kind, short(op.Revision), op.Status, Counts(op)),
+	}
 	if ro := op.Rollout; ro != nil {
 		switch {
 		case op.Status == state.OperationRunning:
-			msg += fmt.Sprintf(" batch %d/%d", ro.Batch, ro.Batches)
+			e.line += fmt.Sprintf(" batch %d/%d", ro.Batch, ro.Batches)
 			if ro.Phase == state.RolloutWaitingForPromotion {
-				msg += " waiting for promotion"
+				e.line += " waiting for promotion"
 			}
 		case op.Status != state.OperationSucceeded && op.Reason != "":
 			// Which batch failed and why, and what the rollback did.
-			msg += "\n\n" + op.Reason
+			e.body = op.Reason
 		}
 	}
-	files := map[string][]byte{}
-	var deletes []string
+	// A rollout's batch boundary is told at once; final statuses wait
+	// a moment for the other operations of their pass.
+	e.urgent = op.Status == state.OperationRunning || op.Status == state.OperationQueued
+	if !e.urgent {
+		e.owedOp = op.ID
+	}
 	if j.desired == nil && op.Status == state.OperationSucceeded {
-		deletes = append(deletes, StatusPath(j.name))
-	} else {
-		doc, err := BuildStatus(r.opts.Store, ss)
-		if err != nil {
-			return err
-		}
-		doc.LastOperation = operationStatus(op)
-		files[StatusPath(j.name)] = marshal(doc)
+		return e, nil // the stack set is gone: its document is deleted
 	}
-	gctx, cancel := r.statusContext(ctx)
-	defer cancel()
-	_, err := r.opts.Source.WriteFiles(gctx, msg, files, deletes)
-	r.reportGitFaults()
-	if err != nil && !r.stop.Stopped() {
-		r.opts.Metrics.GitFault("status_write")
-	}
+	doc, err := BuildStatus(r.opts.Store, ss)
 	if err != nil {
-		return fmt.Errorf("write status commit: %w", err)
+		return nil, err
 	}
-	if op.Status != state.OperationRunning && op.Status != state.OperationQueued {
-		_ = r.opts.Store.DeleteMeta(metaStatusOwed + j.name)
-	}
-	return nil
+	doc.LastOperation = operationStatus(op)
+	e.content = marshal(doc)
+	return e, nil
 }
 
 // metaStatusOwed marks a stack set whose operation's status commit may not
@@ -273,20 +279,37 @@ const metaStatusOwed = "status_owed/"
 
 // owe records that a stack set's status commit is due.
 func (r *Reconciler) owe(name, opID string) {
+	r.oweMu.Lock()
+	defer r.oweMu.Unlock()
 	if err := r.opts.Store.SetMeta(metaStatusOwed+name, []byte(opID)); err != nil {
 		r.log.Warn().Err(err).Str("stack_set", name).Msg("cannot record the status commit as due")
 	}
 }
 
-// catchUpStatus writes status commits still due for stack sets with no
-// operation in progress.
-func (r *Reconciler) catchUpStatus(ctx context.Context) {
+// settleOwed clears a stack set's status_owed mark once the final status
+// of operation opID landed, unless a newer operation owes its own by now.
+func (r *Reconciler) settleOwed(name, opID string) {
+	r.oweMu.Lock()
+	defer r.oweMu.Unlock()
+	if cur, err := r.opts.Store.Meta(metaStatusOwed + name); err == nil && string(cur) == opID {
+		_ = r.opts.Store.DeleteMeta(metaStatusOwed + name)
+	}
+}
+
+// catchUpStatus hands the status writer the status documents still due
+// for stack sets with no operation in progress (a crash, a stop or a Git
+// failure came between an operation's end and its status commit).
+func (r *Reconciler) catchUpStatus() {
 	keys, err := r.opts.Store.MetaKeys(metaStatusOwed)
 	if err != nil {
 		return
 	}
+	var entries []*statusEntry
 	for _, key := range keys {
 		name := strings.TrimPrefix(key, metaStatusOwed)
+		if r.status.owes(StatusPath(name)) {
+			continue // the writer has it
+		}
 		opID, err := r.opts.Store.Meta(key)
 		if err != nil {
 			continue
@@ -311,16 +334,23 @@ func (r *Reconciler) catchUpStatus(ctx context.Context) {
 		default:
 			continue
 		}
-		if err := r.writeOperationStatus(ctx, j, &ss, &op); err != nil {
+		e, err := r.operationEntry(j, &ss, &op)
+		if err != nil {
 			r.log.Warn().Err(err).Str("stack_set", name).Msg("status commit still due")
 			continue
 		}
-		r.log.Info().Str("stack_set", name).Str("operation", op.ID).Msg("status commit caught up")
+		e.urgent = true
+		opName := op.ID
+		e.done = func() {
+			r.log.Info().Str("stack_set", name).Str("operation", opName).Msg("status commit caught up")
+		}
+		entries = append(entries, e)
 	}
+	r.status.enqueue(entries...)
 }
 
 // writeRejection reports a revision that did not validate.
-func (r *Reconciler) writeRejection(ctx context.Context, rev string, diags []engine.Diagnostic) error {
+func (r *Reconciler) writeRejection(rev string, diags []engine.Diagnostic) {
 	n := 0
 	for _, d := range diags {
 		if d.Severity == "error" {
@@ -332,19 +362,40 @@ func (r *Reconciler) writeRejection(ctx context.Context, rev string, diags []eng
 		r.sendEvent(notify.Event{Type: notify.TypeRevisionRejected, Revision: rev, Errors: n})
 	}
 	deployed, _ := r.opts.Store.Meta(metaLastRevision)
-	return r.writeIndex(ctx, rev, string(deployed), diags, fmt.Sprintf("stackd: rejected %s (%s)", short(rev), plural(n, "error")))
+	r.writeIndex(rev, string(deployed), diags, fmt.Sprintf("stackd: rejected %s (%s)", short(rev), plural(n, "error")), nil)
 }
 
-// writeIndex writes status/stackd.json: rev validated (no diags) or not,
-// and deployed is the last revision reconciled.
-func (r *Reconciler) writeIndex(ctx context.Context, rev, deployed string, diags []engine.Diagnostic, msg string) error {
+// writeIndex hands the status writer status/stackd.json: rev validated
+// (no diags) or not, and deployed is the last revision reconciled; done,
+// if set, runs once it is written.
+func (r *Reconciler) writeIndex(rev, deployed string, diags []engine.Diagnostic, msg string, done func()) {
 	doc := IndexStatus{Revision: rev, Valid: len(diags) == 0, Deployed: deployed, Diagnostics: diags}
-	ctx, cancel := r.statusContext(ctx)
-	defer cancel()
-	if _, err := r.opts.Source.WriteFiles(ctx, msg, map[string][]byte{statusIndex: marshal(doc)}, nil); err != nil {
-		return fmt.Errorf("write status commit: %w", err)
+	r.status.enqueue(&statusEntry{path: statusIndex, content: marshal(doc), line: msg, rev: rev, done: done})
+}
+
+// validIndex writes the index of a valid revision rev, which ends the
+// report of the rejected revision rejected; the rejection is forgotten
+// once the index is written (until then a restart writes it again:
+// catchUpIndex).
+func (r *Reconciler) validIndex(rev, rejected string) {
+	r.writeIndex(rev, rev, nil, fmt.Sprintf("stackd: %s valid", short(rev)), func() {
+		if cur, _ := r.opts.Store.Meta(metaRejectedRevision); string(cur) != rejected {
+			return // another revision was rejected meanwhile
+		}
+		_ = r.opts.Store.SetMeta(metaRejectedRevision, nil)
+		_ = r.opts.Store.SetMeta(metaRejectedDiagnostics, nil)
+	})
+}
+
+// catchUpIndex writes the valid index again when head is reconciled but
+// the rejection of an earlier revision is still recorded (its push did not
+// land before a crash or stop).
+func (r *Reconciler) catchUpIndex(head string) {
+	rej, _ := r.opts.Store.Meta(metaRejectedRevision)
+	if len(rej) == 0 || string(rej) == head || r.status.owes(statusIndex) {
+		return
 	}
-	return nil
+	r.validIndex(head, string(rej))
 }
 
 // ctyJSON renders a known, unmarked value as plain JSON.
