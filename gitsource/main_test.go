@@ -15,6 +15,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(memoryScenarioEnv); spec != "" {
+		os.Exit(runMemoryScenario(spec)) // see memory_test.go
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -22,9 +22,15 @@ const (
 	privateFileMode = 0o600
 )
 
+// objectCacheSize bounds the decoded objects go-git keeps per repository handle: 16 MiB,
+// not its default 96 MiB. It holds what one revision's reads reuse (trees, delta bases,
+// definition files); anything that walks the history (go-git's own push did, on every
+// status write) would otherwise fill it with old commits and trees and keep them.
+const objectCacheSize = 16 * cache.MiByte
+
 // cacheStorage is go-git storage for the cache clone at dir, writing private files.
 func cacheStorage(dir string) *filesystem.Storage {
-	return filesystem.NewStorage(privateFS{Filesystem: osfs.New(dir), root: dir}, cache.NewObjectLRUDefault())
+	return filesystem.NewStorage(privateFS{Filesystem: osfs.New(dir), root: dir}, cache.NewObjectLRU(objectCacheSize))
 }
 
 // openCache opens the bare cache clone at dir (git.ErrRepositoryNotExists if there is none).
