@@ -5,8 +5,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stackd/stackd/internal/bench"
 	"github.com/stackd/stackd/reconciler"
 )
+
+// busyBranchDefs is the bench's branch that is slow to plan (the hostile
+// branch tests use it too).
+var busyBranchDefs = bench.BusyBranchDefs
 
 // The bench command's output for tiny sizes: one JSON line with the
 // scenario's figures (correctness of the harness, not speed).
@@ -14,7 +19,7 @@ func TestBenchSmoke(t *testing.T) {
 	for _, sc := range []string{"fleet-create", "fleet-update", "fleet-noop", "big-template"} {
 		t.Run(sc, func(t *testing.T) {
 			res := mustStackd(t, "bench", "--scenario", sc, "--regions", "2", "--accounts", "3", "--resources", "2", "--dir", t.TempDir())
-			var got benchResult
+			var got bench.Result
 			if err := json.Unmarshal([]byte(res.stdout), &got); err != nil {
 				t.Fatalf("output %q: %v", res.stdout, err)
 			}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -7,12 +7,12 @@ import (
 	"runtime"
 	"strconv"
 
-	"github.com/rs/zerolog"
 	"github.com/zclconf/go-cty/cty"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/provider"
+	"github.com/stackd/stackd/internal/inproc"
 )
 
 // floorWorkers is how many resources tf-provider-floor creates at once:
@@ -26,33 +26,29 @@ const floorWorkers = 64
 // journal, state or Git around them. Its wall time is what the provider
 // and stackd's side of the plugin protocol need; tf-fleet-create cannot be
 // faster.
-func tfProviderFloor(ctx context.Context, c benchConfig, dir, targetsDir string, res *benchResult) error {
-	if c.pluginDir == "" {
-		return fmt.Errorf("tf-provider-floor needs --plugin-dir with hashicorp/local (see docs/performance.md)")
-	}
-	pf := pluginFlags{
-		dirs: []string{c.pluginDir}, noRegistry: true, maxProcesses: 16, gogc: c.pluginGOGC, recycleAfter: c.pluginRecycleAfter,
-		cacheDir: filepath.Join(dir, "plugins"), lockFile: filepath.Join(dir, ".terraform.lock.hcl"),
-	}
-	r, pool, err := pf.resolver(filepath.Join(dir, "state"), zerolog.Nop())
+func tfProviderFloor(ctx context.Context, r *run) error {
+	c, res := r.c, r.res
+	r2, pool, err := c.Resolve(inproc.Plugins{
+		Dirs: []string{c.PluginDir}, NoRegistry: true, MaxProcesses: 16, GOGC: c.PluginGOGC, RecycleAfter: c.PluginRecycleAfter,
+	}, filepath.Join(r.dir, "state"))
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	defer r.Close()
-	rp, err := r.Resolve(ctx, []engine.ProviderRequirement{{LocalName: "local", Source: "hashicorp/local", Version: ">= 2.4"}})
+	defer r2.Close()
+	rp, err := r2.Resolve(ctx, []engine.ProviderRequirement{{LocalName: "local", Source: "hashicorp/local", Version: ">= 2.4"}})
 	if err != nil {
 		return err
 	}
 	rt, ok := rp.Resources["local_file"]
 	if !ok {
-		return fmt.Errorf("the provider hashicorp/local in %s has no local_file", c.pluginDir)
+		return fmt.Errorf("the provider hashicorp/local in %s has no local_file", c.PluginDir)
 	}
 	cv, ok := rt.(provider.ConfigValidator)
 	if !ok {
 		return fmt.Errorf("local_file is not validated by its provider")
 	}
-	root := filepath.Join(targetsDir, "targets")
+	root := filepath.Join(r.targetsDir, "targets")
 	total := res.Instances * res.ResourcesPerInst
 	create := func(ctx context.Context, i int) error {
 		inst, idx := i/res.ResourcesPerInst, i%res.ResourcesPerInst

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package main
+package bench
 
 // fsType is "unknown": only Linux tells the filesystem type here.
 func fsType(string) string { return "unknown" }
