@@ -67,7 +67,7 @@ func NewMetrics() *Metrics {
 		}),
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stackd_reconciles_total",
-			Help: "Reconcile passes, by result (success or error).",
+			Help: "Reconcile passes, by result: success, or error (the fetch or the branch's resolve failed, as during a remote outage; the revision was rejected; or the pass failed).",
 		}, []string{"result"}),
 		reconcileSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "stackd_last_reconcile_success_timestamp_seconds",

@@ -80,8 +80,9 @@ type Options struct {
 	// the order and the per-region concurrency, this keeps a fleet of
 	// 10,000 PARALLEL instances from running 10,000 at once in one process.
 	MaxInFlight int
-	// Clock times rollout pauses and health checks, and the backoff of
-	// failed status pushes (default: the real clock); tests use a fake one.
+	// Clock times rollout pauses and health checks, and the backoffs of
+	// failed passes and status pushes (default: the real clock); tests use
+	// a fake one.
 	Clock clock.Clock
 	// HealthClient makes rollout health checks (default: a client that
 	// keeps no idle connections). Each request gets the health check's
@@ -419,18 +420,23 @@ func (r *Reconciler) start(ctx context.Context) (res *Result, p *pass, err error
 	defer r.mu.unlock()
 	defer r.reportGitFaults()
 	began := time.Now()
-	head, err := r.fetchHead(ctx, began)
-	if err != nil {
-		return nil, nil, err
-	}
 	defer func() {
-		// A rejected revision is a failed reconcile for alerting.
+		// A failed fetch or resolve (the remote is down) and a rejected
+		// revision are failed reconciles for alerting; a pass cut short by
+		// a stop is none.
 		failed := err
 		if failed == nil && res != nil && res.Rejected {
 			failed = fmt.Errorf("revision %s rejected", short(res.Revision))
 		}
+		if failed != nil && r.stop.Stopped() {
+			return
+		}
 		r.opts.Metrics.ReconcileDone(time.Since(began), failed)
 	}()
+	head, err := r.fetchHead(ctx, began)
+	if err != nil {
+		return nil, nil, err
+	}
 	// While the pass dispatches, the status writer holds what finishes (one
 	// status commit for the pass's operations).
 	r.dispatching.Store(true)

@@ -133,28 +133,23 @@ func (r *Reconciler) Run(ctx context.Context, trigger <-chan struct{}, grace tim
 			}
 		}
 		r.setHealth(res, err)
-		var retry <-chan time.Time
+		var retry <-chan time.Time // nil (never) unless the pass failed
 		if err != nil && ctx.Err() == nil {
 			failures++
 			d := retryPolicy.Delay(failures)
 			r.log.Error().Err(err).Str("retry_in", d.String()).Msg("reconcile failed")
-			retry = time.After(d)
+			retry = r.opts.Clock.After(d)
 		} else {
 			failures = 0
 		}
-		if retry != nil {
-			// Backing off: triggers (watch ticks, webhooks) wait for the
-			// retry, so a failing remote is not hammered every interval.
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-retry:
-			}
-			continue
-		}
+		// A trigger (watch tick, webhook) reconciles now even while backing
+		// off: the triggers' own pace (--interval) bounds how often a
+		// failing remote is tried, the backoff how often it is retried
+		// unasked.
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-retry:
 		case _, ok := <-trigger:
 			if !ok {
 				return nil
