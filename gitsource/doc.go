@@ -20,7 +20,12 @@
 //   - A status commit contains the tip's tree plus the requested edits, never anything else:
 //     files other writers put on the status branch are kept. Writes are serialized inside a
 //     Source and retried on a lost race (a moved local ref or a rejected push), rebuilt on
-//     the new tip each time.
+//     the new tip each time. A push is fast-forward only and sends what the commit adds to
+//     its parent (the tip the remote has), found by walking only the changed subtrees: its
+//     cost follows the change, not the repository's history (see push.go). Nothing stackd
+//     does walks the history on every poll or write, and the cache clone's object cache is
+//     bounded (16 MiB), so memory grows with history only by go-git's pack index (about
+//     100 bytes per object).
 //   - A remote's branches are mirrored +refs/heads/*:refs/heads/* with prune and force, so
 //     force-pushes and deleted branches are followed; the remote is the truth. A deploy
 //     branch that moves to a commit not descending from the head seen before is reported
