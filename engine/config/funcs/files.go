@@ -13,6 +13,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -56,18 +57,7 @@ func (t *table) resolve(p string) (string, error) {
 	}
 	rel := p
 	if path.IsAbs(p) {
-		p = path.Clean(p)
-		cwd := path.Clean(t.o.CWD)
-		switch {
-		case p == cwd:
-			rel = "."
-		case cwd == "/":
-			rel = strings.TrimPrefix(p, "/")
-		case strings.HasPrefix(p, cwd+"/"):
-			rel = strings.TrimPrefix(p, cwd+"/")
-		default:
-			return "", ErrOutsideTree
-		}
+		rel = relativeTo(path.Clean(t.o.CWD), path.Clean(p))
 	}
 	full := path.Join(t.o.BaseDir, rel)
 	if !fs.ValidPath(full) {
@@ -318,3 +308,22 @@ var pathExpandFunc = function.New(&function.Spec{
 		return cty.StringVal(p), nil
 	},
 })
+
+// relativeTo is the path of target relative to dir, both absolute and
+// clean; it may start with "..".
+func relativeTo(dir, target string) string {
+	d := strings.Split(strings.TrimPrefix(dir, "/"), "/")
+	g := strings.Split(strings.TrimPrefix(target, "/"), "/")
+	if dir == "/" {
+		d = nil
+	}
+	if target == "/" {
+		g = nil
+	}
+	i := 0
+	for i < len(d) && i < len(g) && d[i] == g[i] {
+		i++
+	}
+	parts := slices.Repeat([]string{".."}, len(d)-i)
+	return path.Join(append(parts, g[i:]...)...)
+}

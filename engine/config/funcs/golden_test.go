@@ -280,7 +280,9 @@ func recordGolden(t *testing.T) {
 			out, err := tf(src+"\n", "console", "-no-color")
 			out = strings.TrimSpace(out)
 			if err != nil {
-				r.Error = out
+				// A panic's stack trace says nothing about the function.
+				out, _, _ = strings.Cut(out, "goroutine ")
+				r.Error = strings.TrimSpace(out)
 				g.Results[src] = r
 				continue
 			}
@@ -332,4 +334,4 @@ func recordGolden(t *testing.T) {
 	}
 }
 
-var _ fs.FS = os.DirFS(".")
+func osDirFS(dir string) fs.FS { return os.DirFS(dir) }

@@ -63,6 +63,11 @@ type Options struct {
 	// ephemeral values ("sensitive" and "ephemeral" when nil).
 	SensitiveMark any
 	EphemeralMark any
+	// Wrap, when set, replaces every function of the table (by its name,
+	// with CorePrefix for the core:: ones) before Table returns it, so
+	// that templates rendered by templatefile and templatestring call the
+	// wrapped functions too (the caller's size limits, error hiding).
+	Wrap func(name string, f function.Function) function.Function
 }
 
 func (o Options) withDefaults() Options {
@@ -248,6 +253,11 @@ func Table(o Options) map[string]function.Function {
 	fns[ProviderPrefix+"encode_tfvars"] = encodeTfvarsFunc
 	fns[ProviderPrefix+"decode_tfvars"] = decodeTfvarsFunc
 	fns[ProviderPrefix+"encode_expr"] = encodeExprFunc
+	if o.Wrap != nil {
+		for name, f := range fns {
+			fns[name] = o.Wrap(name, f) // replacing existing keys only
+		}
+	}
 	return fns
 }
 
