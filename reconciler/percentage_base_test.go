@@ -13,7 +13,17 @@ import (
 // the stack instances of the region"), for every operation: a later
 // operation, whose suspended accounts were recorded SKIPPED_SUSPENDED_ACCOUNT
 // by the first one, counts them as the first did, in every region.
+// With a rollout the batches' failures count against the same base.
 func TestPercentageBaseSameForLaterOperations(t *testing.T) {
+	for _, tc := range []struct{ name, rollout string }{
+		{"sliding window", ""},
+		{"rolling", "  rollout {\n    pattern    = \"rolling\"\n    batch_size = 3\n  }\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testPercentageBase(t, tc.rollout) })
+	}
+}
+
+func testPercentageBase(t *testing.T, rollout string) {
 	const (
 		r1 = "eu-west-1"
 		r2 = "us-east-1"
@@ -46,7 +56,7 @@ func TestPercentageBaseSameForLaterOperations(t *testing.T) {
     region_order                 = ["` + r1 + `", "` + r2 + `"]
     failure_tolerance_percentage = 50
   }
-}
+` + rollout + `}
 `
 	}
 	c := newCtl()

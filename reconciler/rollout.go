@@ -112,9 +112,6 @@ type rolloutRun struct {
 	prevs map[string]*engine.StackSet
 	// prior are the results an interrupted run of the operation recorded.
 	prior []state.InstanceResult
-	// regionTotal counts the operation's instances per region (the base
-	// of percentages, as without a rollout).
-	regionTotal map[string]int
 	// batchOf is each plan member's batch, member its plan record and
 	// works the instances this run may deploy (guarded by o.mu once the
 	// rollout runs).
@@ -156,7 +153,7 @@ func (b *batchFailure) Error() string { return b.reason }
 func (o *opRun) runRollout(ctx context.Context, prefs engine.OperationPreferences) {
 	rr := &rolloutRun{
 		o: o, spec: o.j.desired.Rollout, prefs: prefs, prevRev: o.j.recorded.Revision,
-		prevs: map[string]*engine.StackSet{}, regionTotal: map[string]int{}, batchOf: map[engine.Target]int{},
+		prevs: map[string]*engine.StackSet{}, batchOf: map[engine.Target]int{},
 		member: map[engine.Target]state.RolloutMember{}, works: map[engine.Target]*work{}, regionFailures: map[string]int{},
 		promote: make(chan struct{}, 1), queued: make(chan struct{}, 1), abort: make(chan struct{}),
 	}
@@ -181,7 +178,6 @@ func (o *opRun) runRollout(ctx context.Context, prefs engine.OperationPreference
 
 	var deploy, deletes []*work
 	for _, w := range o.j.works {
-		rr.regionTotal[w.target.Region]++
 		switch w.action {
 		case actionSkip:
 			o.settle(w, state.InstanceSkippedSuspendedAccount, "the account is suspended in the organization", nil)
@@ -563,7 +559,7 @@ func (rr *rolloutRun) runBatch(ctx context.Context, n int, batch []*work) error 
 	}
 	strict := rr.prefs.Strict()
 	run := func(region string) (failed, tolerance int, ok bool) {
-		tolerance, maxConc := rr.prefs.Limits(rr.regionTotal[region])
+		tolerance, maxConc := rr.prefs.Limits(rr.o.regionBase(region))
 		rr.mu.Lock()
 		before := rr.regionFailures[region]
 		rr.mu.Unlock()

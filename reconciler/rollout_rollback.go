@@ -370,7 +370,7 @@ func (rr *rolloutRun) rollbackBatch(ctx context.Context, items []rollbackItem) (
 	var mu sync.Mutex
 	var failures []string
 	region := func(region string) {
-		_, maxConc := rr.prefs.Limits(rr.regionTotal[region])
+		_, maxConc := rr.prefs.Limits(rr.o.regionBase(region))
 		sem := make(chan struct{}, maxConc)
 		var wg sync.WaitGroup
 		for _, it := range byRegion[region] {
