@@ -89,7 +89,7 @@ func (e *Engine) Apply(ctx context.Context, p *InstancePlan, j Journal, obs Obse
 	return res, red.Error(err)
 }
 
-func (e *Engine) apply(ctx context.Context, p *InstancePlan, j Journal, obs Observer, red *Redactor) (res *ApplyResult, err error) {
+func (e *Engine) apply(ctx context.Context, p *InstancePlan, j Journal, obs Observer, red *provider.Secrets) (res *ApplyResult, err error) {
 	// What providers that sync later did is recorded once it is durable:
 	// one Sync per provider when the instance's apply ends, failed or not
 	// (an interrupted apply too: what was done is worth recording).
@@ -146,7 +146,7 @@ func (e *Engine) apply(ctx context.Context, p *InstancePlan, j Journal, obs Obse
 		val, rec, err := e.applyOne(ctx, w, r, target, rp, props, j, obs)
 		if rec != nil {
 			// NoEcho data a provider just returned.
-			red.addSensitiveAttributes(rec.Attributes, rec.Sensitive)
+			red.AddSensitiveAttributes(rec.Attributes, rec.Sensitive)
 		}
 		if err == nil {
 			mu.Lock()

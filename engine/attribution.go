@@ -12,6 +12,7 @@ import (
 	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/provider"
 )
 
 // Attribution: the seed's ChangeSource and CausingEntity of a change
@@ -71,7 +72,7 @@ func priorVars(inst *Instance, t *Template) map[string]cty.Value {
 			v = conv
 		}
 		if decl.Sensitive || inst.StackSet != nil && inst.StackSet.SensitiveVar(name) {
-			v = v.Mark(markSensitive)
+			v = v.Mark(provider.SensitiveMark)
 		}
 		out[name] = v
 	}
@@ -101,7 +102,7 @@ func (w *walker) priorModuleVars(mc *ModuleCall) map[string]cty.Value {
 			v = cty.DynamicVal
 		}
 		if decl.Sensitive {
-			v = v.Mark(markSensitive)
+			v = v.Mark(provider.SensitiveMark)
 		}
 		out[name] = v
 	}

@@ -174,7 +174,7 @@ func (b *blockList) MissingItemRange() hcl.Range {
 // values of props marked sensitive (sensitive variables, attributes the
 // provider's schema calls sensitive) are redacted from what they say.
 func configDiags(written map[string]*hcl.Attribute, block hcl.Range, addr, summary string, err error, props cty.Value) hcl.Diagnostics {
-	red := NewRedactor()
+	red := provider.NewSecrets()
 	red.AddMarked(props)
 	if pf, ok := errors.AsType[provider.Failure](err); ok && pf.ProviderFailure() {
 		return hcl.Diagnostics{errorf(block, "Provider failed", "%s: %s.", addr, strings.TrimSuffix(red.Redact(err.Error()), "."))}

@@ -279,7 +279,7 @@ func Load(fsys fs.FS, dir string, reg provider.Registry) (*Definitions, hcl.Diag
 }
 
 // loadDefinitions is Load; with e, templates may require Terraform
-// providers (e's PluginResolver installs them).
+// providers (e's provider.PluginResolver installs them).
 func loadDefinitions(fsys fs.FS, dir string, reg provider.Registry, e *Engine, untrusted bool) (*Definitions, hcl.Diagnostics) {
 	if dir == "" {
 		dir = "."

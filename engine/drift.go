@@ -310,9 +310,9 @@ func redactText(msg string, rec ResourceState) string {
 	if len(rec.Sensitive) == 0 {
 		return msg
 	}
-	red := NewRedactor()
-	red.addSensitiveAttributes(rec.Attributes, rec.Sensitive)
-	red.addSensitiveAttributes(rec.Inputs, rec.Sensitive)
+	red := provider.NewSecrets()
+	red.AddSensitiveAttributes(rec.Attributes, rec.Sensitive)
+	red.AddSensitiveAttributes(rec.Inputs, rec.Sensitive)
 	return red.Redact(msg)
 }
 

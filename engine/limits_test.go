@@ -647,7 +647,7 @@ resource "rec" "x" {
 // The limited functions answer as go-cty's own within the limits: with
 // marked, unknown and null arguments too.
 func TestLimitedFunctionsKeepSemantics(t *testing.T) {
-	secret := cty.StringVal("s3cr3t").Mark(markSensitive)
+	secret := cty.StringVal("s3cr3t").Mark(provider.SensitiveMark)
 	list := cty.ListVal([]cty.Value{cty.StringVal("a"), cty.StringVal("b"), cty.StringVal("a")})
 	tests := []struct {
 		name string
@@ -708,7 +708,7 @@ func TestLimitedFunctionsThroughHCL(t *testing.T) {
 		"range": stdlib.RangeFunc,
 	}
 	vars := map[string]cty.Value{
-		"secret":  cty.StringVal("s").Mark(markSensitive),
+		"secret":  cty.StringVal("s").Mark(provider.SensitiveMark),
 		"unknown": cty.UnknownVal(cty.String),
 		"dyn":     cty.DynamicVal,
 	}

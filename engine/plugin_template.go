@@ -33,8 +33,8 @@ func (p *ProviderBlock) Key() string {
 var terraformSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "required_providers"}}}
 
 // requiredProviders reads the terraform blocks of a template.
-func requiredProviders(blocks []*hcl.Block) ([]ProviderRequirement, hcl.Diagnostics) {
-	var reqs []ProviderRequirement
+func requiredProviders(blocks []*hcl.Block) ([]provider.ProviderRequirement, hcl.Diagnostics) {
+	var reqs []provider.ProviderRequirement
 	var diags hcl.Diagnostics
 	seen := map[string]bool{}
 	for _, b := range blocks {
@@ -55,7 +55,7 @@ func requiredProviders(blocks []*hcl.Block) ([]ProviderRequirement, hcl.Diagnost
 				if d.HasErrors() {
 					continue
 				}
-				req := ProviderRequirement{LocalName: name}
+				req := provider.ProviderRequirement{LocalName: name}
 				if v.Type().IsObjectType() || v.Type().IsMapType() {
 					for k, fv := range v.AsValueMap() {
 						if fv.IsNull() || fv.Type() != cty.String {

@@ -17,25 +17,9 @@ import (
 // Terraform and OpenTofu providers (DESIGN §7b). A template declares the
 // providers it uses in terraform { required_providers { … } }, configures
 // them per target with provider blocks, and uses their resource types like
-// the built-in ones. The engine knows no plugin protocol: a PluginResolver
+// the built-in ones. The engine knows no plugin protocol: a provider.PluginResolver
 // (engine/provider/tfplugin's) installs the providers and hands back their
 // resource types as providers, which join the engine's registry.
-
-// PluginResolver finds the providers a template requires.
-type PluginResolver interface {
-	// Resolve installs or finds each required provider and returns its
-	// resource types and its configuration schema. An error names what
-	// could not be resolved; it becomes a diagnostic on the
-	// required_providers block.
-	Resolve(ctx context.Context, reqs []ProviderRequirement) (*ResolvedProviders, error)
-}
-
-// CallStopper is implemented by a PluginResolver whose providers can be
-// told to stop their calls in flight (Terraform's StopProvider), as
-// Terraform does on an interrupt.
-type CallStopper interface {
-	StopCalls(ctx context.Context)
-}
 
 // StopProviderCalls tells the plugin providers to stop their calls in
 // flight and waits for them to say so or ctx: on shutdown, when the calls
@@ -45,60 +29,30 @@ func (e *Engine) StopProviderCalls(ctx context.Context) {
 	e.plugins.mu.RLock()
 	r := e.plugins.resolver
 	e.plugins.mu.RUnlock()
-	if s, ok := r.(CallStopper); ok {
+	if s, ok := r.(provider.CallStopper); ok {
 		s.StopCalls(ctx)
 	}
 }
 
-// ProviderRequirement is one entry of required_providers.
-type ProviderRequirement struct {
-	// LocalName is the entry's name ("aws"), Source its source address
-	// ("hashicorp/aws"), Version its version constraints ("~> 5.0").
-	LocalName, Source, Version string
-	// LockedOnly is set for a ref that is not the deploy branch: only a
-	// provider the lock file already holds may be used, from the cache
-	// or a plugin dir — a branch anyone can push never makes stackd
-	// download and run a provider of its choosing.
-	LockedOnly bool
-}
-
-// ResolvedProviders are the resource types of required providers.
-type ResolvedProviders struct {
-	// Resources are the resource types, by type name ("aws_s3_bucket").
-	Resources provider.Registry
-	// DataSources are the data sources, by type name
-	// ("aws_caller_identity"); TypeProvider names their providers too,
-	// under "data." + type.
-	DataSources map[string]provider.DataSource
-	// Configs are the schemas of the provider blocks, by local name.
-	Configs map[string]provider.Schema
-	// TypeProvider is the local name of each resource type's provider.
-	TypeProvider map[string]string
-	// Origin is, per resource type, the exact provider it comes from
-	// (Source the full address, Version the exact version), recorded with
-	// each resource so that it can be resolved again to delete it.
-	Origin map[string]ProviderRequirement
-}
-
 // originString is how a resource records its provider.
-func originString(r ProviderRequirement) string {
+func originString(r provider.ProviderRequirement) string {
 	return r.LocalName + "|" + r.Source + "|" + r.Version
 }
 
 // parseOrigin reads originString.
-func parseOrigin(s string) (ProviderRequirement, bool) {
+func parseOrigin(s string) (provider.ProviderRequirement, bool) {
 	parts := strings.Split(s, "|")
 	if len(parts) != 3 {
-		return ProviderRequirement{}, false
+		return provider.ProviderRequirement{}, false
 	}
-	return ProviderRequirement{LocalName: parts[0], Source: parts[1], Version: "= " + parts[2]}, true
+	return provider.ProviderRequirement{LocalName: parts[0], Source: parts[1], Version: "= " + parts[2]}, true
 }
 
 // plugins is the registry of plugin resource types the engine has seen,
 // added to as templates require providers.
 type plugins struct {
 	mu       sync.RWMutex
-	resolver PluginResolver
+	resolver provider.PluginResolver
 	types    provider.Registry
 	configs  map[string]provider.Schema
 	owner    map[string]string // resource type → provider local name
@@ -108,7 +62,7 @@ type plugins struct {
 
 // SetPluginResolver lets templates require Terraform/OpenTofu providers.
 // Call it before the engine is used.
-func (e *Engine) SetPluginResolver(r PluginResolver) {
+func (e *Engine) SetPluginResolver(r provider.PluginResolver) {
 	e.plugins.mu.Lock()
 	defer e.plugins.mu.Unlock()
 	e.plugins.resolver = r
@@ -159,7 +113,7 @@ func (e *Engine) typeOwner(typ string) string {
 
 // resolvePlugins resolves required providers and adds their types to the
 // registry; reg is the registry to validate templates against from now on.
-func (e *Engine) resolvePlugins(reqs []ProviderRequirement, rng hcl.Range, untrusted bool) (provider.Registry, hcl.Diagnostics) {
+func (e *Engine) resolvePlugins(reqs []provider.ProviderRequirement, rng hcl.Range, untrusted bool) (provider.Registry, hcl.Diagnostics) {
 	if untrusted {
 		reqs = slices.Clone(reqs)
 		for i := range reqs {
@@ -203,7 +157,7 @@ func (e *Engine) resolvePlugins(reqs []ProviderRequirement, rng hcl.Range, untru
 	return e.registry(), nil
 }
 
-func requirementNames(reqs []ProviderRequirement) string {
+func requirementNames(reqs []provider.ProviderRequirement) string {
 	names := make([]string, len(reqs))
 	for i, r := range reqs {
 		names[i] = r.LocalName + " (" + r.Source + ")"
@@ -229,7 +183,7 @@ func (e *Engine) recordedProvider(rr *ResourceState) (provider.Provider, error) 
 		return p, nil
 	}
 	if req, ok := parseOrigin(rr.Provider); ok {
-		if _, diags := e.resolvePlugins([]ProviderRequirement{req}, hcl.Range{}, false); diags.HasErrors() {
+		if _, diags := e.resolvePlugins([]provider.ProviderRequirement{req}, hcl.Range{}, false); diags.HasErrors() {
 			return nil, fmt.Errorf("resolve provider %s of %s: %s", req.Source, rr.Address, diags.Error())
 		}
 		if p, ok := e.lookup(rr.Type); ok {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/stackd/stackd/engine/provider"
 )
 
 // Diagnostics about sensitive values. Every renderer of diagnostics (the
@@ -51,7 +53,7 @@ func planDiagnostics(inst *Instance, recorded []ResourceState, diags hcl.Diagnos
 
 // sanitizeDiagnostics returns copies of diags that are safe to show: see
 // the comment at the top of this file. The input is not changed.
-func sanitizeDiagnostics(diags hcl.Diagnostics, red *Redactor) hcl.Diagnostics {
+func sanitizeDiagnostics(diags hcl.Diagnostics, red *provider.Secrets) hcl.Diagnostics {
 	if len(diags) == 0 {
 		return diags
 	}
@@ -94,7 +96,7 @@ func sensitiveRefs(d *hcl.Diagnostic) []string {
 			if vd.HasErrors() {
 				continue
 			}
-			if isSensitive(v) {
+			if provider.IsSensitive(v) {
 				if name := traversalName(tr[:n]); !seen[name] {
 					seen[name] = true
 					out = append(out, name)

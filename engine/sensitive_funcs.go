@@ -5,6 +5,8 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
+
+	"github.com/stackd/stackd/engine/provider"
 )
 
 // Functions and sensitive arguments. go-cty's functions carry marks from
@@ -58,7 +60,7 @@ func hideIfSensitive(args []cty.Value, err error) error {
 		return nil
 	}
 	for _, a := range args {
-		if isSensitive(a) {
+		if provider.IsSensitive(a) {
 			return ErrSensitiveArgument
 		}
 	}

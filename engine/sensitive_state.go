@@ -67,7 +67,7 @@ func resultSensitive(p provider.Provider, target provider.Target, props cty.Valu
 // provider with a closed list of attributes marks its sensitive ones
 // itself (Result.SensitiveAttributes).
 func derivedAttributes(p provider.Provider, target provider.Target, props cty.Value, attrs map[string]cty.Value) []string {
-	if p == nil || props == cty.NilVal || !isSensitive(props) {
+	if p == nil || props == cty.NilVal || !provider.IsSensitive(props) {
 		return nil
 	}
 	var planned map[string]cty.Value
@@ -77,7 +77,7 @@ func derivedAttributes(p provider.Provider, target provider.Target, props cty.Va
 	open := p.Schema().OpenAttributes
 	var out []string
 	for name := range attrs {
-		if pv, ok := planned[name]; ok && isSensitive(pv) || !ok && open {
+		if pv, ok := planned[name]; ok && provider.IsSensitive(pv) || !ok && open {
 			out = append(out, name)
 		}
 	}
@@ -131,9 +131,9 @@ func withholdSensitive(obj cty.Value) cty.Value {
 	m := obj.AsValueMap()
 	changed := false
 	for k, v := range m {
-		if isSensitive(v) {
+		if provider.IsSensitive(v) {
 			un, _ := v.UnmarkDeep()
-			m[k] = cty.UnknownVal(un.Type()).Mark(markSensitive)
+			m[k] = cty.UnknownVal(un.Type()).Mark(provider.SensitiveMark)
 			changed = true
 		}
 	}

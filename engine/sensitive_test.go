@@ -172,7 +172,7 @@ output "n" {
 	if n := strings.Count(out, SensitivePlaceholder); n < 4 {
 		t.Errorf("the change sets show %s %d times, want the derived values as such:\n%s", SensitivePlaceholder, n, out)
 	}
-	if !isSensitive(p.Outputs["n"]) {
+	if !provider.IsSensitive(p.Outputs["n"]) {
 		t.Errorf("output n (a number computed from the secret) is not sensitive")
 	}
 }
@@ -244,7 +244,7 @@ output "leak" {
 			}
 			assertNoSecret(t, "the change sets", renderAll(t, p, nil))
 			v := p.Outputs["leak"]
-			if v.IsWhollyKnown() || !isSensitive(v) {
+			if v.IsWhollyKnown() || !provider.IsSensitive(v) {
 				t.Errorf("output leak = %#v, want unknown and sensitive", v)
 			}
 			if _, err := e.Apply(context.Background(), p, newJournal(), nil); !errors.Is(err, errUntrustedApply) {
@@ -258,7 +258,7 @@ output "leak" {
 			b, _ := json.Marshal(DiagnosticsJSON(diags))
 			assertNoSecret(t, "the trusted plan's diagnostics", string(b))
 			if !diags.HasErrors() {
-				if v := p.Outputs["leak"]; !v.IsWhollyKnown() || !isSensitive(v) {
+				if v := p.Outputs["leak"]; !v.IsWhollyKnown() || !provider.IsSensitive(v) {
 					t.Errorf("trusted output leak = %#v, want known and sensitive", v)
 				}
 				assertNoSecret(t, "the trusted change sets", renderAll(t, p, nil))
@@ -301,13 +301,13 @@ output "public" {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := res.Outputs["token"]; !isSensitive(v) || !strings.Contains(displayUnmarked(v), sensSecret) {
+	if v := res.Outputs["token"]; !provider.IsSensitive(v) || !strings.Contains(displayUnmarked(v), sensSecret) {
 		t.Errorf("output token = %#v, want the command's output, sensitive", v)
 	}
-	if !isSensitive(res.Outputs["plain"]) {
+	if !provider.IsSensitive(res.Outputs["plain"]) {
 		t.Errorf("output plain is not sensitive: the command that printed it was given a sensitive value")
 	}
-	if isSensitive(res.Outputs["public"]) {
+	if provider.IsSensitive(res.Outputs["public"]) {
 		t.Errorf("output public is sensitive: its command was given nothing sensitive")
 	}
 	for _, r := range j.list() {
@@ -409,9 +409,9 @@ func fileExists(name string) bool {
 func TestSanitizeDiagnostics(t *testing.T) {
 	ctx := &hcl.EvalContext{Variables: map[string]cty.Value{
 		"var": cty.ObjectVal(map[string]cty.Value{
-			"k":      cty.StringVal(sensSecret).Mark(markSensitive),
+			"k":      cty.StringVal(sensSecret).Mark(provider.SensitiveMark),
 			"public": cty.StringVal("pub"),
-			"obj":    cty.ObjectVal(map[string]cty.Value{"inner": cty.StringVal(sensSecret).Mark(markSensitive)}),
+			"obj":    cty.ObjectVal(map[string]cty.Value{"inner": cty.StringVal(sensSecret).Mark(provider.SensitiveMark)}),
 		}),
 	}}
 	expr := func(src string) hcl.Expression {
@@ -421,7 +421,7 @@ func TestSanitizeDiagnostics(t *testing.T) {
 		}
 		return e
 	}
-	red := NewRedactor(cty.StringVal(sensSecret))
+	red := provider.NewSecrets(cty.StringVal(sensSecret))
 	diags := hcl.Diagnostics{
 		{Severity: hcl.DiagError, Summary: "About k", Detail: "the value " + sensSecret + " is wrong", Expression: expr("var.k"), EvalContext: ctx},
 		{Severity: hcl.DiagError, Summary: "About a missing attribute of a sensitive object", Detail: "no attribute nope in " + sensSecret, Expression: expr("var.obj.nope"), EvalContext: ctx},

@@ -31,7 +31,7 @@ type Template struct {
 	Modules   map[string]*ModuleCall
 	// RequiredProviders are the Terraform/OpenTofu providers the template
 	// requires; Providers its provider blocks by "NAME" or "NAME.ALIAS".
-	RequiredProviders []ProviderRequirement
+	RequiredProviders []provider.ProviderRequirement
 	Providers         map[string]*ProviderBlock
 	// Data are the data blocks, by "data.TYPE.NAME".
 	Data map[string]*Resource

@@ -13,10 +13,6 @@ import (
 	"github.com/stackd/stackd/engine/provider"
 )
 
-// markSensitive is the cty mark carried by values derived from sensitive
-// variables and attributes.
-const markSensitive = "sensitive"
-
 // Placeholders printed instead of values (declared by the change set,
 // which holds them in place of values).
 const (
@@ -52,27 +48,13 @@ func DecodeValue(b json.RawMessage) (cty.Value, error) {
 	return provider.ValueFromJSON(raw)
 }
 
-// isSensitive reports whether v or anything inside it is marked sensitive.
-func isSensitive(v cty.Value) bool {
-	if v.HasMark(markSensitive) {
-		return true
-	}
-	_, pvm := v.UnmarkDeepWithPaths()
-	for _, p := range pvm {
-		if _, ok := p.Marks[markSensitive]; ok {
-			return true
-		}
-	}
-	return false
-}
-
 // unmarkObject removes every mark from an object value and returns the names
 // of its top-level attributes that were (or contained) sensitive values.
 func unmarkObject(v cty.Value) (cty.Value, []string) {
 	clean, pvm := v.UnmarkDeepWithPaths()
 	seen := map[string]bool{}
 	for _, p := range pvm {
-		if _, ok := p.Marks[markSensitive]; !ok {
+		if _, ok := p.Marks[provider.SensitiveMark]; !ok {
 			continue
 		}
 		if len(p.Path) == 0 {
@@ -108,7 +90,7 @@ func markAttrs(v cty.Value, names []string) cty.Value {
 	attrs := v.AsValueMap()
 	for k, a := range attrs {
 		if set[k] {
-			attrs[k] = a.Mark(markSensitive)
+			attrs[k] = a.Mark(provider.SensitiveMark)
 		}
 	}
 	return cty.ObjectVal(attrs)
@@ -121,7 +103,7 @@ func displayValue(v cty.Value) string {
 	if v == cty.NilVal || v.IsNull() && !v.IsMarked() {
 		return ""
 	}
-	if isSensitive(v) {
+	if provider.IsSensitive(v) {
 		return SensitivePlaceholder
 	}
 	if !v.IsWhollyKnown() {
@@ -150,7 +132,7 @@ func jsonValue(v cty.Value) any {
 	if v == cty.NilVal {
 		return nil
 	}
-	if isSensitive(v) {
+	if provider.IsSensitive(v) {
 		return SensitivePlaceholder
 	}
 	if !v.IsWhollyKnown() {

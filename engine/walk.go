@@ -126,7 +126,7 @@ func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, h
 			v = decl.Default
 		}
 		if decl.Sensitive || ss.SensitiveVar(name) {
-			v = v.Mark(markSensitive)
+			v = v.Mark(provider.SensitiveMark)
 		}
 		vars[name] = v
 	}
@@ -253,7 +253,7 @@ func (w *walker) walkNode(node string) hcl.Diagnostics {
 			return d
 		}
 		if o.Sensitive {
-			v = v.Mark(markSensitive)
+			v = v.Mark(provider.SensitiveMark)
 		}
 		w.outputs[o.Name] = v
 		return d
@@ -329,7 +329,7 @@ func (w *walker) module(mc *ModuleCall) hcl.Diagnostics {
 			v = conv
 		}
 		if decl.Sensitive {
-			v = v.Mark(markSensitive)
+			v = v.Mark(provider.SensitiveMark)
 		}
 		vars[name] = v
 	}

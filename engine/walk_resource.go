@@ -184,7 +184,7 @@ func (w *walker) value(p provider.Provider, schema provider.Schema, rp *Resource
 		planned = ap.PlanAttributes(w.inst.providerTarget(), clean)
 		if len(marks) > 0 {
 			for k, v := range planned {
-				planned[k] = v.Mark(markSensitive)
+				planned[k] = v.Mark(provider.SensitiveMark)
 			}
 		}
 	}
@@ -230,7 +230,7 @@ func evalProperties(schema provider.Schema, props map[string]*hcl.Attribute, ctx
 			continue
 		}
 		if ps.Sensitive {
-			conv = conv.Mark(markSensitive)
+			conv = conv.Mark(provider.SensitiveMark)
 		}
 		vals[name] = conv
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 
-	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/engine/provider/tfplugin"
 	"github.com/stackd/stackd/engine/provider/tfplugin/install"
 	"github.com/stackd/stackd/internal/version"
@@ -91,4 +91,4 @@ func (p *pluginFlags) resolver(stateDir string, log zerolog.Logger) (*tfplugin.R
 	}, pool, nil
 }
 
-var _ engine.PluginResolver = (*tfplugin.Resolver)(nil)
+var _ provider.PluginResolver = (*tfplugin.Resolver)(nil)

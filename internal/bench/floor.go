@@ -10,7 +10,6 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/internal/inproc"
 )
@@ -36,7 +35,7 @@ func tfProviderFloor(ctx context.Context, r *run) error {
 	}
 	defer pool.Close()
 	defer r2.Close()
-	rp, err := r2.Resolve(ctx, []engine.ProviderRequirement{{LocalName: "local", Source: "hashicorp/local", Version: ">= 2.4"}})
+	rp, err := r2.Resolve(ctx, []provider.ProviderRequirement{{LocalName: "local", Source: "hashicorp/local", Version: ">= 2.4"}})
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/engine/provider/tfplugin/install"
 )
@@ -22,9 +21,9 @@ import (
 // to a process of the Pool keyed by (executable, configuration): every
 // instance whose provider block evaluates alike shares one process.
 
-var _ engine.PluginResolver = (*Resolver)(nil)
+var _ provider.PluginResolver = (*Resolver)(nil)
 
-// Resolver is the engine's PluginResolver for Terraform/OpenTofu providers.
+// Resolver is the engine's provider.PluginResolver for Terraform/OpenTofu providers.
 type Resolver struct {
 	// Installer finds and installs providers (plugin dirs, registry,
 	// cache).
@@ -72,11 +71,11 @@ func (r *Resolver) validator(ctx context.Context, pp *pluginProvider) (*Lease, e
 }
 
 // StopCalls sends StopProvider to every provider process with calls in
-// flight (engine.CallStopper): on shutdown, once they may no longer
+// flight (provider.CallStopper): on shutdown, once they may no longer
 // finish.
 func (r *Resolver) StopCalls(ctx context.Context) { r.Pool.StopCalls(ctx) }
 
-var _ engine.CallStopper = (*Resolver)(nil)
+var _ provider.CallStopper = (*Resolver)(nil)
 
 // Close makes the Resolver refuse to validate; the processes are the
 // Pool's to end.
@@ -100,7 +99,7 @@ func (r *Resolver) offlineInstaller() *install.Installer {
 
 // Resolve installs each required provider, reads its schema and returns
 // its resource types.
-func (r *Resolver) Resolve(ctx context.Context, reqs []engine.ProviderRequirement) (*engine.ResolvedProviders, error) {
+func (r *Resolver) Resolve(ctx context.Context, reqs []provider.ProviderRequirement) (*provider.ResolvedProviders, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.schemas == nil {
@@ -116,9 +115,9 @@ func (r *Resolver) Resolve(ctx context.Context, reqs []engine.ProviderRequiremen
 		r.lock = lf
 	}
 	before := string(r.lock.Bytes())
-	out := &engine.ResolvedProviders{
+	out := &provider.ResolvedProviders{
 		Resources: provider.Registry{}, Configs: map[string]provider.Schema{}, DataSources: map[string]provider.DataSource{},
-		TypeProvider: map[string]string{}, Origin: map[string]engine.ProviderRequirement{},
+		TypeProvider: map[string]string{}, Origin: map[string]provider.ProviderRequirement{},
 	}
 	for _, req := range reqs {
 		addr, err := install.ParseAddress(req.Source)
@@ -169,7 +168,7 @@ func (r *Resolver) Resolve(ctx context.Context, reqs []engine.ProviderRequiremen
 			r.providers[key] = pp
 		}
 		out.Configs[req.LocalName] = pp.config
-		origin := engine.ProviderRequirement{LocalName: req.LocalName, Source: addr.String(), Version: pkg.Version.String()}
+		origin := provider.ProviderRequirement{LocalName: req.LocalName, Source: addr.String(), Version: pkg.Version.String()}
 		for typ, rt := range pp.resources {
 			out.Resources[typ] = rt
 			out.TypeProvider[typ] = req.LocalName
@@ -257,5 +256,5 @@ func (pp *pluginProvider) client(ctx context.Context, cfg cty.Value) (*Lease, er
 			secrets = append(secrets, v)
 		}
 	}
-	return pp.r.Pool.Acquire(ctx, Options{Path: pp.pkg.Executable, Name: pp.name, Logger: &pp.r.Log, MTLS: pp.r.MTLS, GOGC: pp.r.GOGC, Redactor: engine.NewRedactor(secrets...)}, full)
+	return pp.r.Pool.Acquire(ctx, Options{Path: pp.pkg.Executable, Name: pp.name, Logger: &pp.r.Log, MTLS: pp.r.MTLS, GOGC: pp.r.GOGC, Redactor: provider.NewSecrets(secrets...)}, full)
 }

@@ -109,7 +109,7 @@ func TestBridgeValidationCrashIsAProviderFailure(t *testing.T) {
 		Pool:      pool, Log: zerolog.Nop(),
 	}
 	t.Cleanup(func() { _ = r.Close() })
-	res, err := r.Resolve(testCtx(t), []engine.ProviderRequirement{{LocalName: "p6", Source: "registry.example.com/stackd/p6", Version: "~> 1.0"}})
+	res, err := r.Resolve(testCtx(t), []provider.ProviderRequirement{{LocalName: "p6", Source: "registry.example.com/stackd/p6", Version: "~> 1.0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
