@@ -273,3 +273,11 @@ func (rr *recordedResource) attrs() cty.Value {
 	}
 	return rr.at
 }
+
+// caller is the Caller of the instance's provider Target.
+func (in *Instance) caller() string {
+	if in.StackSet != nil {
+		return CallerAccount(in.StackSet)
+	}
+	return in.Caller
+}
