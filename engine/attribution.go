@@ -12,6 +12,7 @@ import (
 	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -51,7 +52,7 @@ func causeOf(source, entity string) cause {
 // priorVars is the instance's variables as it last applied them, for the
 // template t: nil when Instance.Prior is unknown. A variable the prior stack
 // set did not have is unknown (it may have changed).
-func priorVars(inst *Instance, t *Template) map[string]cty.Value {
+func priorVars(inst *Instance, t *config.Template) map[string]cty.Value {
 	if inst == nil || inst.Prior == nil || inst.Prior.Template == nil {
 		return nil
 	}
@@ -82,7 +83,7 @@ func priorVars(inst *Instance, t *Template) map[string]cty.Value {
 // priorModuleVars is a module's variables as the instance last applied
 // them: its inputs evaluated with this walker's prior variables (nil when
 // those are unknown).
-func (w *walker) priorModuleVars(mc *ModuleCall) map[string]cty.Value {
+func (w *walker) priorModuleVars(mc *config.ModuleCall) map[string]cty.Value {
 	if w.prior == nil {
 		return nil
 	}
@@ -115,9 +116,9 @@ func (w *walker) priorCtx(node string, extra map[string]cty.Value) *hcl.EvalCont
 	ctx := w.ctx(node)
 	ctx.Variables["var"] = cty.ObjectVal(w.prior)
 	locals := map[string]cty.Value{}
-	for _, ref := range w.tmpl.refs[node] {
-		if ref.root == "local" {
-			locals[ref.name] = w.priorLocal(ref.name)
+	for _, ref := range w.tmpl.Refs[node] {
+		if ref.Root == "local" {
+			locals[ref.Name] = w.priorLocal(ref.Name)
 		}
 	}
 	ctx.Variables["local"] = cty.ObjectVal(locals)
@@ -412,7 +413,7 @@ func sameMetadata(cv cty.Value, recorded []byte) (same, known bool) {
 		return false, false
 	}
 	clean, _ := cv.UnmarkDeep()
-	b, err := EncodeValue(clean)
+	b, err := config.EncodeValue(clean)
 	if err != nil {
 		return false, false
 	}
@@ -422,7 +423,7 @@ func sameMetadata(cv cty.Value, recorded []byte) (same, known bool) {
 // metadataChange is the before and after values of a resource's metadata
 // (the Metadata scope), both "<sensitive>" when the metadata is derived
 // from a sensitive value. Unset metadata is null.
-func (w *walker) metadataChange(r *Resource, before, after []byte) changeset.ResourcePropertyChange {
+func (w *walker) metadataChange(r *config.Resource, before, after []byte) changeset.ResourcePropertyChange {
 	pc := changeset.ResourcePropertyChange{Name: "Metadata"}
 	if r.Metadata != nil {
 		if mv, diags := r.Metadata.Value(withExtra(w.ctx(r.Addr()), w.extra)); diags.HasErrors() || mv.ContainsMarked() {
@@ -434,7 +435,7 @@ func (w *walker) metadataChange(r *Resource, before, after []byte) changeset.Res
 		if len(b) == 0 {
 			return nil
 		}
-		v, err := DecodeValue(b)
+		v, err := config.DecodeValue(b)
 		if err != nil || v == cty.NilVal {
 			return nil
 		}
@@ -445,7 +446,7 @@ func (w *walker) metadataChange(r *Resource, before, after []byte) changeset.Res
 }
 
 // priorTemplate is the template the instance last applied, or nil.
-func priorTemplate(inst *Instance) *Template {
+func priorTemplate(inst *Instance) *config.Template {
 	if inst == nil || inst.Prior == nil {
 		return nil
 	}
@@ -453,7 +454,7 @@ func priorTemplate(inst *Instance) *Template {
 }
 
 // stackSetTemplate is the template of the instance's stack set, or nil.
-func stackSetTemplate(inst *Instance) *Template {
+func stackSetTemplate(inst *Instance) *config.Template {
 	if inst == nil || inst.StackSet == nil {
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -136,7 +137,7 @@ func TestChangeAttribution(t *testing.T) {
 	e := New(reg)
 	v1 := mustLoad(t, attributionFiles("v1"), reg).StackSet("app")
 	v2 := mustLoad(t, attributionFiles("v2"), reg).StackSet("app")
-	target := Target{Region: "eu", Account: "111"}
+	target := config.Target{Region: "eu", Account: "111"}
 	j := newJournal()
 	planApply(t, e, &Instance{StackSet: v1, StackSetID: "ss-1", Target: target}, j)
 
@@ -227,7 +228,7 @@ resource "rec" "s" {
 		}
 	}
 	v1 := mustLoad(t, files("hunter2", ""), reg).StackSet("app")
-	target := Target{Region: "eu", Account: "111"}
+	target := config.Target{Region: "eu", Account: "111"}
 	j := newJournal()
 	planApply(t, e, &Instance{StackSet: v1, StackSetID: "ss-1", Target: target}, j)
 
@@ -243,7 +244,7 @@ resource "rec" "s" {
 	}
 	wrong := mustLoad(t, files("letmein", "!"), reg).StackSet("app")
 	var seen []map[string][]string
-	for _, ss := range []*StackSet{guess, wrong} {
+	for _, ss := range []*config.StackSet{guess, wrong} {
 		p, diags := e.Plan(&Instance{StackSet: ss, StackSetID: "ss-1", Target: target, Prior: v1, Untrusted: true}, j.list())
 		if diags.HasErrors() {
 			t.Fatal(diags.Error())
@@ -286,7 +287,7 @@ func TestSystemDetailTarget(t *testing.T) {
 	reg := provider.Registry{"rec": rec}
 	e := New(reg)
 	ss := mustLoad(t, attributionFiles("v1"), reg).StackSet("app")
-	inst := &Instance{StackSet: ss, StackSetID: "ss-1", Target: Target{Region: "eu", Account: "111"}, Prior: ss}
+	inst := &Instance{StackSet: ss, StackSetID: "ss-1", Target: config.Target{Region: "eu", Account: "111"}, Prior: ss}
 	j := newJournal()
 	planApply(t, e, inst, j)
 	r := j.recs["rec.literal"]

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -57,7 +58,7 @@ func BenchmarkLoad1000Instances(b *testing.B) {
 	reg := provider.Registry{"rec": newRecorder()}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, diags := Load(fsys, ".", reg); diags.HasErrors() {
+		if _, diags := config.Load(fsys, ".", reg); diags.HasErrors() {
 			b.Fatal(diags.Error())
 		}
 	}
@@ -66,11 +67,11 @@ func BenchmarkLoad1000Instances(b *testing.B) {
 func benchPlan(b *testing.B, n int, counted, applied bool) {
 	reg := provider.Registry{"rec": newRecorder()}
 	e := New(reg)
-	defs, diags := Load(benchDefs(1, 1, n, counted), ".", reg)
+	defs, diags := config.Load(benchDefs(1, 1, n, counted), ".", reg)
 	if diags.HasErrors() {
 		b.Fatal(diags.Error())
 	}
-	inst := &Instance{StackSet: defs.StackSets[0], StackSetID: "id", Target: Target{"region-0", "000000000000"}}
+	inst := &Instance{StackSet: defs.StackSets[0], StackSetID: "id", Target: config.Target{Region: "region-0", Account: "000000000000"}}
 	j := newJournal()
 	if applied {
 		p, _ := e.Plan(inst, nil)
@@ -104,8 +105,8 @@ func BenchmarkPlanNoop1000Count(b *testing.B) { benchPlan(b, 1000, true, true) }
 func BenchmarkApplyCreate10(b *testing.B) {
 	reg := provider.Registry{"rec": newRecorder()}
 	e := New(reg)
-	defs, _ := Load(benchDefs(1, 1, 10, false), ".", reg)
-	inst := &Instance{StackSet: defs.StackSets[0], StackSetID: "id", Target: Target{"region-0", "000000000000"}}
+	defs, _ := config.Load(benchDefs(1, 1, 10, false), ".", reg)
+	inst := &Instance{StackSet: defs.StackSets[0], StackSetID: "id", Target: config.Target{Region: "region-0", Account: "000000000000"}}
 	b.ReportAllocs()
 	for b.Loop() {
 		p, _ := e.Plan(inst, nil)

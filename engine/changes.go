@@ -9,12 +9,13 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
 // The change-set entries of a resource plan (see engine/changeset).
 
-func (w *walker) addChange(r *Resource, rp *ResourcePlan, schema provider.Schema) changeset.Change {
+func (w *walker) addChange(r *config.Resource, rp *ResourcePlan, schema provider.Schema) changeset.Change {
 	rc := changeset.ResourceChange{
 		Action: changeset.Add, LogicalResourceId: strings.TrimPrefix(rp.Address, w.prefix), ResourceType: rp.Type, ModuleInfo: rp.Module,
 	}
@@ -28,7 +29,7 @@ func (w *walker) addChange(r *Resource, rp *ResourcePlan, schema provider.Schema
 		rc.Scope = []string{"Properties"}
 	}
 	rc.ResourceDriftStatus = w.inst.Drifted[rp.Address]
-	for _, name := range sortedKeys(schema.Properties) {
+	for _, name := range config.SortedKeys(schema.Properties) {
 		nv := rp.After.GetAttr(name)
 		if nv.IsNull() && !nv.IsMarked() {
 			continue
@@ -42,7 +43,7 @@ func (w *walker) addChange(r *Resource, rp *ResourcePlan, schema provider.Schema
 	return changeset.Change{Type: "Resource", ResourceChange: rc}
 }
 
-func (w *walker) modifyChange(r *Resource, rp *ResourcePlan, schema provider.Schema, changed []string) changeset.Change {
+func (w *walker) modifyChange(r *config.Resource, rp *ResourcePlan, schema provider.Schema, changed []string) changeset.Change {
 	rc := changeset.ResourceChange{
 		Action: changeset.Modify, LogicalResourceId: strings.TrimPrefix(rp.Address, w.prefix), PhysicalResourceId: rp.PhysicalID,
 		ResourceType: rp.Type, Replacement: rp.Replacement, ModuleInfo: rp.Module,
@@ -86,7 +87,7 @@ func (w *walker) modifyChange(r *Resource, rp *ResourcePlan, schema provider.Sch
 // removeChange is the Remove of a recorded resource; the module types of
 // its ModuleInfo come from the first of tmpls (the template now, then the
 // one last applied) that still has its modules.
-func removeChange(rp *ResourcePlan, deletionPolicy string, tmpls ...*Template) changeset.Change {
+func removeChange(rp *ResourcePlan, deletionPolicy string, tmpls ...*config.Template) changeset.Change {
 	id, mi := splitModuleAddress(rp.Address)
 	if mi != nil {
 		mi.TypeHierarchy = moduleTypes(strings.Split(mi.LogicalIdHierarchy, "/"), tmpls...)
@@ -101,7 +102,7 @@ func removeChange(rp *ResourcePlan, deletionPolicy string, tmpls ...*Template) c
 // moduleTypes is the TypeHierarchy of the modules named (outermost first),
 // resolved in the first template of tmpls that declares them all; "" when
 // none does.
-func moduleTypes(names []string, tmpls ...*Template) string {
+func moduleTypes(names []string, tmpls ...*config.Template) string {
 next:
 	for _, t := range tmpls {
 		var sources []string
@@ -185,7 +186,7 @@ func flattenChange(path string, ov, nv cty.Value, out *[]changeset.ResourcePrope
 		for n := range t.AttributeTypes() {
 			names[n] = true
 		}
-		for _, n := range sortedKeys(names) {
+		for _, n := range config.SortedKeys(names) {
 			a, b := cty.NullVal(cty.DynamicPseudoType), cty.NullVal(cty.DynamicPseudoType)
 			if ov.Type().HasAttribute(n) {
 				a = ov.GetAttr(n)
@@ -208,7 +209,7 @@ func flattenChange(path string, ov, nv cty.Value, out *[]changeset.ResourcePrope
 		for k := range nv.AsValueMap() {
 			keys[k] = true
 		}
-		for _, k := range sortedKeys(keys) {
+		for _, k := range config.SortedKeys(keys) {
 			flattenChange(path+"."+k, elem(ov, cty.StringVal(k)), elem(nv, cty.StringVal(k)), out)
 		}
 	default:

@@ -11,6 +11,7 @@ import (
 	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -25,9 +26,9 @@ func changedNames(rp *ResourcePlan) string {
 }
 
 // diff compares the evaluated properties with the recorded resource.
-func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after cty.Value, meta json.RawMessage) *ResourcePlan {
+func (w *walker) diff(r *config.Resource, addr string, schema provider.Schema, after cty.Value, meta json.RawMessage) *ResourcePlan {
 	rp := &ResourcePlan{Address: addr, Base: r.Addr(), Type: r.Type, After: after, Replacement: changeset.ReplacementFalse, Module: w.moduleInfo(), metadata: meta, DeclRange: r.DeclRange}
-	for _, d := range r.deps {
+	for _, d := range r.Deps {
 		rp.deps = append(rp.deps, w.prefix+d)
 	}
 	rr := w.plan.recorded[addr]
@@ -78,7 +79,7 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 	}
 	var changed []string
 	strongest := changeset.ReplacementFalse
-	for _, name := range sortedKeys(schema.Properties) {
+	for _, name := range config.SortedKeys(schema.Properties) {
 		if ignored[name] {
 			continue
 		}
@@ -159,7 +160,7 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 		// ignored properties keep their recorded values
 		m := after.AsValueMap()
 		for n := range m {
-			if r.Lifecycle.isIgnored(n) && rr.inputs().Type().HasAttribute(n) {
+			if r.Lifecycle.IsIgnored(n) && rr.inputs().Type().HasAttribute(n) {
 				m[n] = rp.Before.GetAttr(n) // marked as recorded
 			}
 		}
@@ -186,7 +187,7 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 		// sending it again as it is never replaces the resource.
 		e := rp.Address
 		rc.Scope = append(rc.Scope, "Properties")
-		for _, name := range sortedKeys(schema.Properties) {
+		for _, name := range config.SortedKeys(schema.Properties) {
 			if v := rp.After.GetAttr(name); v.IsNull() && !v.IsMarked() {
 				continue
 			}
@@ -215,15 +216,6 @@ func (w *walker) diff(r *Resource, addr string, schema provider.Schema, after ct
 	return rp
 }
 
-func (l Lifecycle) isIgnored(name string) bool {
-	for _, n := range l.IgnoreChanges {
-		if n == name {
-			return true
-		}
-	}
-	return false
-}
-
 // policy normalises a deletion policy ("" is the default, Delete).
 func policy(p string) string {
 	if p == "" {
@@ -239,7 +231,7 @@ func unchanged(after cty.Value, recorded []byte) bool {
 		return false
 	}
 	clean, _ := after.UnmarkDeep()
-	b, err := EncodeValue(clean)
+	b, err := config.EncodeValue(clean)
 	return err == nil && bytes.Equal(b, recorded)
 }
 
@@ -270,7 +262,7 @@ func (w *walker) planChange(cp provider.ChangePlanner, rp *ResourcePlan, rr *rec
 	if a := rr.attrs(); a.Type().IsObjectType() {
 		attrs = a.AsValueMap()
 	}
-	pc, err := cp.PlanChange(w.meter.ctx, provider.Request{
+	pc, err := cp.PlanChange(w.meter.Ctx, provider.Request{
 		Target: w.inst.providerTarget(), LogicalID: rp.Address, PhysicalID: rr.PhysicalID,
 		Properties: clean, OldProperties: rr.inputs(), Attributes: attrs,
 		Private: rr.Private, SchemaVersion: rr.SchemaVersion, Identity: rr.Identity, ProviderConfig: unmarked(w.providerCfg),
@@ -295,8 +287,8 @@ func unmarked(v cty.Value) cty.Value {
 }
 
 // importID evaluates an import block's id for this instance.
-func (w *walker) importID(im *Import) (string, error) {
-	ctx := &hcl.EvalContext{Variables: map[string]cty.Value{}, Functions: w.meter.functions()}
+func (w *walker) importID(im *config.Import) (string, error) {
+	ctx := &hcl.EvalContext{Variables: map[string]cty.Value{}, Functions: w.meter.Functions()}
 	for k, v := range w.base {
 		ctx.Variables[k] = v
 	}

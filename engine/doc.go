@@ -1,9 +1,9 @@
-// Package engine is stackd's language and diff: it loads definitions
-// (stack_set blocks) and templates (variable, locals, resource, output) with
-// hcl/v2 and go-cty, validates them with file:line:column diagnostics,
-// evaluates a template for one deployment target, orders resources in a
-// dependency graph, computes change sets against recorded resource state, and
-// applies one stack instance through the providers of engine/provider.
+// Package engine is stackd's evaluator and diff: it evaluates a template
+// loaded by engine/config for one deployment target, orders resources in a
+// dependency graph, computes change sets against recorded resource state,
+// applies one stack instance through the providers of engine/provider, and
+// checks instances for drift. Loading and validating definitions is
+// engine/config's (Engine.Load adds this engine's provider plugins to it).
 //
 // Invariants:
 //   - The engine works on an fs.FS of definitions and on recorded resource

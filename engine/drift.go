@@ -12,6 +12,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -202,7 +203,7 @@ func (e *Engine) readDrift(ctx context.Context, target provider.Target, rec Reso
 	}
 	if res.Properties != cty.NilVal && res.Properties.Type().IsObjectType() && applied.Type().IsObjectType() {
 		now, _ := res.Properties.UnmarkDeep()
-		for _, name := range sortedKeys(schema.Properties) {
+		for _, name := range config.SortedKeys(schema.Properties) {
 			if DriftIgnored(ignore, rec.Address, name) || !now.Type().HasAttribute(name) {
 				continue
 			}
@@ -266,7 +267,7 @@ func (e *Engine) readDrift(ctx context.Context, target provider.Target, rec Reso
 	refreshed := rec
 	if res.Properties != cty.NilVal {
 		now, _ := res.Properties.UnmarkDeep()
-		if b, err := EncodeValue(now); err == nil {
+		if b, err := config.EncodeValue(now); err == nil {
 			refreshed.Inputs = b
 		}
 	}

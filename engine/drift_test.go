@@ -8,11 +8,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zclconf/go-cty/cty"
+
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/engine/provider/command"
 	"github.com/stackd/stackd/engine/provider/file"
-	"github.com/zclconf/go-cty/cty"
 )
 
 // driftTmpl has files (one sensitive), a command with a read script and
@@ -236,7 +238,7 @@ func TestDriftBlock(t *testing.T) {
     ignore   = ["file.f.mode"]
   }`), reg)
 	d := defs.StackSet("s").Drift
-	if d == nil || d.Interval.String() != "1h0m0s" || d.Mode != DriftModeCorrect || len(d.Ignore) != 1 {
+	if d == nil || d.Interval.String() != "1h0m0s" || d.Mode != config.DriftModeCorrect || len(d.Ignore) != 1 {
 		t.Errorf("drift block: %+v", d)
 	}
 }

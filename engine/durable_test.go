@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -109,7 +110,7 @@ func durableSetup(t *testing.T) (*Engine, *Instance, *lazyRecorder, *timeline) {
 	lazy := &lazyRecorder{recorder: newRecorder(), tl: tl}
 	reg := provider.Registry{"lazy": lazy, "plain": &plainRecorder{recorder: newRecorder(), tl: tl}}
 	defs := mustLoad(t, map[string]string{"web.hcl": durableDefs, "tmpl/main.hcl": durableTmpl}, reg)
-	inst := &Instance{StackSet: defs.StackSet("web"), StackSetID: "id-1", Target: Target{Region: "eu", Account: "111"}}
+	inst := &Instance{StackSet: defs.StackSet("web"), StackSetID: "id-1", Target: config.Target{Region: "eu", Account: "111"}}
 	return New(reg), inst, lazy, tl
 }
 

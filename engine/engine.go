@@ -4,13 +4,17 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/rs/zerolog"
+	zlog "github.com/rs/zerolog/log"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/internal/clock"
 )
@@ -47,7 +51,7 @@ func PlanDestroy(inst *Instance, recorded []ResourceState) *InstancePlan {
 // target is refused until prevent_destroy is removed. Removing the
 // resource block or the whole stack set lifts the protection with the
 // configuration, as in Terraform.
-func DestroyPrevented(ss *StackSet, t Target, recorded []ResourceState) hcl.Diagnostics {
+func DestroyPrevented(ss *config.StackSet, t config.Target, recorded []ResourceState) hcl.Diagnostics {
 	if ss == nil || ss.Template == nil {
 		return nil
 	}
@@ -57,7 +61,7 @@ func DestroyPrevented(ss *StackSet, t Target, recorded []ResourceState) hcl.Diag
 		if res == nil || !res.Lifecycle.PreventDestroy || r.DeletionPolicy == "Retain" {
 			continue
 		}
-		diags = diags.Append(errorf(res.DeclRange, "Instance cannot be destroyed",
+		diags = diags.Append(config.Errorf(res.DeclRange, "Instance cannot be destroyed",
 			"Removing target %s/%s from stack set %q would destroy %s, which has lifecycle.prevent_destroy set. Remove prevent_destroy first (the same commit may remove the target), or keep the target.", t.Region, t.Account, ss.Name, r.Address))
 	}
 	return diags
@@ -65,7 +69,7 @@ func DestroyPrevented(ss *StackSet, t Target, recorded []ResourceState) hcl.Diag
 
 // templateResource is the resource block of t (or of a module it calls)
 // that the recorded address addr ("module.m.TYPE.NAME[key]") comes from.
-func templateResource(t *Template, addr string) *Resource {
+func templateResource(t *config.Template, addr string) *config.Resource {
 	id, mods := splitModuleAddress(addr)
 	if mods != nil {
 		for _, name := range strings.Split(mods.LogicalIdHierarchy, "/") {
@@ -98,27 +102,27 @@ func (e *Engine) SetClock(c clock.Clock) { e.clock = c }
 
 // Load loads definitions with this engine's providers (see Load). A
 // panic while loading is a diagnostic (see contain).
-func (e *Engine) Load(fsys fs.FS, dir string) (defs *Definitions, diags hcl.Diagnostics) {
+func (e *Engine) Load(fsys fs.FS, dir string) (defs *config.Definitions, diags hcl.Diagnostics) {
 	defer func() {
 		if defs == nil {
-			defs = &Definitions{Dir: dir}
+			defs = &config.Definitions{Dir: dir}
 		}
 	}()
 	defer e.contain(&diags, "loading the definitions", nil)
-	return loadRedacted(loadDefinitions(fsys, dir, e.registry(), e, false))
+	return loadRedacted(config.LoadDefinitions(fsys, dir, e.registry(), e.loadPlugins(), false))
 }
 
 // LoadUntrusted is Load for a ref that is not the deploy branch: its
 // templates may use only the Terraform providers already locked (no
 // download, no provider of the branch's choosing).
-func (e *Engine) LoadUntrusted(fsys fs.FS, dir string) (defs *Definitions, diags hcl.Diagnostics) {
+func (e *Engine) LoadUntrusted(fsys fs.FS, dir string) (defs *config.Definitions, diags hcl.Diagnostics) {
 	defer func() {
 		if defs == nil {
-			defs = &Definitions{Dir: dir}
+			defs = &config.Definitions{Dir: dir}
 		}
 	}()
 	defer e.contain(&diags, "loading the definitions", nil)
-	return loadRedacted(loadDefinitions(fsys, dir, e.registry(), e, true))
+	return loadRedacted(config.LoadDefinitions(fsys, dir, e.registry(), e.loadPlugins(), true))
 }
 
 // Plan is PlanContext without a context of the caller's: it plans under
@@ -137,14 +141,14 @@ func (e *Engine) Plan(inst *Instance, recorded []ResourceState) (*InstancePlan, 
 // budget of WithPlanBudget gets DefaultPlanBudget, unless its deadline is
 // sooner. A panic while planning is a diagnostic too (see contain).
 func (e *Engine) PlanContext(ctx context.Context, inst *Instance, recorded []ResourceState) (plan *InstancePlan, diags hcl.Diagnostics) {
-	if _, ok := ctx.Value(budgetKey{}).(time.Duration); !ok {
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > DefaultPlanBudget {
+	if !config.HasPlanBudget(ctx) {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > config.DefaultPlanBudget {
 			var cancel context.CancelFunc
-			ctx, cancel = WithPlanBudget(ctx, DefaultPlanBudget)
+			ctx, cancel = config.WithPlanBudget(ctx, config.DefaultPlanBudget)
 			defer cancel()
 		}
 	}
-	m := newMeter(ctx)
+	m := config.NewMeter(ctx)
 	defer func() {
 		if diags.HasErrors() {
 			plan = nil
@@ -154,8 +158,8 @@ func (e *Engine) PlanContext(ctx context.Context, inst *Instance, recorded []Res
 	defer func() {
 		// Once ctx ended, whatever failed failed because it did.
 		if ctx.Err() != nil && diags.HasErrors() {
-			_, rng := m.where()
-			diags = hcl.Diagnostics{stoppedDiag(ctx, rng)}
+			_, rng := m.Where()
+			diags = hcl.Diagnostics{config.StoppedDiag(ctx, rng)}
 		}
 	}()
 	what := "planning"
@@ -171,7 +175,7 @@ func (e *Engine) PlanContext(ctx context.Context, inst *Instance, recorded []Res
 		return nil, diags
 	}
 	w.meter = m
-	m.only = w.tmpl.funcs
+	m.Only = w.tmpl.Funcs
 	diags = append(diags, w.walk()...)
 	if diags.HasErrors() {
 		return nil, diags
@@ -180,4 +184,62 @@ func (e *Engine) PlanContext(ctx context.Context, inst *Instance, recorded []Res
 		return nil, diags
 	}
 	return w.plan, diags
+}
+
+// contain is deferred by the engine's entry points: a panic in loading or
+// planning becomes a diagnostic of what was being done (no stack trace:
+// the log has it), so that hostile definitions cannot take the daemon
+// down. what names the work ("planning stack set web at eu-west-1/111");
+// m, when set, tells what was being evaluated.
+func (e *Engine) contain(diags *hcl.Diagnostics, what string, m *config.Meter) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	at, rng := m.Where()
+	where := what
+	if at != "" {
+		where += ", evaluating " + at
+	}
+	kind := describePanic(p)
+	e.logger().Error().Str("panic", kind).Str("while", where).Str("stack", string(debug.Stack())).
+		Msg("engine panicked: reported as a diagnostic")
+	*diags = append(*diags, &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Internal error",
+		Detail: fmt.Sprintf("stackd failed unexpectedly (%s) while %s; nothing from these definitions is deployed. "+
+			"This is a bug in stackd: please report it with the daemon's log.", kind, where),
+		Subject: rng,
+	})
+}
+
+// describePanic names a panic without values of the definitions: Go's
+// runtime errors and short messages as they are, other panics by type
+// (a panic's message may quote a value, and values may be sensitive).
+func describePanic(p any) string {
+	var msg string
+	switch v := p.(type) {
+	case runtime.Error:
+		return "panic: " + v.Error()
+	case error:
+		msg = v.Error()
+	case string:
+		msg = v
+	}
+	if msg == "" || len(msg) > 200 || strings.ContainsAny(msg, "\"'`") || strings.Contains(msg, "cty.") {
+		return fmt.Sprintf("panic of type %T", p)
+	}
+	return "panic: " + msg
+}
+
+// SetLogger sets where the engine logs what only operators need (the
+// stack of a panic it turned into a diagnostic). The default is zerolog's
+// global logger.
+func (e *Engine) SetLogger(l zerolog.Logger) { e.log = &l }
+
+func (e *Engine) logger() *zerolog.Logger {
+	if e.log != nil {
+		return e.log
+	}
+	return &zlog.Logger
 }

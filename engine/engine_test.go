@@ -16,6 +16,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -169,16 +170,16 @@ resource "rec" "worker" {
 output "config_id" { value = rec.config.id }
 `
 
-func load(t *testing.T, files map[string]string, reg provider.Registry) (*Definitions, hcl.Diagnostics) {
+func load(t *testing.T, files map[string]string, reg provider.Registry) (*config.Definitions, hcl.Diagnostics) {
 	t.Helper()
 	fsys := fstest.MapFS{}
 	for n, c := range files {
 		fsys[n] = &fstest.MapFile{Data: []byte(c)}
 	}
-	return Load(fsys, ".", reg)
+	return config.Load(fsys, ".", reg)
 }
 
-func mustLoad(t *testing.T, files map[string]string, reg provider.Registry) *Definitions {
+func mustLoad(t *testing.T, files map[string]string, reg provider.Registry) *config.Definitions {
 	t.Helper()
 	defs, diags := load(t, files, reg)
 	if diags.HasErrors() {
@@ -217,7 +218,7 @@ func TestPlanApplyLifecycle(t *testing.T) {
 	if got := len(ss.Targets()); got != 4 {
 		t.Fatalf("targets: got %d, want 4", got)
 	}
-	inst := &Instance{StackSet: ss, StackSetID: "id-1", Target: Target{Region: "eu", Account: "111"}}
+	inst := &Instance{StackSet: ss, StackSetID: "id-1", Target: config.Target{Region: "eu", Account: "111"}}
 	j := newJournal()
 
 	// Create: the worker's content depends on config's digest, known after apply.
@@ -334,7 +335,7 @@ resource "rec" "b" {
   content = rec.a.id
 }
 `
-	defs := func(n, tag string) *StackSet {
+	defs := func(n, tag string) *config.StackSet {
 		return mustLoad(t, map[string]string{
 			"d.hcl": fmt.Sprintf(`stack_set "s" {
   template = "./t"
@@ -348,7 +349,7 @@ resource "rec" "b" {
 		}, reg).StackSet("s")
 	}
 	j := newJournal()
-	inst := &Instance{StackSet: defs("one", "x"), StackSetID: "i", Target: Target{"r", "a"}}
+	inst := &Instance{StackSet: defs("one", "x"), StackSetID: "i", Target: config.Target{Region: "r", Account: "a"}}
 	planApply(t, e, inst, j)
 
 	inst.StackSet = defs("one", "y")
@@ -390,7 +391,7 @@ func TestCrashResumeReusesRequestID(t *testing.T) {
 	reg := provider.Registry{"rec": rec}
 	e := New(reg)
 	defs := mustLoad(t, map[string]string{"web.hcl": defsHCL, "tmpl/main.hcl": tmplHCL}, reg)
-	inst := &Instance{StackSet: defs.StackSet("web"), StackSetID: "i", Target: Target{"eu", "111"}}
+	inst := &Instance{StackSet: defs.StackSet("web"), StackSetID: "i", Target: config.Target{Region: "eu", Account: "111"}}
 	j := newJournal()
 	// The first Save (pending create of rec.config) succeeds, the settle
 	// fails: the daemon "dies" after the provider call.
@@ -445,7 +446,7 @@ resource "rec" "after" {
 }`,
 	}, reg)
 	j := newJournal()
-	inst := &Instance{StackSet: defs.StackSet("s"), StackSetID: "i", Target: Target{"r", "a"}}
+	inst := &Instance{StackSet: defs.StackSet("s"), StackSetID: "i", Target: config.Target{Region: "r", Account: "a"}}
 	p := planApply(t, e, inst, j)
 	if diff := cmp.Diff(map[string]string{`rec.m["x"]`: "Create", `rec.m["y"]`: "Create", "rec.after": "Create"}, actions(p)); diff != "" {
 		t.Fatal(diff)
@@ -524,14 +525,14 @@ func TestDiagnostics(t *testing.T) {
 				if diags.HasErrors() {
 					t.Fatal(diags.Error())
 				}
-				_, diags = New(reg).Plan(&Instance{StackSet: defs.StackSet("s"), Target: Target{"r", "a"}}, nil)
+				_, diags = New(reg).Plan(&Instance{StackSet: defs.StackSet("s"), Target: config.Target{Region: "r", Account: "a"}}, nil)
 				tc.want = "t/main.hcl:2,11: Invalid count argument"
 			}
 			if !diags.HasErrors() {
 				t.Fatalf("no error, want %q", tc.want)
 			}
 			var got []string
-			for _, d := range DiagnosticsJSON(diags) {
+			for _, d := range config.DiagnosticsJSON(diags) {
 				got = append(got, d.String())
 			}
 			if !strings.Contains(strings.Join(got, "\n"), tc.want) {
@@ -553,7 +554,7 @@ func TestParseAccountsCSV(t *testing.T) {
 		{"111;222", nil, "not an account id"},
 		{"\xff\xfe", nil, "UTF-8"},
 		{"", nil, "no accounts"},
-		{strings.Repeat("1", MaxAccountsFileSize+1), nil, "100 KB"},
+		{strings.Repeat("1", config.MaxAccountsFileSize+1), nil, "100 KB"},
 		{"\"111\",\"222\"\r\n\" 333 \"\r\n", []string{"111", "222", "333"}, ""},
 		{"Account ID\n111\n222\n", nil, `line 1: "Account ID" looks like a column header`},
 		{"\ufeff\"account_id\"\r\n111\r\n", nil, "column header"},
@@ -563,7 +564,7 @@ func TestParseAccountsCSV(t *testing.T) {
 		{"\"\"", nil, "no accounts"},
 	}
 	for _, tc := range cases {
-		got, err := ParseAccountsCSV([]byte(tc.in))
+		got, err := config.ParseAccountsCSV([]byte(tc.in))
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("%q: got err %v, want %q", tc.in, err, tc.wantErr)
@@ -615,9 +616,9 @@ resource "rec" "fine" {
 output "o" { value = upper(5 + "y") }
 `,
 	}, reg)
-	_, diags := New(reg).Plan(&Instance{StackSet: defs.StackSet("s"), Target: Target{"r", "a"}}, nil)
+	_, diags := New(reg).Plan(&Instance{StackSet: defs.StackSet("s"), Target: config.Target{Region: "r", Account: "a"}}, nil)
 	var got []string
-	for _, d := range DiagnosticsJSON(diags) {
+	for _, d := range config.DiagnosticsJSON(diags) {
 		got = append(got, fmt.Sprintf("%s:%d", d.File, d.Line))
 	}
 	slices.Sort(got)
@@ -632,16 +633,16 @@ output "o" { value = upper(5 + "y") }
 func TestPlanErrorsBounded(t *testing.T) {
 	reg := provider.Registry{"rec": newRecorder()}
 	var tmpl strings.Builder
-	for i := range MaxPlanErrors + 10 {
+	for i := range config.MaxPlanErrors + 10 {
 		fmt.Fprintf(&tmpl, "resource \"rec\" \"r%d\" {\n  name = 1 + \"x\"\n}\n", i)
 	}
 	defs := mustLoad(t, map[string]string{
 		"d.hcl":      oneTarget,
 		"t/main.hcl": tmpl.String(),
 	}, reg)
-	_, diags := New(reg).Plan(&Instance{StackSet: defs.StackSet("s"), Target: Target{"r", "a"}}, nil)
-	if n := len(diags.Errs()); n != MaxPlanErrors+1 || diags[len(diags)-1].Summary != "Too many errors" {
-		t.Errorf("%d errors, the last %q; want %d and \"Too many errors\"", n, diags[len(diags)-1].Summary, MaxPlanErrors+1)
+	_, diags := New(reg).Plan(&Instance{StackSet: defs.StackSet("s"), Target: config.Target{Region: "r", Account: "a"}}, nil)
+	if n := len(diags.Errs()); n != config.MaxPlanErrors+1 || diags[len(diags)-1].Summary != "Too many errors" {
+		t.Errorf("%d errors, the last %q; want %d and \"Too many errors\"", n, diags[len(diags)-1].Summary, config.MaxPlanErrors+1)
 	}
 }
 
@@ -654,9 +655,9 @@ func TestBlockDiagnosticsBounded(t *testing.T) {
 		"d.hcl":      oneTarget,
 		"t/main.hcl": "resource \"rec\" \"r\" {\n  name = \"" + strings.Repeat(`${tobool("x")}`, 5000) + "\"\n}\n",
 	}, reg)
-	_, diags := New(reg).Plan(&Instance{StackSet: defs.StackSet("s"), Target: Target{"r", "a"}}, nil)
+	_, diags := New(reg).Plan(&Instance{StackSet: defs.StackSet("s"), Target: config.Target{Region: "r", Account: "a"}}, nil)
 	last := diags[len(diags)-1]
-	if len(diags) != MaxNodeDiagnostics+1 || last.Summary != "Too many diagnostics" || !strings.Contains(last.Detail, fmt.Sprintf("%d more", 5000-MaxNodeDiagnostics)) || last.Subject == nil {
+	if len(diags) != config.MaxNodeDiagnostics+1 || last.Summary != "Too many diagnostics" || !strings.Contains(last.Detail, fmt.Sprintf("%d more", 5000-config.MaxNodeDiagnostics)) || last.Subject == nil {
 		t.Errorf("%d diagnostics, the last %q: %q", len(diags), last.Summary, last.Detail)
 	}
 }
@@ -675,14 +676,14 @@ func TestPlanErrorsBoundedAcrossModules(t *testing.T) {
 		"t/main.hcl":   root.String(),
 		"t/m/main.hcl": mod.String(),
 	}, reg)
-	_, diags := New(reg).Plan(&Instance{StackSet: defs.StackSet("s"), Target: Target{"r", "a"}}, nil)
+	_, diags := New(reg).Plan(&Instance{StackSet: defs.StackSet("s"), Target: config.Target{Region: "r", Account: "a"}}, nil)
 	tooMany := 0
 	for _, d := range diags {
 		if d.Summary == "Too many errors" {
 			tooMany++
 		}
 	}
-	if n := len(diags.Errs()); n > MaxPlanErrors+1 || tooMany != 1 {
-		t.Errorf("%d errors, %d saying there were too many; want at most %d and one", n, tooMany, MaxPlanErrors+1)
+	if n := len(diags.Errs()); n > config.MaxPlanErrors+1 || tooMany != 1 {
+		t.Errorf("%d errors, %d saying there were too many; want at most %d and one", n, tooMany, config.MaxPlanErrors+1)
 	}
 }

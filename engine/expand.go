@@ -9,6 +9,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/stackd/stackd/engine/config"
 )
 
 // Expansion of a resource into its count or for_each members.
@@ -18,7 +20,7 @@ type expansion struct {
 	extra map[string]cty.Value // count / each
 }
 
-func (w *walker) expand(r *Resource) ([]expansion, hcl.Diagnostics) {
+func (w *walker) expand(r *config.Resource) ([]expansion, hcl.Diagnostics) {
 	switch {
 	case r.Count != nil:
 		v, diags := r.Count.Value(w.ctx(r.Addr()))
@@ -26,19 +28,19 @@ func (w *walker) expand(r *Resource) ([]expansion, hcl.Diagnostics) {
 			return nil, diags
 		}
 		if !v.IsWhollyKnown() {
-			return nil, diags.Append(errorf(r.Count.Range(), "Invalid count argument", "The count of %s depends on values known only after apply; it must be known at plan time.", r.Addr()))
+			return nil, diags.Append(config.Errorf(r.Count.Range(), "Invalid count argument", "The count of %s depends on values known only after apply; it must be known at plan time.", r.Addr()))
 		}
 		if v.IsMarked() {
-			return nil, diags.Append(errorf(r.Count.Range(), "Invalid count argument", "The count of %s is derived from a sensitive value; count must not be sensitive.", r.Addr()))
+			return nil, diags.Append(config.Errorf(r.Count.Range(), "Invalid count argument", "The count of %s is derived from a sensitive value; count must not be sensitive.", r.Addr()))
 		}
 		num, err := convert.Convert(v, cty.Number)
 		if err != nil || num.IsNull() {
-			return nil, diags.Append(errorf(r.Count.Range(), "Invalid count argument", "The count of %s must be a whole number.", r.Addr()))
+			return nil, diags.Append(config.Errorf(r.Count.Range(), "Invalid count argument", "The count of %s must be a whole number.", r.Addr()))
 		}
 		bf := num.AsBigFloat()
-		if !bf.IsInt() || bf.Sign() < 0 || bf.Cmp(big.NewFloat(MaxCount)) > 0 {
-			return nil, diags.Append(errorf(r.Count.Range(), "Invalid count argument",
-				"The count of %s is %s; it must be a whole number from 0 to %d.", r.Addr(), bf.Text('g', -1), MaxCount))
+		if !bf.IsInt() || bf.Sign() < 0 || bf.Cmp(big.NewFloat(config.MaxCount)) > 0 {
+			return nil, diags.Append(config.Errorf(r.Count.Range(), "Invalid count argument",
+				"The count of %s is %s; it must be a whole number from 0 to %d.", r.Addr(), bf.Text('g', -1), config.MaxCount))
 		}
 		n, _ := bf.Int64()
 		if d := w.countResources(r, int(n), r.Count.Range()); d != nil {
@@ -55,13 +57,13 @@ func (w *walker) expand(r *Resource) ([]expansion, hcl.Diagnostics) {
 			return nil, diags
 		}
 		bad := func(why string) ([]expansion, hcl.Diagnostics) {
-			return nil, diags.Append(errorf(r.ForEach.Range(), "Invalid for_each argument", "The for_each of %s %s; it must be a map, or a set of strings, known at plan time and not sensitive.", r.Addr(), why))
+			return nil, diags.Append(config.Errorf(r.ForEach.Range(), "Invalid for_each argument", "The for_each of %s %s; it must be a map, or a set of strings, known at plan time and not sensitive.", r.Addr(), why))
 		}
 		if !v.IsWhollyKnown() {
 			return bad("depends on values known only after apply")
 		}
 		sensitive := func() ([]expansion, hcl.Diagnostics) {
-			return nil, diags.Append(errorf(r.ForEach.Range(), "Invalid for_each argument",
+			return nil, diags.Append(config.Errorf(r.ForEach.Range(), "Invalid for_each argument",
 				"The for_each of %s uses a sensitive value. Sensitive values, or values derived from sensitive values, cannot be used as for_each arguments: the sensitive value could be exposed as a resource instance key.", r.Addr()))
 		}
 		if v.IsMarked() {
@@ -76,8 +78,8 @@ func (w *walker) expand(r *Resource) ([]expansion, hcl.Diagnostics) {
 			// map are each.value, which may be sensitive.)
 			return sensitive()
 		}
-		if v.CanIterateElements() && v.LengthInt() > MaxCount {
-			return bad(fmt.Sprintf("has %d elements, more than the limit of %d", v.LengthInt(), MaxCount))
+		if v.CanIterateElements() && v.LengthInt() > config.MaxCount {
+			return bad(fmt.Sprintf("has %d elements, more than the limit of %d", v.LengthInt(), config.MaxCount))
 		}
 		var keys []string
 		vals := map[string]cty.Value{}
@@ -124,12 +126,12 @@ func (w *walker) expand(r *Resource) ([]expansion, hcl.Diagnostics) {
 // countResources counts n more resource instances of the instance (across
 // its modules), before they are expanded: over MaxResourcesPerInstance it
 // is a diagnostic at rng.
-func (w *walker) countResources(r *Resource, n int, rng hcl.Range) *hcl.Diagnostic {
-	if total := w.meter.resources + n; total > MaxResourcesPerInstance {
-		return errorf(rng, "Too many resources",
+func (w *walker) countResources(r *config.Resource, n int, rng hcl.Range) *hcl.Diagnostic {
+	if total := w.meter.Resources + n; total > config.MaxResourcesPerInstance {
+		return config.Errorf(rng, "Too many resources",
 			"%s%s adds %d resources, bringing the instance to %d; an instance may have at most %d resources across all its modules. Use fewer resources, smaller counts, or more stack sets.",
-			w.prefix, r.Addr(), n, total, MaxResourcesPerInstance)
+			w.prefix, r.Addr(), n, total, config.MaxResourcesPerInstance)
 	}
-	w.meter.resources += n
+	w.meter.Resources += n
 	return nil
 }

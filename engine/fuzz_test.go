@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -58,7 +59,7 @@ output "o" { value = rec.x[0].id }`))
 		}
 		noPanic(t, diags)
 		if diags.HasErrors() {
-			for _, dj := range DiagnosticsJSON(diags) {
+			for _, dj := range config.DiagnosticsJSON(diags) {
 				if dj.Summary == "" {
 					t.Fatalf("diagnostic without a summary: %+v", dj)
 				}
@@ -76,44 +77,6 @@ output "o" { value = rec.x[0].id }`))
 					t.Fatal("nil plan without errors")
 				}
 			}
-		}
-	})
-}
-
-func FuzzParseTFVars(f *testing.F) {
-	f.Add([]byte("a = 1\nb = \"x\"\nc = [1, 2]\nd = { k = true }\n"))
-	f.Add([]byte("a = var.x\n"))
-	f.Add([]byte("a = \n"))
-	f.Add([]byte("a = upper(\"x\")\n"))
-	f.Fuzz(func(t *testing.T, src []byte) {
-		vals, ranges, diags := ParseTFVars(src, "f.tfvars")
-		if diags.HasErrors() {
-			return
-		}
-		for k := range vals {
-			if _, ok := ranges[k]; !ok {
-				t.Fatalf("value %q without a range", k)
-			}
-		}
-	})
-}
-
-func FuzzParseAccountsCSV(f *testing.F) {
-	f.Add([]byte("111,222\n333\r\n"))
-	f.Add([]byte("\ufeff111, 222 ,\n\n"))
-	f.Add([]byte("1;2"))
-	f.Add([]byte("\xff\xfe1"))
-	f.Fuzz(func(t *testing.T, src []byte) {
-		accts, err := ParseAccountsCSV(src)
-		if err != nil {
-			return
-		}
-		seen := map[string]bool{}
-		for _, a := range accts {
-			if !targetIDRe.MatchString(a) || seen[a] {
-				t.Fatalf("accepted bad or duplicate account %q", a)
-			}
-			seen[a] = true
 		}
 	})
 }
@@ -195,7 +158,7 @@ output "o" { value = [for k, x in var.v : "${k}${x}" if x != null] }`), []byte(`
 				p, pdiags := e.Plan(&Instance{StackSet: ss, StackSetID: "id", Target: tg}, nil)
 				noPanic(t, pdiags)
 				if pdiags.HasErrors() {
-					for _, dj := range DiagnosticsJSON(pdiags) {
+					for _, dj := range config.DiagnosticsJSON(pdiags) {
 						if dj.Summary == "" {
 							t.Fatalf("diagnostic without a summary: %+v", dj)
 						}

@@ -5,8 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stackd/stackd/engine/provider"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/stackd/stackd/engine/config"
+	"github.com/stackd/stackd/engine/provider"
 )
 
 // lifecycle.create_before_destroy: a replacement is created before the
@@ -52,7 +54,7 @@ stack_set "web" {
     accounts = ["111"]
   }
 }`, "t/main.hcl": strings.Replace(cbdTmpl, "%s", flag, 1)}, c.reg)
-	return &Instance{StackSet: defs.StackSets[0], StackSetID: "ss", Target: Target{Region: "eu", Account: "111"}}
+	return &Instance{StackSet: defs.StackSets[0], StackSetID: "ss", Target: config.Target{Region: "eu", Account: "111"}}
 }
 
 func (c *cbdEnv) apply(t *testing.T, inst *Instance) (*InstancePlan, error) {
@@ -268,7 +270,7 @@ stack_set "web" {
   name    = "n"
   content = "` + content + `"
 }`}, c.reg)
-		return &Instance{StackSet: defs.StackSets[0], StackSetID: "ss", Target: Target{Region: "eu", Account: "111"}}
+		return &Instance{StackSet: defs.StackSets[0], StackSetID: "ss", Target: config.Target{Region: "eu", Account: "111"}}
 	}
 	if _, err := c.apply(t, inst("a")); err != nil {
 		t.Fatal(err)

@@ -10,187 +10,14 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/rs/zerolog"
 	"github.com/zclconf/go-cty/cty"
-	"github.com/zclconf/go-cty/cty/function"
-	"github.com/zclconf/go-cty/cty/function/stdlib"
 
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
-
-// lexerEvents is what hcl's own lexer sees of src: its bracket and
-// template tokens, named as scanNesting names them.
-func lexerEvents(src []byte) []string {
-	names := map[hclsyntax.TokenType]string{
-		hclsyntax.TokenOBrace: "{", hclsyntax.TokenCBrace: "}",
-		hclsyntax.TokenOBrack: "[", hclsyntax.TokenCBrack: "]",
-		hclsyntax.TokenOParen: "(", hclsyntax.TokenCParen: ")",
-		hclsyntax.TokenTemplateInterp: "${", hclsyntax.TokenTemplateControl: "%{",
-		hclsyntax.TokenTemplateSeqEnd: "}$",
-		hclsyntax.TokenOQuote:         "\"", hclsyntax.TokenCQuote: "\"",
-		hclsyntax.TokenOHeredoc: "<<", hclsyntax.TokenCHeredoc: ">>",
-	}
-	toks, _ := hclsyntax.LexConfig(src, "f.hcl", hcl.InitialPos)
-	var out []string
-	for _, t := range toks {
-		if n, ok := names[t.Type]; ok {
-			out = append(out, fmt.Sprintf("%s@%d", n, t.Range.Start.Byte))
-		}
-	}
-	return out
-}
-
-// scanEvents is what scanNesting sees of src, and its diagnostic.
-func scanEvents(src []byte) ([]string, *hcl.Diagnostic) {
-	var out []string
-	d := scanNesting(src, "f.hcl", func(kind string, at int) { out = append(out, fmt.Sprintf("%s@%d", kind, at)) })
-	return out, d
-}
-
-// lexerDepth is the deepest bracket and template nesting of hcl's tokens.
-func lexerDepth(src []byte) int {
-	toks, _ := hclsyntax.LexConfig(src, "f.hcl", hcl.InitialPos)
-	depth, max := 0, 0
-	for _, t := range toks {
-		switch t.Type {
-		case hclsyntax.TokenOBrace, hclsyntax.TokenOBrack, hclsyntax.TokenOParen, hclsyntax.TokenTemplateInterp, hclsyntax.TokenTemplateControl:
-			depth++
-		case hclsyntax.TokenCBrace, hclsyntax.TokenCBrack, hclsyntax.TokenCParen, hclsyntax.TokenTemplateSeqEnd:
-			depth--
-		}
-		if depth > max {
-			max = depth
-		}
-	}
-	return max
-}
-
-// scanCases are sources whose lexing is tricky: the scan must follow hcl's
-// lexer through each.
-var scanCases = []string{
-	`a = "${(1)}"`,
-	`a = "x${ "y${ z }" }w"`,
-	`a = "\"${x}\\"`,
-	`a = "$${x} %%{y} $$${z}"`,
-	`a = "\${x}"`,
-	"a = \"abc\n(((\n\"",
-	"a = <<EOT\n${x} \"\n  EOT\nb = (1)\n",
-	"a = <<-EOT\n  %{ if x }y%{ endif }\n  EOT\n",
-	"a = <<EOT\n${x}EOT\nEOT\n",
-	"a = <<EOT\n${<<INNER\n(\nINNER\n}\nEOT\n",
-	"a = <<EOT\r\nx\r\nEOT\r\n",
-	"a = <<EOT\nno end",
-	"/* ( [ { \" */ a = 1 // (\n# [\nb = 2",
-	"a = 1 /* unterminated ( [",
-	"a = 1 /* ( */ /* [ */",
-	`a = "${ { b = 1 } }"`,
-	`a = "${ x ~}"`,
-	`a = "%{~ for x in y ~}${x}%{~ endfor ~}"`,
-	"a = { for k, v in m :\n k => v }",
-	"a = ( ] ) }",
-	"a = } } \"${ ( } \" (",
-	"a = \"${ ( }\" ((((",
-	"a = \"é${x}\"",
-	"a = x-y-z",
-	"a = 1.5e3 + 2e-3",
-	"a = <<é\nx\né\n",
-	"a = << EOT\n",
-	"\xff\"${\xfe}\"",
-}
-
-func TestScanNestingFollowsTheLexer(t *testing.T) {
-	for _, src := range scanCases {
-		got, d := scanEvents([]byte(src))
-		if d != nil {
-			if d.Summary == "Unsupported heredoc marker" || d.Summary == "Invalid character encoding" {
-				continue
-			}
-			t.Errorf("%q: unexpected diagnostic %s", src, d)
-			continue
-		}
-		if diff := cmp.Diff(lexerEvents([]byte(src)), got); diff != "" {
-			t.Errorf("%q: the scan and hcl's lexer disagree (-lexer +scan):\n%s", src, diff)
-		}
-	}
-}
-
-func TestScanNestingLimits(t *testing.T) {
-	deep := func(open, core, close string, n int) string {
-		return strings.Repeat(open, n) + core + strings.Repeat(close, n)
-	}
-	within := MaxNesting - 10
-	tests := []struct {
-		name, src string
-		want      string // summary; "" for none
-		line      int
-	}{
-		{"parentheses within the limit", "a = " + deep("(", "1", ")", within), "", 0},
-		{"parentheses", "a = " + deep("(", "1", ")", 100000), "Nesting too deep", 1},
-		{"parentheses in an interpolation", "x = 1\na = \"${" + deep("(", "1", ")", 1500000) + "}\"", "Nesting too deep", 2},
-		{"parentheses in a heredoc", "a = <<EOT\n\n${" + deep("(", "1", ")", 10000) + "}\nEOT\n", "Nesting too deep", 3},
-		{"nested string templates", "a = " + deep(`"${`, "1", `}"`, 100000), "Nesting too deep", 1},
-		{"nested template directives", `a = "` + deep("%{if true}", "x", "%{endif}", 100000) + `"`, "Nesting too deep", 1},
-		{"sequential directives", `a = "` + strings.Repeat("%{if true}x%{endif}", 10000) + `"`, "", 0},
-		{"negations", "a = " + strings.Repeat("!", 1500000) + "true", "Nesting too deep", 1},
-		{"minus signs", "a = " + strings.Repeat("-", 1500000) + "1", "Nesting too deep", 1},
-		{"a chain of additions", "a = 1" + strings.Repeat("+1", 1500000), "Nesting too deep", 1},
-		{"a chain of conditionals", "a = " + strings.Repeat("true ? 1 : ", 1500000) + "2", "Nesting too deep", 1},
-		{"a chain of conditionals over lines in a for", "a = {for k in x : k =>\n" + strings.Repeat("true ? 1 :\n", 100000) + "2}", "Nesting too deep", 255},
-		{"an index chain", "a = [1]" + strings.Repeat("[0]", 100000), "Nesting too deep", 1},
-		{"a block comment hides nothing", "a = 1 /* " + deep("(", "", ")", 100000) + " */", "", 0},
-		{"an unterminated block comment hides nothing", "a = /* " + deep("(", "1", ")", 100000), "Nesting too deep", 1},
-		{"many attributes", strings.Repeat("a = 1 + 2 + 3\n", 10000), "", 0},
-		{"many block attributes", "b {\n" + strings.Repeat("a = x ? 1 + 2 : 3\n\n", 5000) + "}\n", "", 0},
-		{"a long list", "a = [" + strings.Repeat("1 + 1, ", MaxCollectionElements-1) + "]", "", 0},
-		{"too long a list", "\na = [" + strings.Repeat("1 + 1, ", MaxCollectionElements) + "]", "Too many elements", 2},
-		{"too many attributes", "b {\n" + strings.Repeat("a = 1\n", MaxCollectionElements+1) + "}\n", "Too many elements", MaxCollectionElements + 2},
-		{"a huge exponent", "a = 1e100000000", "Number too large", 1},
-		{"a huge exponent after a dot", "b = 1\na = \"${1.e100000000}\"", "Number too large", 2},
-		{"many digits", "a = " + strings.Repeat("9", 5000), "Number too large", 1},
-		{"a large but fine number", "a = 1e300 + 1.7976931348623157e308", "", 0},
-		{"digits in a name", "a = x1e100000000", "", 0},
-		{"digits in a string", `a = "1e100000000"`, "", 0},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			d := checkNesting([]byte(tc.src), "f.hcl")
-			switch {
-			case tc.want == "" && d != nil:
-				t.Fatalf("got %s, want no diagnostic", d)
-			case tc.want == "":
-				return
-			case d == nil:
-				t.Fatalf("got no diagnostic, want %q", tc.want)
-			case d.Summary != tc.want || d.Subject == nil || d.Subject.Filename != "f.hcl" || d.Subject.Start.Line != tc.line:
-				t.Fatalf("got %s (line %d), want %q at f.hcl:%d", d, d.Subject.Start.Line, tc.want, tc.line)
-			}
-		})
-	}
-}
-
-// FuzzScanNesting compares the scan with hcl's lexer on any input: where
-// the scan finds no problem it must have seen the lexer's very brackets
-// and templates, so that hcl nests no deeper than the scan counted.
-func FuzzScanNesting(f *testing.F) {
-	for _, src := range scanCases {
-		f.Add([]byte(src))
-	}
-	f.Fuzz(func(t *testing.T, src []byte) {
-		got, d := scanEvents(src)
-		if d != nil {
-			return
-		}
-		if diff := cmp.Diff(lexerEvents(src), got); diff != "" {
-			t.Fatalf("the scan and hcl's lexer disagree (-lexer +scan):\n%s", diff)
-		}
-		if depth := lexerDepth(src); depth > MaxNesting {
-			t.Fatalf("the scan passed a nesting of %d", depth)
-		}
-	})
-}
 
 // ---- limits of loading and planning ---------------------------------------------
 
@@ -371,12 +198,12 @@ func fanOut(depth, width int) map[string]string {
 
 func TestModuleFanOutIsCountedBeforeItIsExpanded(t *testing.T) {
 	reg := provider.Registry{"rec": newRecorder()}
-	files := fanOut(MaxModuleDepth, 6)
+	files := fanOut(config.MaxModuleDepth, 6)
 	files["d.hcl"] = limitDefs
 	_, diags := load(t, files, reg)
 	// 6 + 36 + 216 + 1296: the template four levels above the leaves is
 	// the first over MaxModuleInstances.
-	d := wantDiag(t, diags, "t/next/next/next/next/main.hcl", "Too many module instances", fmt.Sprint(MaxModuleInstances))
+	d := wantDiag(t, diags, "t/next/next/next/next/main.hcl", "Too many module instances", fmt.Sprint(config.MaxModuleInstances))
 	if d.Subject.Start.Line == 0 {
 		t.Error("no line")
 	}
@@ -386,7 +213,7 @@ func TestModuleFanOutIsCountedBeforeItIsExpanded(t *testing.T) {
 	files = fanOut(2, 3) // 3 + 9 module instances, 9 leaves
 	files["t/next/next/main.hcl"] = "resource \"rec\" \"leaf\" {\n  count = 1200\n  name  = \"leaf-${count.index}\"\n}\n"
 	_, diags = planTemplate(t, context.Background(), reg, "", files)
-	wantDiag(t, diags, "t/next/next/main.hcl", "Too many resources", "module.m2.module.m", fmt.Sprint(MaxResourcesPerInstance))
+	wantDiag(t, diags, "t/next/next/main.hcl", "Too many resources", "module.m2.module.m", fmt.Sprint(config.MaxResourcesPerInstance))
 }
 
 func TestFunctionResultLimits(t *testing.T) {
@@ -440,29 +267,6 @@ resource "rec" "x" {
 	}
 	if got := p.Resources[0].After.GetAttr("content").AsString(); got != `[10000,"x",300]` {
 		t.Errorf("content = %s", got)
-	}
-}
-
-// Collections over the limit cannot be built by functions, for
-// expressions or literals; functions refuse them anyway, before the
-// conversions that cost as the square of their size.
-func TestFunctionsRefuseLargeCollections(t *testing.T) {
-	big := make([]cty.Value, MaxCollectionElements+1)
-	for i := range big {
-		big[i] = cty.StringVal(fmt.Sprint(i))
-	}
-	for _, name := range []string{"distinct", "toset", "tolist", "sort", "chunklist", "keys", "reverse"} {
-		args := []cty.Value{cty.ListVal(big)}
-		if name == "toset" || name == "tolist" || name == "keys" {
-			args = []cty.Value{cty.TupleVal(big)}
-		}
-		if name == "chunklist" {
-			args = append(args, cty.NumberIntVal(1)) // 10,001 lists
-		}
-		_, err := functions[name].Call(args)
-		if err == nil || !strings.Contains(err.Error(), "at most 10000 elements") {
-			t.Errorf("%s of %d elements: got %v, want the limit", name, len(big), err)
-		}
 	}
 }
 
@@ -529,14 +333,14 @@ resource "rec" "x" {
 	defs := mustLoad(t, files, reg)
 	ss := defs.StackSet("s")
 	e := New(reg)
-	ctx, cancel := WithPlanBudget(context.Background(), time.Hour)
+	ctx, cancel := config.WithPlanBudget(context.Background(), time.Hour)
 	defer cancel()
 	tg := ss.Targets()
 	if _, diags := e.PlanContext(ctx, &Instance{StackSet: ss, StackSetID: "id", Target: tg[0]}, nil); diags.HasErrors() {
 		t.Fatalf("the first instance (40 MiB of properties): %v", diags)
 	}
 	_, diags := e.PlanContext(ctx, &Instance{StackSet: ss, StackSetID: "id", Target: tg[1]}, nil)
-	wantDiag(t, diags, "t/main.hcl", "instances planned for this revision", fmt.Sprintf("%d MiB", MaxPlannedBytes>>20))
+	wantDiag(t, diags, "t/main.hcl", "instances planned for this revision", fmt.Sprintf("%d MiB", config.MaxPlannedBytes>>20))
 	// Each on its own, the instances plan.
 	if _, diags := e.Plan(&Instance{StackSet: ss, StackSetID: "id", Target: tg[1]}, nil); diags.HasErrors() {
 		t.Fatalf("the second instance alone: %v", diags)
@@ -557,7 +361,7 @@ func TestLoadBudget(t *testing.T) {
 	}
 	files := map[string]string{"d.hcl": defs(1800), "t/main.hcl": `variable "x" { type = string }`}
 	_, diags := load(t, files, reg)
-	wantDiag(t, diags, "d.hcl", fmt.Sprintf("built more than %d MiB", MaxBuiltBytes>>20))
+	wantDiag(t, diags, "d.hcl", fmt.Sprintf("built more than %d MiB", config.MaxBuiltBytes>>20))
 	files["d.hcl"] = defs(100)
 	if _, diags := load(t, files, reg); diags.HasErrors() {
 		t.Fatalf("100 stack sets of 40 KB vars: %v", diags)
@@ -567,10 +371,10 @@ func TestLoadBudget(t *testing.T) {
 func TestValueNestingLimit(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("locals {\n  l0 = 1\n")
-	for i := 1; i <= MaxNesting+5; i++ {
+	for i := 1; i <= config.MaxNesting+5; i++ {
 		fmt.Fprintf(&b, "  l%d = [local.l%d]\n", i, i-1)
 	}
-	fmt.Fprintf(&b, "}\nresource \"rec\" \"x\" {\n  name = \"x\"\n  content = jsonencode(local.l%d)\n}\n", MaxNesting+5)
+	fmt.Fprintf(&b, "}\nresource \"rec\" \"x\" {\n  name = \"x\"\n  content = jsonencode(local.l%d)\n}\n", config.MaxNesting+5)
 	_, diags := planTemplate(t, context.Background(), provider.Registry{"rec": newRecorder()}, b.String(), nil)
 	wantDiag(t, diags, "t/main.hcl", "Value nested too deeply")
 }
@@ -598,7 +402,7 @@ resource "rec" "x" {
   content = join(",", [for i in range(100) : "${i}"])
 }`
 	t.Run("a budget that ran out", func(t *testing.T) {
-		ctx, cancel := WithPlanBudget(context.Background(), time.Nanosecond)
+		ctx, cancel := config.WithPlanBudget(context.Background(), time.Nanosecond)
 		defer cancel()
 		<-ctx.Done()
 		p, diags := planTemplate(t, ctx, provider.Registry{"rec": newRecorder()}, tmpl, nil)
@@ -606,7 +410,7 @@ resource "rec" "x" {
 			t.Fatal("a stopped plan returned a plan")
 		}
 		wantDiag(t, diags, "", "Planning took too long", "took longer than the budget of 1ns")
-		if err := PlanStopped(diags); !errors.Is(err, context.DeadlineExceeded) {
+		if err := config.PlanStopped(diags); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("PlanStopped = %v, want DeadlineExceeded", err)
 		}
 	})
@@ -626,8 +430,8 @@ resource "rec" "x" {
 		s := &stopper{recorder: newRecorder(), n: 10, cancel: cancel}
 		_, diags := planTemplate(t, ctx, provider.Registry{"rec": s}, tmpl, nil)
 		wantDiag(t, diags, "", "Planning cancelled")
-		if !errors.Is(PlanStopped(diags), context.Canceled) {
-			t.Errorf("PlanStopped = %v, want Canceled", PlanStopped(diags))
+		if !errors.Is(config.PlanStopped(diags), context.Canceled) {
+			t.Errorf("PlanStopped = %v, want Canceled", config.PlanStopped(diags))
 		}
 		if s.calls != s.n {
 			t.Errorf("the plan validated %d resources after its context ended at the %dth, want none", s.calls-s.n, s.n)
@@ -636,133 +440,10 @@ resource "rec" "x" {
 	t.Run("stops inside an expression", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		m := newMeter(ctx)
+		m := config.NewMeter(ctx)
 		expr, _ := hclsyntax.ParseExpression([]byte(`[for i in range(10) : upper("x")]`), "x.hcl", hcl.InitialPos)
-		guardExpr(expr)
-		_, diags := expr.Value(&hcl.EvalContext{Functions: m.functions()})
+		config.GuardExpr(expr)
+		_, diags := expr.Value(&hcl.EvalContext{Functions: m.Functions()})
 		wantDiag(t, diags, "x.hcl", "planning was stopped: context canceled")
 	})
-}
-
-// The limited functions answer as go-cty's own within the limits: with
-// marked, unknown and null arguments too.
-func TestLimitedFunctionsKeepSemantics(t *testing.T) {
-	secret := cty.StringVal("s3cr3t").Mark(provider.SensitiveMark)
-	list := cty.ListVal([]cty.Value{cty.StringVal("a"), cty.StringVal("b"), cty.StringVal("a")})
-	tests := []struct {
-		name string
-		f    function.Function
-		args []cty.Value
-	}{
-		{"range", stdlib.RangeFunc, []cty.Value{cty.NumberIntVal(1), cty.NumberIntVal(10), cty.NumberIntVal(3)}},
-		{"range", stdlib.RangeFunc, []cty.Value{cty.NumberIntVal(-3)}},
-		{"range", stdlib.RangeFunc, []cty.Value{cty.UnknownVal(cty.Number)}},
-		{"setproduct", stdlib.SetProductFunc, []cty.Value{list, list}},
-		{"concat", stdlib.ConcatFunc, []cty.Value{list, cty.ListVal([]cty.Value{secret})}},
-		{"flatten", stdlib.FlattenFunc, []cty.Value{cty.TupleVal([]cty.Value{list, cty.TupleVal([]cty.Value{list})})}},
-		{"distinct", stdlib.DistinctFunc, []cty.Value{list}},
-		{"join", stdlib.JoinFunc, []cty.Value{cty.StringVal("-"), list}},
-		{"join", stdlib.JoinFunc, []cty.Value{secret, list}},
-		{"format", stdlib.FormatFunc, []cty.Value{cty.StringVal("%5s|%-3d|%.2f"), cty.StringVal("x"), cty.NumberIntVal(7), cty.NumberFloatVal(1.234)}},
-		{"formatlist", stdlib.FormatListFunc, []cty.Value{cty.StringVal("%s=%s"), list, cty.StringVal("v")}},
-		{"replace", stdlib.ReplaceFunc, []cty.Value{cty.StringVal("aXbXc"), cty.StringVal("X"), cty.StringVal("--")}},
-		{"regex_replace", stdlib.RegexReplaceFunc, []cty.Value{cty.StringVal("a1b22c"), cty.StringVal("[0-9]+"), cty.StringVal("<$0>")}},
-		{"regexall", stdlib.RegexAllFunc, []cty.Value{cty.StringVal("(a)(b)?"), cty.StringVal("abaab")}},
-		{"indent", stdlib.IndentFunc, []cty.Value{cty.NumberIntVal(2), cty.StringVal("a\nb\n")}},
-		{"split", stdlib.SplitFunc, []cty.Value{cty.StringVal(","), cty.StringVal("a,b,,c")}},
-		{"strrev", stdlib.ReverseFunc, []cty.Value{secret}},
-		{"upper", stdlib.UpperFunc, []cty.Value{cty.StringVal("ǆx")}},
-		{"jsonencode", stdlib.JSONEncodeFunc, []cty.Value{cty.ObjectVal(map[string]cty.Value{"a": list, "b": cty.NumberIntVal(1)})}},
-		{"jsondecode", stdlib.JSONDecodeFunc, []cty.Value{cty.StringVal(`{"a": [1, "x", {"b": null}]}`)}},
-		{"csvdecode", stdlib.CSVDecodeFunc, []cty.Value{cty.StringVal("a,b\n1,2\n3,4\n")}},
-		{"toset", stdlib.MakeToFunc(cty.Set(cty.DynamicPseudoType)), []cty.Value{cty.TupleVal([]cty.Value{cty.StringVal("a"), cty.NumberIntVal(1)})}},
-		{"tolist", stdlib.MakeToFunc(cty.List(cty.DynamicPseudoType)), []cty.Value{cty.TupleVal([]cty.Value{cty.StringVal("a"), secret})}},
-		{"tonumber", stdlib.MakeToFunc(cty.Number), []cty.Value{cty.StringVal("1e300")}},
-		{"parseint", stdlib.ParseIntFunc, []cty.Value{cty.StringVal("ff"), cty.NumberIntVal(16)}},
-		{"pow", stdlib.PowFunc, []cty.Value{cty.NumberIntVal(2), cty.NumberIntVal(10)}},
-		{"merge", stdlib.MergeFunc, []cty.Value{cty.ObjectVal(map[string]cty.Value{"a": cty.True}), cty.NullVal(cty.EmptyObject)}},
-		{"zipmap", stdlib.ZipmapFunc, []cty.Value{cty.ListVal([]cty.Value{cty.StringVal("k")}), cty.ListVal([]cty.Value{secret})}},
-		{"chunklist", stdlib.ChunklistFunc, []cty.Value{list, cty.NumberIntVal(2)}},
-	}
-	metered := newMeter(context.Background()).functions()
-	for _, tc := range tests {
-		want, werr := tc.f.Call(tc.args)
-		for _, table := range []map[string]function.Function{functions, metered} {
-			got, gerr := table[tc.name].Call(tc.args)
-			if (werr == nil) != (gerr == nil) || werr == nil && !got.RawEquals(want) {
-				t.Errorf("%s%v = %#v, %v; go-cty says %#v, %v", tc.name, tc.args, got, gerr, want, werr)
-			}
-		}
-	}
-}
-
-// Through hcl (which converts arguments to parameter types), the limited
-// functions answer as go-cty's own: tuples of one type and of mixed
-// types, objects, unknown and sensitive values.
-func TestLimitedFunctionsThroughHCL(t *testing.T) {
-	raw := map[string]function.Function{
-		"distinct": stdlib.DistinctFunc, "chunklist": stdlib.ChunklistFunc, "setunion": stdlib.SetUnionFunc,
-		"setintersection": stdlib.SetIntersectionFunc, "setsubtract": stdlib.SetSubtractFunc,
-		"tolist": stdlib.MakeToFunc(cty.List(cty.DynamicPseudoType)), "toset": stdlib.MakeToFunc(cty.Set(cty.DynamicPseudoType)),
-		"tomap": stdlib.MakeToFunc(cty.Map(cty.DynamicPseudoType)), "length": stdlib.LengthFunc,
-		"range": stdlib.RangeFunc,
-	}
-	vars := map[string]cty.Value{
-		"secret":  cty.StringVal("s").Mark(provider.SensitiveMark),
-		"unknown": cty.UnknownVal(cty.String),
-		"dyn":     cty.DynamicVal,
-	}
-	for _, src := range []string{
-		`distinct(["a", "b", "a"])`,
-		`distinct([1, "1", true])`,
-		`distinct([var.secret, "s"])`,
-		`distinct([var.unknown, "x"])`,
-		`chunklist([1, 2, 3, 4, 5], 2)`,
-		`chunklist(["a", 1], 1)`,
-		`setunion(["a"], ["b", "a"], [1])`,
-		`setintersection(["a", "b"], ["b"])`,
-		`setsubtract(["a", "b"], ["b", var.secret])`,
-		`tolist([1, 2, 3])`,
-		`tolist([1, "a"])`,
-		`tolist([var.dyn, 1])`,
-		`toset(["b", "a", "b"])`,
-		`toset([{a = 1}, {a = 2}])`,
-		`tomap({a = 1, b = 2})`,
-		`tomap({a = 1, b = "x"})`,
-		`tomap({a = [1], b = []})`,
-		`tolist(var.dyn)`,
-		`length(toset([for i in range(100) : "k${i}"]))`,
-		`distinct({a = 1})`,
-		`setunion(1, 2)`,
-	} {
-		expr, diags := hclsyntax.ParseExpression([]byte(src), "x.hcl", hcl.InitialPos)
-		if diags.HasErrors() {
-			t.Fatal(diags)
-		}
-		want, wdiags := expr.Value(&hcl.EvalContext{Variables: map[string]cty.Value{"var": cty.ObjectVal(vars)}, Functions: raw})
-		got, gdiags := expr.Value(&hcl.EvalContext{Variables: map[string]cty.Value{"var": cty.ObjectVal(vars)}, Functions: functions})
-		if wdiags.HasErrors() != gdiags.HasErrors() || !wdiags.HasErrors() && !got.RawEquals(want) {
-			t.Errorf("%s = %#v %v; go-cty says %#v %v", src, got, gdiags, want, wdiags)
-		}
-	}
-}
-
-// A tuple of one element type converts without go-cty's pairwise type
-// unification (which took 2.3 s for 10,000 elements).
-func TestLargeTuplesConvertQuickly(t *testing.T) {
-	elems := make([]cty.Value, MaxCollectionElements)
-	for i := range elems {
-		elems[i] = cty.StringVal(fmt.Sprint(i))
-	}
-	for _, name := range []string{"tolist", "toset", "setunion", "chunklist"} {
-		args := []cty.Value{cty.TupleVal(elems)}
-		if name == "chunklist" {
-			args = append(args, cty.NumberIntVal(100))
-		}
-		// Counted, not timed: the conversion compares no pair of types.
-		v, err := functions[name].Call(args)
-		if err != nil || !v.IsKnown() {
-			t.Errorf("%s of %d strings: %v", name, len(elems), err)
-		}
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -65,7 +66,7 @@ func TestModulesTwoLevels(t *testing.T) {
 	rec := newRecorder()
 	reg := provider.Registry{"rec": rec}
 	e := New(reg)
-	inst := &Instance{StackSet: mustLoad(t, modFiles("warn"), reg).StackSet("s"), StackSetID: "i", Target: Target{"r", "a"}}
+	inst := &Instance{StackSet: mustLoad(t, modFiles("warn"), reg).StackSet("s"), StackSetID: "i", Target: config.Target{Region: "r", Account: "a"}}
 	j := newJournal()
 	p, diags := e.Plan(inst, nil)
 	if diags.HasErrors() {
@@ -219,7 +220,7 @@ resource "rec" "x" {
 }`,
 		}
 	}
-	inst := &Instance{StackSet: mustLoad(t, files("Delete", "a"), reg).StackSet("s"), StackSetID: "i", Target: Target{"r", "a"}}
+	inst := &Instance{StackSet: mustLoad(t, files("Delete", "a"), reg).StackSet("s"), StackSetID: "i", Target: config.Target{Region: "r", Account: "a"}}
 	j := newJournal()
 	planApply(t, e, inst, j)
 	inst.StackSet = mustLoad(t, files("Retain", "b"), reg).StackSet("s")

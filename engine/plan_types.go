@@ -7,6 +7,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -99,7 +100,7 @@ func (a Action) String() string {
 type Instance struct {
 	// StackSet is nil when destroying an instance of a stack set whose block
 	// was removed; Name then names it.
-	StackSet *StackSet
+	StackSet *config.StackSet
 	Name     string
 	// DeclaredTypes are the resource types the definitions declare, for a
 	// destroy without StackSet (providers such as custom need a type's
@@ -108,7 +109,7 @@ type Instance struct {
 	// StackSetID is the recorded id; empty before the stack set exists, when
 	// stack_set.id is known only after apply.
 	StackSetID string
-	Target     Target
+	Target     config.Target
 	// Vars, when non-nil, replaces the instance's variables (by default the
 	// stack set's, with its matching instance_override applied).
 	Vars map[string]cty.Value
@@ -135,7 +136,7 @@ type Instance struct {
 	// (its definitions at the instance's recorded revision): change sets
 	// compare against its variables to name what caused a change
 	// (attribution.go). Nil: causes are named from references alone.
-	Prior *StackSet
+	Prior *config.StackSet
 	// Caller, for a destroy without StackSet, is the account calls are made
 	// as (see CallerAccount); empty: the target account.
 	Caller string
@@ -251,7 +252,7 @@ type recordedResource struct {
 }
 
 func decodeObject(b []byte) cty.Value {
-	v, err := DecodeValue(b)
+	v, err := config.DecodeValue(b)
 	if err != nil || v == cty.NilVal || !v.Type().IsObjectType() {
 		// Unreadable recorded values diff as changed, so the resource is
 		// re-applied rather than trusted.
@@ -277,7 +278,7 @@ func (rr *recordedResource) attrs() cty.Value {
 // caller is the Caller of the instance's provider Target.
 func (in *Instance) caller() string {
 	if in.StackSet != nil {
-		return CallerAccount(in.StackSet)
+		return config.CallerAccount(in.StackSet)
 	}
 	return in.Caller
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -124,12 +125,12 @@ func (e *Engine) resolvePlugins(reqs []provider.ProviderRequirement, rng hcl.Ran
 	r := e.plugins.resolver
 	e.plugins.mu.RUnlock()
 	if r == nil {
-		return nil, hcl.Diagnostics{errorf(rng, "Terraform providers are not enabled",
-			"This template requires providers (%s), but this stackd has no plugin directory or registry to take them from; give --plugin-dir or --plugin-cache-dir.", requirementNames(reqs))}
+		return nil, hcl.Diagnostics{config.Errorf(rng, "Terraform providers are not enabled",
+			"This template requires providers (%s), but this stackd has no plugin directory or registry to take them from; give --plugin-dir or --plugin-cache-dir.", config.RequirementNames(reqs))}
 	}
 	res, err := r.Resolve(context.Background(), reqs)
 	if err != nil {
-		return nil, hcl.Diagnostics{errorf(rng, "Cannot install the required providers", "%s.", strings.TrimSuffix(err.Error(), "."))}
+		return nil, hcl.Diagnostics{config.Errorf(rng, "Cannot install the required providers", "%s.", strings.TrimSuffix(err.Error(), "."))}
 	}
 	e.plugins.mu.Lock()
 	if e.plugins.types == nil {
@@ -155,14 +156,6 @@ func (e *Engine) resolvePlugins(reqs []provider.ProviderRequirement, rng hcl.Ran
 	}
 	e.plugins.mu.Unlock()
 	return e.registry(), nil
-}
-
-func requirementNames(reqs []provider.ProviderRequirement) string {
-	names := make([]string, len(reqs))
-	for i, r := range reqs {
-		names[i] = r.LocalName + " (" + r.Source + ")"
-	}
-	return strings.Join(names, ", ")
 }
 
 // origin is the recorded provider of a plugin resource type.
@@ -203,7 +196,7 @@ func pluginRequest(req provider.Request, rr *ResourceState, cfg cty.Value) provi
 	req.Private, req.SchemaVersion, req.Identity = rr.Private, rr.SchemaVersion, rr.Identity
 	req.ProviderConfig = cfg
 	if cfg == cty.NilVal && len(rr.ProviderConfig) > 0 {
-		if v, err := DecodeValue(rr.ProviderConfig); err == nil {
+		if v, err := config.DecodeValue(rr.ProviderConfig); err == nil {
 			req.ProviderConfig = v
 		}
 	}
@@ -217,3 +210,27 @@ func (e *Engine) dataSource(typ string) (provider.DataSource, bool) {
 	ds, ok := e.plugins.data[typ]
 	return ds, ok
 }
+
+// loadPlugins is e as loading sees it (nil for a nil engine: no plugins).
+func (e *Engine) loadPlugins() config.Plugins {
+	if e == nil {
+		return nil
+	}
+	return enginePlugins{e}
+}
+
+// enginePlugins gives loading the engine's plugin resolution.
+type enginePlugins struct{ e *Engine }
+
+var _ config.Plugins = enginePlugins{}
+
+func (p enginePlugins) ResolvePlugins(reqs []provider.ProviderRequirement, rng hcl.Range, untrusted bool) (provider.Registry, hcl.Diagnostics) {
+	return p.e.resolvePlugins(reqs, rng, untrusted)
+}
+func (p enginePlugins) TypeOwner(typ string) string { return p.e.typeOwner(typ) }
+func (p enginePlugins) ProviderConfigSchema(name string) (provider.Schema, bool) {
+	return p.e.providerConfigSchema(name)
+}
+func (p enginePlugins) DataSource(typ string) (provider.DataSource, bool) { return p.e.dataSource(typ) }
+func (p enginePlugins) Registry() provider.Registry                       { return p.e.registry() }
+func (p enginePlugins) Lookup(typ string) (provider.Provider, bool)       { return p.e.lookup(typ) }

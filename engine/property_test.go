@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -80,7 +81,7 @@ func TestApplyThenReplanHasNoChanges(t *testing.T) {
 		reg := provider.Registry{"rec": newRecorder()}
 		e := New(reg)
 		j := newJournal()
-		inst := &Instance{StackSetID: "id", Target: Target{"r", "a"}}
+		inst := &Instance{StackSetID: "id", Target: config.Target{Region: "r", Account: "a"}}
 		for round := 0; round < 3; round++ {
 			defs := fmt.Sprintf(`stack_set "s" {
   template = "./t"

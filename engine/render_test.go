@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -72,7 +73,7 @@ resource "rec" "config" {
 	reg := provider.Registry{"rec": rec}
 	e := New(reg)
 	files := map[string]string{"vault.hcl": defs(fakeSecret), "tmpl/main.hcl": tmpl}
-	inst := &Instance{StackSet: mustLoad(t, files, reg).StackSet("vault"), StackSetID: "ss-1", Target: Target{Region: "eu", Account: "111"}}
+	inst := &Instance{StackSet: mustLoad(t, files, reg).StackSet("vault"), StackSetID: "ss-1", Target: config.Target{Region: "eu", Account: "111"}}
 	j := newJournal()
 
 	var sets []*changeset.StackSetChangeSet

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -46,7 +47,7 @@ func rolloutDefs(body string) string {
 `
 }
 
-func loadRollout(t *testing.T, body string) (*StackSet, hcl.Diagnostics) {
+func loadRollout(t *testing.T, body string) (*config.StackSet, hcl.Diagnostics) {
 	t.Helper()
 	defs, diags := load(t, map[string]string{"ss.hcl": rolloutDefs(body), "t/main.hcl": rolloutTmpl}, provider.Registry{"rec": newRecorder()})
 	return defs.StackSet("s"), diags
@@ -57,8 +58,8 @@ func TestRolloutDefaults(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())
 	}
-	want := Rollout{Pattern: PatternRolling, BatchSize: 1, GrowthFactor: 1, OnFailure: OnFailureStop}
-	if diff := cmp.Diff(want, *ss.Rollout, cmpopts.IgnoreFields(Rollout{}, "DeclRange", "MinInServiceRange")); diff != "" {
+	want := config.Rollout{Pattern: config.PatternRolling, BatchSize: 1, GrowthFactor: 1, OnFailure: config.OnFailureStop}
+	if diff := cmp.Diff(want, *ss.Rollout, cmpopts.IgnoreFields(config.Rollout{}, "DeclRange", "MinInServiceRange")); diff != "" {
 		t.Errorf("rollout defaults (-want +got):\n%s", diff)
 	}
 
@@ -75,7 +76,7 @@ func TestRolloutDefaults(t *testing.T) {
 		t.Fatal(diags.Error())
 	}
 	r := ss.Rollout
-	if r.Pattern != PatternCanary || r.GrowthFactor != DefaultGrowthFactor || !r.UntilPromoted || r.Pause != 0 || r.OnFailure != OnFailureRollback || r.MinInService != 3 || r.BatchSize != 2 {
+	if r.Pattern != config.PatternCanary || r.GrowthFactor != config.DefaultGrowthFactor || !r.UntilPromoted || r.Pause != 0 || r.OnFailure != config.OnFailureRollback || r.MinInService != 3 || r.BatchSize != 2 {
 		t.Errorf("canary rollout %+v, want canary ×2 until promoted, rollback, min_in_service 3, batch_size 2", r)
 	}
 	h := r.HealthCheck
@@ -125,7 +126,7 @@ func TestRolloutValidation(t *testing.T) {
 			_, diags := loadRollout(t, tc.body)
 			var got []string
 			found := false
-			for _, d := range DiagnosticsJSON(diags) {
+			for _, d := range config.DiagnosticsJSON(diags) {
 				got = append(got, d.String())
 				if strings.Contains(d.String(), tc.want) {
 					found = true
@@ -156,17 +157,17 @@ func TestHealthCheckURL(t *testing.T) {
 		t.Fatal(diags.Error())
 	}
 	h := ss.Rollout.HealthCheck
-	got, err := h.URLFor(ss, "id-1", Target{Region: "r2", Account: "222222222222"}, json.RawMessage(`{"host":"svc-r2","port":8080}`))
+	got, err := h.URLFor(ss, "id-1", config.Target{Region: "r2", Account: "222222222222"}, json.RawMessage(`{"host":"svc-r2","port":8080}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := "http://svc-r2.r2:8080/s/222222222222"; got != want {
 		t.Errorf("URL %q, want %q", got, want)
 	}
-	if _, err := h.URLFor(ss, "id-1", Target{Region: "r2", Account: "222222222222"}, nil); err == nil {
+	if _, err := h.URLFor(ss, "id-1", config.Target{Region: "r2", Account: "222222222222"}, nil); err == nil {
 		t.Errorf("URL without recorded outputs: no error")
 	}
-	if _, err := h.URLFor(ss, "id-1", Target{Region: "r2", Account: "2"}, json.RawMessage(`{"host":"<sensitive>","port":1}`)); err == nil || !strings.Contains(err.Error(), "not recorded") {
+	if _, err := h.URLFor(ss, "id-1", config.Target{Region: "r2", Account: "2"}, json.RawMessage(`{"host":"<sensitive>","port":1}`)); err == nil || !strings.Contains(err.Error(), "not recorded") {
 		t.Errorf("URL with a redacted output: error %v, want one saying the value is not recorded", err)
 	}
 
@@ -174,7 +175,7 @@ func TestHealthCheckURL(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())
 	}
-	if _, err := ss.Rollout.HealthCheck.URLFor(ss, "id", Target{Region: "r1", Account: "1"}, nil); err == nil || !strings.Contains(err.Error(), "not an http") {
+	if _, err := ss.Rollout.HealthCheck.URLFor(ss, "id", config.Target{Region: "r1", Account: "1"}, nil); err == nil || !strings.Contains(err.Error(), "not an http") {
 		t.Errorf("ftp URL: error %v, want not an http URL", err)
 	}
 }
@@ -199,10 +200,10 @@ func sizesOf(batches [][]int) []int {
 	return out
 }
 
-func candidates(inService ...bool) []Candidate {
-	out := make([]Candidate, len(inService))
+func candidates(inService ...bool) []config.Candidate {
+	out := make([]config.Candidate, len(inService))
 	for i, s := range inService {
-		out[i] = Candidate{Region: "r1", InService: s}
+		out[i] = config.Candidate{Region: "r1", InService: s}
 	}
 	return out
 }
@@ -213,21 +214,23 @@ func candidates(inService ...bool) []Candidate {
 // be the alternative. Nothing is taken when every instance left serves and
 // none may leave service.
 func TestNextBatch(t *testing.T) {
-	r := &Rollout{Pattern: PatternRolling, BatchSize: 3, MinInService: 3}
-	c := func(region string, inService bool) Candidate { return Candidate{Region: region, InService: inService} }
+	r := &config.Rollout{Pattern: config.PatternRolling, BatchSize: 3, MinInService: 3}
+	c := func(region string, inService bool) config.Candidate {
+		return config.Candidate{Region: region, InService: inService}
+	}
 	for _, tc := range []struct {
 		name    string
-		left    []Candidate
+		left    []config.Candidate
 		serving int
 		want    []int
 	}{
-		{"capacity for one", []Candidate{c("a", true), c("a", true), c("a", true), c("a", true)}, 4, []int{0}},
-		{"no capacity", []Candidate{c("a", true), c("a", true)}, 3, nil},
-		{"no capacity, a failed one later in the region", []Candidate{c("a", true), c("a", false), c("a", true)}, 3, []int{1}},
-		{"capacity for one, new ones after it", []Candidate{c("a", true), c("a", true), c("a", false), c("a", false)}, 4, []int{0, 2, 3}},
-		{"never past a held-back instance into a later region", []Candidate{c("a", true), c("a", true), c("b", false)}, 4, []int{0}},
-		{"into a later region rather than stop", []Candidate{c("a", true), c("b", false), c("b", false)}, 3, []int{1, 2}},
-		{"size bounds new instances too", []Candidate{c("a", false), c("a", false), c("a", false), c("a", false)}, 0, []int{0, 1, 2}},
+		{"capacity for one", []config.Candidate{c("a", true), c("a", true), c("a", true), c("a", true)}, 4, []int{0}},
+		{"no capacity", []config.Candidate{c("a", true), c("a", true)}, 3, nil},
+		{"no capacity, a failed one later in the region", []config.Candidate{c("a", true), c("a", false), c("a", true)}, 3, []int{1}},
+		{"capacity for one, new ones after it", []config.Candidate{c("a", true), c("a", true), c("a", false), c("a", false)}, 4, []int{0, 2, 3}},
+		{"never past a held-back instance into a later region", []config.Candidate{c("a", true), c("a", true), c("b", false)}, 4, []int{0}},
+		{"into a later region rather than stop", []config.Candidate{c("a", true), c("b", false), c("b", false)}, 3, []int{1, 2}},
+		{"size bounds new instances too", []config.Candidate{c("a", false), c("a", false), c("a", false), c("a", false)}, 0, []int{0, 1, 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, r.NextBatch(tc.left, tc.serving, 3)); diff != "" {
@@ -235,7 +238,7 @@ func TestNextBatch(t *testing.T) {
 			}
 		})
 	}
-	canary := &Rollout{Pattern: PatternCanary, BatchSize: 1, GrowthFactor: 3}
+	canary := &config.Rollout{Pattern: config.PatternCanary, BatchSize: 1, GrowthFactor: 3}
 	if got := canary.NextSize(2, true); got != 6 {
 		t.Errorf("canary after a fully successful batch of 2: %d, want 6", got)
 	}
@@ -256,11 +259,11 @@ func allInService(n int) []bool {
 }
 
 func TestBatchSizes(t *testing.T) {
-	rolling := func(b, min int) *Rollout {
-		return &Rollout{Pattern: PatternRolling, BatchSize: b, GrowthFactor: 1, MinInService: min}
+	rolling := func(b, min int) *config.Rollout {
+		return &config.Rollout{Pattern: config.PatternRolling, BatchSize: b, GrowthFactor: 1, MinInService: min}
 	}
-	canary := func(b, g, min int) *Rollout {
-		return &Rollout{Pattern: PatternCanary, BatchSize: b, GrowthFactor: g, MinInService: min}
+	canary := func(b, g, min int) *config.Rollout {
+		return &config.Rollout{Pattern: config.PatternCanary, BatchSize: b, GrowthFactor: g, MinInService: min}
 	}
 	repeat := func(size, times int, tail ...int) []int {
 		var out []int
@@ -271,7 +274,7 @@ func TestBatchSizes(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name      string
-		r         *Rollout
+		r         *config.Rollout
 		inService []bool
 		untouched int
 		want      []int
@@ -331,8 +334,8 @@ func TestBatchSizesInvariant(t *testing.T) {
 	for _, n := range []int{1, 7, 20, 1000} {
 		for _, b := range []int{1, 2, 5, 64} {
 			for _, min := range []int{0, 1, n / 2, n - 1, n, n + 3} {
-				for _, pattern := range []string{PatternRolling, PatternCanary} {
-					r := &Rollout{Pattern: pattern, BatchSize: b, GrowthFactor: 2, MinInService: min}
+				for _, pattern := range []string{config.PatternRolling, config.PatternCanary} {
+					r := &config.Rollout{Pattern: pattern, BatchSize: b, GrowthFactor: 2, MinInService: min}
 					name := fmt.Sprintf("%s n=%d b=%d min=%d", pattern, n, b, min)
 					batches, ok := r.PlanBatches(candidates(allInService(n)...), n)
 					sizes := sizesOf(batches)
@@ -352,14 +355,14 @@ func TestBatchSizesInvariant(t *testing.T) {
 
 func TestRolloutPlanInChangeSets(t *testing.T) {
 	for _, tc := range []struct {
-		r    Rollout
+		r    config.Rollout
 		want string
 	}{
-		{Rollout{Pattern: PatternCanary, BatchSize: 1, GrowthFactor: 2, OnFailure: OnFailureRollback, HealthCheck: &HealthCheck{}},
+		{config.Rollout{Pattern: config.PatternCanary, BatchSize: 1, GrowthFactor: 2, OnFailure: config.OnFailureRollback, HealthCheck: &config.HealthCheck{}},
 			"canary in 3 batches (1, 2, 3), each health-checked, on failure rollback"},
-		{Rollout{Pattern: PatternRolling, BatchSize: 6, GrowthFactor: 1, OnFailure: OnFailureStop, Pause: 30 * time.Second},
+		{config.Rollout{Pattern: config.PatternRolling, BatchSize: 6, GrowthFactor: 1, OnFailure: config.OnFailureStop, Pause: 30 * time.Second},
 			"rolling in 1 batch (6), pause 30s, on failure stop"},
-		{Rollout{Pattern: PatternRolling, BatchSize: 4, GrowthFactor: 1, OnFailure: OnFailureStop, UntilPromoted: true},
+		{config.Rollout{Pattern: config.PatternRolling, BatchSize: 4, GrowthFactor: 1, OnFailure: config.OnFailureStop, UntilPromoted: true},
 			"rolling in 2 batches (4, 2), held between batches until stackd promote, on failure stop"},
 	} {
 		p := tc.r.PlanRollout(candidates(make([]bool, 6)...), 0)

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -68,13 +69,13 @@ func runRuleCases(t *testing.T, cases []ruleCase) {
 			defs, diags := load(t, files, reg)
 			if tc.wantErr != "" {
 				var got []string
-				for _, d := range DiagnosticsJSON(diags) {
+				for _, d := range config.DiagnosticsJSON(diags) {
 					got = append(got, d.String())
 				}
 				if !strings.Contains(strings.Join(got, "\n"), tc.wantErr) {
 					t.Fatalf("diagnostics:\n%s\nwant one containing %q", strings.Join(got, "\n"), tc.wantErr)
 				}
-				for _, d := range DiagnosticsJSON(diags) {
+				for _, d := range config.DiagnosticsJSON(diags) {
 					if d.File == "" || d.Line == 0 {
 						t.Errorf("diagnostic without file:line: %s", d)
 					}
@@ -284,7 +285,7 @@ func TestSeedOverrideRules(t *testing.T) {
 			wantErr: "Override of an unknown region"},
 		{name: "merged length limit",
 			defs: selfManaged(`instance_override {
-    vars               = { a = "` + strings.Repeat("x", MaxMergedVarsLength) + `" }
+    vars               = { a = "` + strings.Repeat("x", config.MaxMergedVarsLength) + `" }
     use_stack_set_vars = ["b"]
   }`),
 			wantErr: "Overridden variables too long"},
@@ -293,7 +294,7 @@ func TestSeedOverrideRules(t *testing.T) {
     vars_file          = "./big.tfvars"
     use_stack_set_vars = ["b"]
   }`),
-			files:   map[string]string{"big.tfvars": "a = \"" + strings.Repeat("x", MaxVarsFileSize) + "\"\n"},
+			files:   map[string]string{"big.tfvars": "a = \"" + strings.Repeat("x", config.MaxVarsFileSize) + "\"\n"},
 			wantErr: "at most 1048576 bytes"},
 		{name: "stack set vars change leaves the override no longer a subset",
 			defs: `stack_set "s" {
@@ -320,18 +321,18 @@ func TestOverrideValuesAndHash(t *testing.T) {
     use_stack_set_vars = ["b"]
   }`), "t/main.hcl": rulesTmpl}, reg)
 	ss := defs.StackSet("s")
-	got := ss.VarsFor(Target{"r2", "2"})
+	got := ss.VarsFor(config.Target{Region: "r2", Account: "2"})
 	if got["a"].AsString() != "y" || !got["b"].RawEquals(cty.NumberIntVal(2)) {
 		t.Errorf("overridden vars: %#v", got)
 	}
-	if ss.VarsFor(Target{"r1", "2"})["a"].AsString() != "x" {
+	if ss.VarsFor(config.Target{Region: "r1", Account: "2"})["a"].AsString() != "x" {
 		t.Error("override applied to an instance it does not match")
 	}
 	plain := mustLoad(t, map[string]string{"ss.hcl": selfManaged(""), "t/main.hcl": rulesTmpl}, reg).StackSet("s")
-	if plain.InstanceHash("id", Target{"r2", "2"}) == ss.InstanceHash("id", Target{"r2", "2"}) {
+	if plain.InstanceHash("id", config.Target{Region: "r2", Account: "2"}) == ss.InstanceHash("id", config.Target{Region: "r2", Account: "2"}) {
 		t.Error("the override does not change the matched instance's hash")
 	}
-	if plain.InstanceHash("id", Target{"r1", "1"}) != ss.InstanceHash("id", Target{"r1", "1"}) {
+	if plain.InstanceHash("id", config.Target{Region: "r1", Account: "1"}) != ss.InstanceHash("id", config.Target{Region: "r1", Account: "1"}) {
 		t.Error("the override changes an unmatched instance's hash")
 	}
 	if plain.ConfigHash != ss.ConfigHash {
@@ -358,13 +359,13 @@ func TestPreferenceRules(t *testing.T) {
 
 func TestLimits(t *testing.T) {
 	cases := []struct {
-		p            OperationPreferences
+		p            config.OperationPreferences
 		n            int
 		tol, maxConc int
 	}{
-		{OperationPreferences{FailureTolerancePercentage: 25, MaxConcurrentPercentage: 10}, 9, 2, 1}, // floor; 0 → 1
-		{OperationPreferences{FailureTolerancePercentage: -1, MaxConcurrentPercentage: 50, FailureToleranceCount: 3}, 7, 3, 3},
-		{OperationPreferences{FailureTolerancePercentage: -1, MaxConcurrentPercentage: -1, MaxConcurrentCount: 4, FailureToleranceCount: 3}, 100, 3, 4},
+		{config.OperationPreferences{FailureTolerancePercentage: 25, MaxConcurrentPercentage: 10}, 9, 2, 1}, // floor; 0 → 1
+		{config.OperationPreferences{FailureTolerancePercentage: -1, MaxConcurrentPercentage: 50, FailureToleranceCount: 3}, 7, 3, 3},
+		{config.OperationPreferences{FailureTolerancePercentage: -1, MaxConcurrentPercentage: -1, MaxConcurrentCount: 4, FailureToleranceCount: 3}, 100, 3, 4},
 	}
 	for _, tc := range cases {
 		tol, mc := tc.p.Limits(tc.n)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -140,7 +141,7 @@ stack_set "web" {
   }
 }`, "t/main.hcl": tmpl}, reg)
 	e := New(reg)
-	inst := &Instance{StackSet: defs.StackSets[0], StackSetID: "ss-1", Target: Target{Region: "eu", Account: "111"}}
+	inst := &Instance{StackSet: defs.StackSets[0], StackSetID: "ss-1", Target: config.Target{Region: "eu", Account: "111"}}
 	j := newJournal()
 	p, diags := e.Plan(inst, j.list())
 	if diags.HasErrors() {

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -34,7 +35,7 @@ const sensitiveDetail = "The details of this error are hidden because the expres
 
 // loadRedacted is Load with its diagnostics redacted like the text
 // writer's output (Engine.Load's hook).
-func loadRedacted(defs *Definitions, diags hcl.Diagnostics) (*Definitions, hcl.Diagnostics) {
+func loadRedacted(defs *config.Definitions, diags hcl.Diagnostics) (*config.Definitions, hcl.Diagnostics) {
 	return defs, sanitizeDiagnostics(diags, defs.Redactor())
 }
 

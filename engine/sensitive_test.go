@@ -18,6 +18,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/engine/provider/command"
 	"github.com/stackd/stackd/engine/provider/file"
@@ -47,7 +48,7 @@ func assertNoSecret(t *testing.T, what, s string) {
 
 // sensDefs is a stack set "s" at one target giving template t (main.hcl
 // is tmpl) the sensitive variable k = sensSecret.
-func sensDefs(t *testing.T, reg provider.Registry, tmpl string) (*Definitions, *Instance) {
+func sensDefs(t *testing.T, reg provider.Registry, tmpl string) (*config.Definitions, *Instance) {
 	t.Helper()
 	defs := mustLoad(t, map[string]string{
 		"d.hcl": `stack_set "s" {
@@ -64,7 +65,7 @@ func sensDefs(t *testing.T, reg provider.Registry, tmpl string) (*Definitions, *
 }
 ` + tmpl,
 	}, reg)
-	return defs, &Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: Target{Region: "eu", Account: "111"}}
+	return defs, &Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: config.Target{Region: "eu", Account: "111"}}
 }
 
 // renderAll renders a change set of one instance's plan in every format.
@@ -119,7 +120,7 @@ func TestFunctionErrorsHideSensitiveArguments(t *testing.T) {
 			if !diags.HasErrors() {
 				t.Fatalf("%s planned without error", tc.expr)
 			}
-			js := DiagnosticsJSON(diags)
+			js := config.DiagnosticsJSON(diags)
 			var text bytes.Buffer
 			if err := WriteDiagnostics(&text, defs, diags, false); err != nil {
 				t.Fatal(err)
@@ -255,7 +256,7 @@ output "leak" {
 			// hides its message.
 			pr.Untrusted = false
 			p, diags = e.Plan(pr, j.list())
-			b, _ := json.Marshal(DiagnosticsJSON(diags))
+			b, _ := json.Marshal(config.DiagnosticsJSON(diags))
 			assertNoSecret(t, "the trusted plan's diagnostics", string(b))
 			if !diags.HasErrors() {
 				if v := p.Outputs["leak"]; !v.IsWhollyKnown() || !provider.IsSensitive(v) {

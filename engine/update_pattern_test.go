@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -112,7 +113,7 @@ stack_set "web" {
     accounts = ["111"]
   }
 }`, vars), "t/main.hcl": tmpl}, pe.reg)
-	return &Instance{StackSet: defs.StackSets[0], StackSetID: "ss-1", Target: Target{Region: "eu", Account: "111"}}
+	return &Instance{StackSet: defs.StackSets[0], StackSetID: "ss-1", Target: config.Target{Region: "eu", Account: "111"}}
 }
 
 func (pe *patternEnv) applyAsync(t *testing.T, inst *Instance) chan error {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/engine/provider/waitcondition"
 )
@@ -164,7 +165,7 @@ stack_set "web" {
     accounts = ["111"]
   }
 }`, "t/main.hcl": tmpl}, w.reg)
-	return &Instance{StackSet: defs.StackSets[0], StackSetID: "ss-1", Target: Target{Region: "eu", Account: "111"}}
+	return &Instance{StackSet: defs.StackSets[0], StackSetID: "ss-1", Target: config.Target{Region: "eu", Account: "111"}}
 }
 
 // applyAsync plans and applies in a goroutine.

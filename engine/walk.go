@@ -12,7 +12,9 @@ import (
 	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
+	"github.com/stackd/stackd/internal/dag"
 )
 
 // The walker: it evaluates a template node by node in dependency order,
@@ -45,7 +47,7 @@ func (m walkMode) String() string {
 type walker struct {
 	e         *Engine
 	inst      *Instance
-	tmpl      *Template
+	tmpl      *config.Template
 	base      map[string]cty.Value // var, target, stack_set
 	locals    map[string]cty.Value
 	resources map[string]cty.Value // by "TYPE.NAME"
@@ -57,7 +59,7 @@ type walker struct {
 	mode walkMode
 	// apply is called for each resource instance plan in order; it
 	// returns the resource's real value.
-	apply func(r *Resource, rp *ResourcePlan, props cty.Value) (cty.Value, *ResourceState, error)
+	apply func(r *config.Resource, rp *ResourcePlan, props cty.Value) (cty.Value, *ResourceState, error)
 	// pause waits between the batches of an update pattern (apply only).
 	pause func(d time.Duration) error
 	// wait completes a waiter member (apply only); see gate.
@@ -81,7 +83,7 @@ type walker struct {
 	planned  *[]*ResourcePlan     // shared: planned resources in order
 	// meter (shared) measures the work against the limits and stops it
 	// when the plan's context ends (limits.go).
-	meter *meter
+	meter *config.Meter
 	// rootW is the walker of the instance's template (nil for it): provider
 	// blocks live there, and their evaluated configurations (providerCfgs,
 	// root only) serve every module.
@@ -120,7 +122,7 @@ func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, h
 		v, ok := vals[name]
 		if !ok {
 			if decl.Default == cty.NilVal {
-				diags = diags.Append(errorf(ss.DeclRange, "No value for required variable", "Stack set %q does not set variable %q.", ss.Name, name))
+				diags = diags.Append(config.Errorf(ss.DeclRange, "No value for required variable", "Stack set %q does not set variable %q.", ss.Name, name))
 				continue
 			}
 			v = decl.Default
@@ -150,7 +152,7 @@ func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, h
 		groups:    map[string][]*member{},
 		waiters:   new([]*member),
 		plan:      &InstancePlan{Instance: inst, Outputs: map[string]cty.Value{}, recorded: map[string]*recordedResource{}},
-		meter:     newMeter(context.Background()),
+		meter:     config.NewMeter(context.Background()),
 
 		changedAddrs: map[string]bool{},
 	}
@@ -173,30 +175,30 @@ func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, h
 func (w *walker) walkNodes() hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	failed := map[string]bool{}
-	for _, node := range w.tmpl.order {
+	for _, node := range w.tmpl.Order {
 		rng := w.nodeRange(node)
-		if err := w.meter.stopped(); err != nil {
-			return append(diags, stoppedDiag(w.meter.ctx, &rng))
+		if err := w.meter.Stopped(); err != nil {
+			return append(diags, config.StoppedDiag(w.meter.Ctx, &rng))
 		}
 		if len(failed) > 0 && w.usesAny(node, failed) {
 			failed[node] = true
 			continue
 		}
-		w.meter.setAt(w.prefix+node+" ("+rng.String()+")", &rng)
+		w.meter.SetAt(w.prefix+node+" ("+rng.String()+")", &rng)
 		if d := w.gate(node); d.HasErrors() {
 			return append(diags, d...)
 		}
-		d := BoundDiagnostics(w.walkNode(node), MaxNodeDiagnostics, "this block")
+		d := BoundDiagnostics(w.walkNode(node), config.MaxNodeDiagnostics, "this block")
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			if w.mode == modeApply {
 				return diags
 			}
 			failed[node] = true
-			if w.meter.failedNodes++; w.meter.failedNodes >= MaxPlanErrors {
-				if w.meter.failedNodes == MaxPlanErrors {
+			if w.meter.FailedNodes++; w.meter.FailedNodes >= config.MaxPlanErrors {
+				if w.meter.FailedNodes == config.MaxPlanErrors {
 					diags = diags.Append(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Too many errors",
-						Detail: fmt.Sprintf("The plan of this instance stopped after %d blocks failed; fix these and plan again.", MaxPlanErrors), Subject: rng.Ptr()})
+						Detail: fmt.Sprintf("The plan of this instance stopped after %d blocks failed; fix these and plan again.", config.MaxPlanErrors), Subject: rng.Ptr()})
 				}
 				return diags
 			}
@@ -207,13 +209,13 @@ func (w *walker) walkNodes() hcl.Diagnostics {
 
 // usesAny reports whether node references or depends on a node of set.
 func (w *walker) usesAny(node string, set map[string]bool) bool {
-	for _, ref := range w.tmpl.refs[node] {
-		if set[ref.root+"."+ref.name] {
+	for _, ref := range w.tmpl.Refs[node] {
+		if set[ref.Root+"."+ref.Name] {
 			return true
 		}
 	}
 	if r := w.tmpl.Resources[node]; r != nil {
-		for _, dep := range r.deps {
+		for _, dep := range r.Deps {
 			if set[dep] {
 				return true
 			}
@@ -229,7 +231,7 @@ func (w *walker) nodeValue(node string, expr hcl.Expression) (cty.Value, hcl.Dia
 	if diags.HasErrors() {
 		return v, diags
 	}
-	if d := checkValue(w.meter, v, w.prefix+node, expr.Range()); d != nil {
+	if d := config.CheckValue(w.meter, v, w.prefix+node, expr.Range()); d != nil {
 		return v, diags.Append(d)
 	}
 	return v, diags
@@ -306,7 +308,7 @@ func (w *walker) moduleInfo() *changeset.ModuleInfo {
 // module evaluates a module call: its inputs become the module template's
 // variables, its resources are planned under "module.NAME.", and its
 // outputs become module.NAME.OUTPUT.
-func (w *walker) module(mc *ModuleCall) hcl.Diagnostics {
+func (w *walker) module(mc *config.ModuleCall) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	ctx := w.ctx("module." + mc.Name)
 	vars := map[string]cty.Value{}
@@ -320,10 +322,10 @@ func (w *walker) module(mc *ModuleCall) hcl.Diagnostics {
 			}
 			conv, err := convert.Convert(val, decl.Type)
 			if err != nil {
-				return diags.Append(errorf(a.Expr.Range(), "Invalid value for module variable",
-					"Module %q: variable %q must be %s: %s.", mc.Name, name, typeName(decl.Type), err))
+				return diags.Append(config.Errorf(a.Expr.Range(), "Invalid value for module variable",
+					"Module %q: variable %q must be %s: %s.", mc.Name, name, config.TypeName(decl.Type), err))
 			}
-			if d := checkValue(w.meter, conv, fmt.Sprintf("module %q's variable %q", mc.Name, name), a.Expr.Range()); d != nil {
+			if d := config.CheckValue(w.meter, conv, fmt.Sprintf("module %q's variable %q", mc.Name, name), a.Expr.Range()); d != nil {
 				return diags.Append(d)
 			}
 			v = conv
@@ -383,7 +385,7 @@ func (w *walker) walk() hcl.Diagnostics {
 	}
 	for _, rr := range orderRemovals(removed) {
 		if tr := w.tmpl.Resources[baseAddr(rr.Address)]; tr != nil && tr.Lifecycle.PreventDestroy {
-			return diags.Append(errorf(tr.DeclRange, "Instance cannot be destroyed",
+			return diags.Append(config.Errorf(tr.DeclRange, "Instance cannot be destroyed",
 				"%s has lifecycle.prevent_destroy set, but this change would destroy it. Remove prevent_destroy first or keep the resource.", rr.Address))
 		}
 		rp := &ResourcePlan{Address: rr.Address, Base: baseAddr(rr.Address), Type: rr.Type, Action: Delete, PhysicalID: rr.PhysicalID, Before: markAttrs(rr.inputs(), rr.Sensitive)}
@@ -401,22 +403,22 @@ func (w *walker) walk() hcl.Diagnostics {
 // before the resources it depends on.
 func orderRemovals(removed []*recordedResource) []*recordedResource {
 	byBase := map[string][]*recordedResource{}
-	g := newGraph()
+	g := dag.New()
 	for _, rr := range removed {
 		b := baseAddr(rr.Address)
 		byBase[b] = append(byBase[b], rr)
-		g.add(b)
+		g.Add(b)
 	}
 	for _, rr := range removed {
 		for _, d := range rr.DependsOn {
 			if _, ok := byBase[d]; ok && d != baseAddr(rr.Address) {
-				g.connect(baseAddr(rr.Address), d)
+				g.Connect(baseAddr(rr.Address), d)
 			}
 		}
 	}
-	order, cycle := g.order()
+	order, cycle := g.Order()
 	if cycle != nil { // recorded data is inconsistent; fall back to name order
-		order = sortedKeys(byBase)
+		order = config.SortedKeys(byBase)
 	}
 	var out []*recordedResource
 	for i := len(order) - 1; i >= 0; i-- {
@@ -444,24 +446,24 @@ func (w *walker) ctx(node string) *hcl.EvalContext {
 	locals := map[string]cty.Value{}
 	byType := map[string]map[string]cty.Value{}
 	modules := map[string]cty.Value{}
-	for _, ref := range w.tmpl.refs[node] {
-		if ref.root == "module" {
-			if v, ok := w.modules[ref.name]; ok {
-				modules[ref.name] = v
+	for _, ref := range w.tmpl.Refs[node] {
+		if ref.Root == "module" {
+			if v, ok := w.modules[ref.Name]; ok {
+				modules[ref.Name] = v
 			}
 			continue
 		}
-		if ref.root == "local" {
-			if v, ok := w.locals[ref.name]; ok {
-				locals[ref.name] = v
+		if ref.Root == "local" {
+			if v, ok := w.locals[ref.Name]; ok {
+				locals[ref.Name] = v
 			}
 			continue
 		}
-		if v, ok := w.resources[ref.root+"."+ref.name]; ok {
-			if byType[ref.root] == nil {
-				byType[ref.root] = map[string]cty.Value{}
+		if v, ok := w.resources[ref.Root+"."+ref.Name]; ok {
+			if byType[ref.Root] == nil {
+				byType[ref.Root] = map[string]cty.Value{}
 			}
-			byType[ref.root][ref.name] = v
+			byType[ref.Root][ref.Name] = v
 		}
 	}
 	vars["local"] = cty.ObjectVal(locals)
@@ -486,7 +488,7 @@ func (w *walker) ctx(node string) *hcl.EvalContext {
 		}
 		vars[typ] = cty.ObjectVal(m)
 	}
-	return &hcl.EvalContext{Variables: vars, Functions: w.meter.functions()}
+	return &hcl.EvalContext{Variables: vars, Functions: w.meter.Functions()}
 }
 
 // withExtra returns a child context holding count or each.

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/stackd/stackd/engine/config"
 )
 
 // The walker's apply mode: waiter groups completed before the nodes that
@@ -18,7 +20,7 @@ func (w *walker) gate(node string) hcl.Diagnostics {
 	if w.mode != modeApply {
 		return nil
 	}
-	for _, dep := range w.tmpl.needs[node] {
+	for _, dep := range w.tmpl.Needs[node] {
 		ms := w.groups[dep]
 		changed := false
 		for _, m := range ms {
@@ -39,7 +41,7 @@ func (w *walker) gate(node string) hcl.Diagnostics {
 
 // applyMembers applies the members of r: one after another, or in the
 // batches of r's update pattern when it has one and the group exists.
-func (w *walker) applyMembers(r *Resource, members []*member) hcl.Diagnostics {
+func (w *walker) applyMembers(r *config.Resource, members []*member) hcl.Diagnostics {
 	one := func(m *member) error {
 		val, rec, err := w.apply(r, m.rp, m.props)
 		if err != nil {
@@ -107,7 +109,7 @@ func (w *walker) applyMembers(r *Resource, members []*member) hcl.Diagnostics {
 // batches groups the changing members of r into the batches of its update
 // pattern, in member order; nil when they go one after another (no
 // pattern, nothing changes, or the group is being created from nothing).
-func (w *walker) batches(r *Resource, members []*member) [][]*member {
+func (w *walker) batches(r *config.Resource, members []*member) [][]*member {
 	if r.UpdatePattern == nil {
 		return nil
 	}

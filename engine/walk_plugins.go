@@ -12,13 +12,14 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
 // providerConfig evaluates the provider block a plugin resource uses for
 // this instance (cached per walk). A resource without a provider block
 // gets its provider's empty configuration.
-func (w *walker) providerConfig(r *Resource) (cty.Value, hcl.Diagnostics) {
+func (w *walker) providerConfig(r *config.Resource) (cty.Value, hcl.Diagnostics) {
 	return w.providerConfigFor(r.Type, r.Provider, r.DeclRange)
 }
 
@@ -35,7 +36,7 @@ func (w *walker) providerConfigFor(typ, ref string, rng hcl.Range) (cty.Value, h
 	}
 	rootKey, ok := w.rootProviderKey(key)
 	if !ok {
-		return cty.NilVal, hcl.Diagnostics{errorf(rng, "Provider configuration not passed",
+		return cty.NilVal, hcl.Diagnostics{config.Errorf(rng, "Provider configuration not passed",
 			"%s uses provider %s, which the call of module %q does not pass; add it to the call: providers = { %s = … }.",
 			strings.TrimSuffix(w.prefix, "."), key, w.modPath[len(w.modPath)-1], key)}
 	}
@@ -47,14 +48,14 @@ func (w *walker) providerConfigFor(typ, ref string, rng hcl.Range) (cty.Value, h
 	schema, _ := w.e.providerConfigSchema(name)
 	pb := w.root().tmpl.Providers[key]
 	if pb == nil && strings.Contains(key, ".") {
-		return cty.NilVal, hcl.Diagnostics{errorf(rng, "Provider configuration not present",
+		return cty.NilVal, hcl.Diagnostics{config.Errorf(rng, "Provider configuration not present",
 			"provider = %s names a provider block with alias %q, which the template does not have; add provider %q { alias = %q … }.", key, strings.TrimPrefix(key, name+"."), name, strings.TrimPrefix(key, name+"."))}
 	}
 	props := map[string]*hcl.Attribute{}
 	if pb != nil {
 		props = pb.Properties
 	}
-	ctx := &hcl.EvalContext{Variables: map[string]cty.Value{}, Functions: w.meter.functions()}
+	ctx := &hcl.EvalContext{Variables: map[string]cty.Value{}, Functions: w.meter.Functions()}
 	maps.Copy(ctx.Variables, w.root().base)
 	ctx.Variables["local"] = cty.ObjectVal(w.root().locals)
 	v, diags := evalProperties(schema, props, ctx, "provider "+key)
@@ -64,12 +65,12 @@ func (w *walker) providerConfigFor(typ, ref string, rng hcl.Range) (cty.Value, h
 	if pv, ok := w.lookupProvider(typ).(provider.ProviderConfigValidator); ok && w.mode != modeApply && w.inst.validates() && v.IsWhollyKnown() {
 		// The provider's own validators of its block.
 		clean, _ := v.UnmarkDeep()
-		if err := pv.ValidateProviderConfig(w.meter.ctx, clean); err != nil {
+		if err := pv.ValidateProviderConfig(w.meter.Ctx, clean); err != nil {
 			rng := hcl.Range{}
 			if pb != nil {
 				rng = pb.DeclRange
 			}
-			return cty.NilVal, configDiags(props, rng, "provider "+key, "Invalid provider configuration", err, v)
+			return cty.NilVal, config.ConfigDiags(props, rng, "provider "+key, "Invalid provider configuration", err, v)
 		}
 	}
 	if w.root().providerCfgs == nil {
@@ -93,18 +94,18 @@ func (w *walker) rootProviderKey(key string) (string, bool) {
 }
 
 // childProviders is the providerMap of the module mc calls.
-func (w *walker) childProviders(mc *ModuleCall) (map[string]string, hcl.Diagnostics) {
+func (w *walker) childProviders(mc *config.ModuleCall) (map[string]string, hcl.Diagnostics) {
 	m := map[string]string{}
 	for k, v := range w.providerMap {
 		if !strings.Contains(k, ".") {
 			m[k] = v // default configurations are inherited
 		}
 	}
-	for _, child := range sortedKeys(mc.Providers) {
+	for _, child := range config.SortedKeys(mc.Providers) {
 		parent := mc.Providers[child]
 		rk, ok := w.rootProviderKey(parent)
 		if !ok || w.rootW == nil && strings.Contains(parent, ".") && w.tmpl.Providers[parent] == nil {
-			return nil, hcl.Diagnostics{errorf(mc.ProvidersRange, "Provider configuration not present",
+			return nil, hcl.Diagnostics{config.Errorf(mc.ProvidersRange, "Provider configuration not present",
 				"Module %q is passed %s = %s, which this template does not have: configure provider %q { alias = %q … } here, or pass one it has.",
 				mc.Name, child, parent, strings.Split(parent, ".")[0], strings.TrimPrefix(parent, strings.Split(parent, ".")[0]+"."))}
 		}
@@ -123,7 +124,7 @@ func encodeProviderConfig(v cty.Value) (json.RawMessage, error) {
 	if !clean.IsWhollyKnown() {
 		return nil, fmt.Errorf("the provider configuration is not known until apply; configure providers from variables and the target only")
 	}
-	return EncodeValue(clean)
+	return config.EncodeValue(clean)
 }
 
 // readData evaluates a data block for this instance and reads it: its
@@ -146,8 +147,8 @@ func (w *walker) readData(node string) hcl.Diagnostics {
 		// The provider's own validators of the data block (Terraform's
 		// ValidateDataResourceConfig); unknown values are skipped.
 		clean, _ := props.UnmarkDeep()
-		if err := cv.ValidateConfig(w.meter.ctx, provider.Request{Target: w.inst.providerTarget(), LogicalID: w.prefix + node, Properties: clean, ProviderConfig: unmarked(cfg)}); err != nil {
-			return diags.Extend(configDiags(r.Properties, r.DeclRange, w.prefix+node, "Invalid data source configuration", err, props))
+		if err := cv.ValidateConfig(w.meter.Ctx, provider.Request{Target: w.inst.providerTarget(), LogicalID: w.prefix + node, Properties: clean, ProviderConfig: unmarked(cfg)}); err != nil {
+			return diags.Extend(config.ConfigDiags(r.Properties, r.DeclRange, w.prefix+node, "Invalid data source configuration", err, props))
 		}
 	}
 	if w.inst.Untrusted {
@@ -164,9 +165,9 @@ func (w *walker) readData(node string) hcl.Diagnostics {
 		return diags
 	}
 	clean, marks := props.UnmarkDeep()
-	attrs, err := ds.ReadData(w.meter.ctx, provider.Request{Target: w.inst.providerTarget(), LogicalID: w.prefix + node, Properties: clean, ProviderConfig: unmarked(cfg)})
+	attrs, err := ds.ReadData(w.meter.Ctx, provider.Request{Target: w.inst.providerTarget(), LogicalID: w.prefix + node, Properties: clean, ProviderConfig: unmarked(cfg)})
 	if err != nil {
-		return diags.Append(errorf(r.DeclRange, "Cannot read data source", "%s: %s.", w.prefix+node, strings.TrimSuffix(err.Error(), ".")))
+		return diags.Append(config.Errorf(r.DeclRange, "Cannot read data source", "%s: %s.", w.prefix+node, strings.TrimSuffix(err.Error(), ".")))
 	}
 	v := cty.ObjectVal(attrs)
 	if len(marks) > 0 {
@@ -179,8 +180,8 @@ func (w *walker) readData(node string) hcl.Diagnostics {
 // dependsOnChange reports whether node refers to (or depends on) a
 // resource this plan changes.
 func (w *walker) dependsOnChange(node string) bool {
-	for _, ref := range w.tmpl.refs[node] {
-		if ref.root != "local" && ref.root != "module" && w.changing[ref.root+"."+ref.name] {
+	for _, ref := range w.tmpl.Refs[node] {
+		if ref.Root != "local" && ref.Root != "module" && w.changing[ref.Root+"."+ref.Name] {
 			return true
 		}
 	}

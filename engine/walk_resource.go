@@ -9,6 +9,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -17,7 +18,7 @@ import (
 
 // resource plans (and in apply mode applies) every instance of r and
 // records its value for references.
-func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
+func (w *walker) resource(r *config.Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 	exps, diags := w.expand(r)
 	if diags.HasErrors() {
 		return nil, diags
@@ -36,8 +37,8 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 	base := w.ctx(r.Addr())
 	members := make([]*member, 0, len(exps))
 	for _, ex := range exps {
-		if err := w.meter.stopped(); err != nil {
-			return nil, diags.Append(stoppedDiag(w.meter.ctx, r.DeclRange.Ptr()))
+		if err := w.meter.Stopped(); err != nil {
+			return nil, diags.Append(config.StoppedDiag(w.meter.Ctx, r.DeclRange.Ptr()))
 		}
 		ctx := withExtra(base, ex.extra)
 		obj, d := evalProperties(schema, r.Properties, ctx, ex.addr)
@@ -46,22 +47,22 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 			return nil, diags
 		}
 		// Change sets copy the properties of every resource: they count.
-		if d := checkProperties(w.meter, obj, "the properties of "+w.prefix+ex.addr, r.DeclRange); d != nil {
-			d.Subject = largestProperty(r, obj.AsValueMap()).Ptr()
+		if d := config.CheckProperties(w.meter, obj, "the properties of "+w.prefix+ex.addr, r.DeclRange); d != nil {
+			d.Subject = config.LargestProperty(r, obj.AsValueMap()).Ptr()
 			return nil, diags.Append(d)
 		}
 		if v, ok := p.(provider.Validator); ok {
 			// Validators check the known parts (unknown values are skipped).
 			clean, _ := obj.UnmarkDeep()
 			if err := v.ValidateProperties(w.inst.providerTarget(), clean); err != nil {
-				return nil, diags.Append(errorf(r.DeclRange, "Invalid resource properties", "%s: %s.", ex.addr, strings.TrimSuffix(err.Error(), ".")))
+				return nil, diags.Append(config.Errorf(r.DeclRange, "Invalid resource properties", "%s: %s.", ex.addr, strings.TrimSuffix(err.Error(), ".")))
 			}
 		}
 		if cv, ok := p.(provider.ConfigValidator); ok && w.mode != modeApply && w.inst.validates() && (pcfg == cty.NilVal || pcfg.IsWhollyKnown()) {
 			// The provider's own validators (Terraform providers).
 			clean, _ := obj.UnmarkDeep()
-			if err := cv.ValidateConfig(w.meter.ctx, provider.Request{Target: w.inst.providerTarget(), LogicalID: w.prefix + ex.addr, Properties: clean, ProviderConfig: unmarked(pcfg)}); err != nil {
-				return nil, diags.Extend(configDiags(r.Properties, r.DeclRange, w.prefix+ex.addr, "Invalid resource configuration", err, obj))
+			if err := cv.ValidateConfig(w.meter.Ctx, provider.Request{Target: w.inst.providerTarget(), LogicalID: w.prefix + ex.addr, Properties: clean, ProviderConfig: unmarked(pcfg)}); err != nil {
+				return nil, diags.Extend(config.ConfigDiags(r.Properties, r.DeclRange, w.prefix+ex.addr, "Invalid resource configuration", err, obj))
 			}
 		}
 		var meta json.RawMessage
@@ -72,20 +73,20 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 				return nil, diags
 			}
 			if !mv.IsWhollyKnown() {
-				return nil, diags.Append(errorf(r.Metadata.Range(), "Invalid metadata", "%s: metadata must be known at plan time; it cannot use values known only after apply.", ex.addr))
+				return nil, diags.Append(config.Errorf(r.Metadata.Range(), "Invalid metadata", "%s: metadata must be known at plan time; it cannot use values known only after apply.", ex.addr))
 			}
-			if d := checkValue(w.meter, mv, "the metadata of "+w.prefix+ex.addr, r.Metadata.Range()); d != nil {
+			if d := config.CheckValue(w.meter, mv, "the metadata of "+w.prefix+ex.addr, r.Metadata.Range()); d != nil {
 				return nil, diags.Append(d)
 			}
 			mv, _ = mv.UnmarkDeep()
-			meta, _ = EncodeValue(mv)
+			meta, _ = config.EncodeValue(mv)
 		}
 		w.extra = ex.extra
 		w.providerCfg = pcfg
 		rp := w.diff(r, w.prefix+ex.addr, schema, obj, meta)
 		rp.providerConfig = pcfg
 		if rp.planErr != nil {
-			return nil, diags.Extend(configDiags(r.Properties, r.DeclRange, w.prefix+ex.addr, "Provider cannot plan the change", rp.planErr, obj))
+			return nil, diags.Extend(config.ConfigDiags(r.Properties, r.DeclRange, w.prefix+ex.addr, "Provider cannot plan the change", rp.planErr, obj))
 		}
 		if rr := w.plan.recorded[rp.Address]; rr != nil && rr.Deposed != nil {
 			rp.DeposedCleanup = true
@@ -93,7 +94,7 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 		rp.CreateBeforeDestroy = rp.Action == Replace && r.Lifecycle.CreateBeforeDestroy
 		if rp.Action == Replace || rp.Action == Delete {
 			if r.Lifecycle.PreventDestroy {
-				return nil, diags.Append(errorf(r.DeclRange, "Instance cannot be destroyed",
+				return nil, diags.Append(config.Errorf(r.DeclRange, "Instance cannot be destroyed",
 					"%s has lifecycle.prevent_destroy set, but this change would destroy it (%s). Remove prevent_destroy first.", ex.addr, changedNames(rp)))
 			}
 		}
@@ -101,7 +102,7 @@ func (w *walker) resource(r *Resource) ([]*ResourcePlan, hcl.Diagnostics) {
 		if ex.extra["each"] != cty.NilVal {
 			m.key = ex.extra["each"].GetAttr("key").AsString()
 		}
-		if w.tmpl.referenced[r.Addr()] {
+		if w.tmpl.Referenced[r.Addr()] {
 			m.val = w.value(p, schema, rp, obj)
 		}
 		members = append(members, m)
@@ -143,7 +144,7 @@ type member struct {
 }
 
 // setValue records a resource's value for references.
-func (w *walker) setValue(r *Resource, members []*member) {
+func (w *walker) setValue(r *config.Resource, members []*member) {
 	switch {
 	case r.Count != nil:
 		vals := make([]cty.Value, len(members))
@@ -203,7 +204,7 @@ func (w *walker) value(p provider.Provider, schema provider.Schema, rp *Resource
 func evalProperties(schema provider.Schema, props map[string]*hcl.Attribute, ctx *hcl.EvalContext, what string) (cty.Value, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	vals := make(map[string]cty.Value, len(schema.Properties))
-	for _, name := range sortedKeys(schema.Properties) {
+	for _, name := range config.SortedKeys(schema.Properties) {
 		ps := schema.Properties[name]
 		a := props[name]
 		if a == nil {
@@ -211,7 +212,7 @@ func evalProperties(schema provider.Schema, props map[string]*hcl.Attribute, ctx
 			if ps.Block != nil {
 				// No block of this type: what the spec decodes from none
 				// (an empty list, or null).
-				vals[name], _ = hcldec.Decode(&blockList{}, ps.Block, ctx)
+				vals[name], _ = hcldec.Decode(&config.BlockList{}, ps.Block, ctx)
 			}
 			continue
 		}
@@ -222,11 +223,11 @@ func evalProperties(schema provider.Schema, props map[string]*hcl.Attribute, ctx
 		}
 		conv, err := convert.Convert(v, ps.Type)
 		if err != nil {
-			diags = diags.Append(errorf(a.Expr.Range(), "Invalid value for property", "%s: property %q must be %s: %s.", what, name, typeName(ps.Type), err))
+			diags = diags.Append(config.Errorf(a.Expr.Range(), "Invalid value for property", "%s: property %q must be %s: %s.", what, name, config.TypeName(ps.Type), err))
 			continue
 		}
 		if ps.Required && conv.IsNull() {
-			diags = diags.Append(errorf(a.Expr.Range(), "Missing value for property", "%s: property %q is required and must not be null.", what, name))
+			diags = diags.Append(config.Errorf(a.Expr.Range(), "Missing value for property", "%s: property %q is required and must not be null.", what, name))
 			continue
 		}
 		if ps.Sensitive {

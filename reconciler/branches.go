@@ -10,8 +10,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 )
 
 // BranchLister lists the repository's branches (name → head commit).
@@ -128,12 +128,12 @@ func (r *Reconciler) planBranch(ctx context.Context, branch, head string) error 
 	summary := []string{}
 	if len(res.Diagnostics) > 0 {
 		doc := IndexStatus{Revision: head, Valid: false, Diagnostics: res.Diagnostics}
-		files[ChangeSetPath(branch, engine.ReservedStackSetName, "json")] = marshal(doc)
+		files[ChangeSetPath(branch, config.ReservedStackSetName, "json")] = marshal(doc)
 		var md bytes.Buffer
 		changeset.WriteDiagnosticsMarkdown(&md, head, res.Diagnostics)
-		files[ChangeSetPath(branch, engine.ReservedStackSetName, "md")] = md.Bytes()
+		files[ChangeSetPath(branch, config.ReservedStackSetName, "md")] = md.Bytes()
 		summary = append(summary, plural(len(res.Diagnostics), "error"))
-		r.notify(ctx, branch, engine.ReservedStackSetName, md.String())
+		r.notify(ctx, branch, config.ReservedStackSetName, md.String())
 	}
 	for _, cs := range res.ChangeSets {
 		var js bytes.Buffer

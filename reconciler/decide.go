@@ -1,8 +1,8 @@
 package reconciler
 
 import (
-	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/state"
 )
 
@@ -31,7 +31,7 @@ func (d *operationDecision) noChange() bool {
 
 // instanceDecision is what happens to one target.
 type instanceDecision struct {
-	target engine.Target
+	target config.Target
 	// work is nil when the instance is left as it is.
 	work *work
 	// recorded is the instance recorded in the state (nil: none).
@@ -43,11 +43,11 @@ type instanceDecision struct {
 // existing its instances), each instance's action and the operation kind.
 // id is the stack set's id ("" while planning a new one for a change set
 // only). It does no I/O and plans nothing.
-func decideOperation(ss *engine.StackSet, recorded *state.StackSet, id string, existing []state.Instance) operationDecision {
+func decideOperation(ss *config.StackSet, recorded *state.StackSet, id string, existing []state.Instance) operationDecision {
 	var d operationDecision
-	have := map[engine.Target]*state.Instance{}
+	have := map[config.Target]*state.Instance{}
 	for i := range existing {
-		have[engine.Target{Region: existing[i].Region, Account: existing[i].Account}] = &existing[i]
+		have[config.Target{Region: existing[i].Region, Account: existing[i].Account}] = &existing[i]
 	}
 	if ss != nil {
 		for _, t := range ss.Targets() {
@@ -89,7 +89,7 @@ func decideOperation(ss *engine.StackSet, recorded *state.StackSet, id string, e
 	// Instances whose targets were removed (or whose stack set was removed).
 	for i := range existing {
 		in := existing[i]
-		t := engine.Target{Region: in.Region, Account: in.Account}
+		t := config.Target{Region: in.Region, Account: in.Account}
 		if _, gone := have[t]; !gone {
 			continue
 		}
@@ -102,7 +102,7 @@ func decideOperation(ss *engine.StackSet, recorded *state.StackSet, id string, e
 
 // operationKind is the RFS operation kind for the instances to create,
 // update and delete, and the stack set's change-set action.
-func operationKind(ss *engine.StackSet, recorded *state.StackSet, creates, updates, deletes int) (kind state.OperationKind, action changeset.InstanceAction) {
+func operationKind(ss *config.StackSet, recorded *state.StackSet, creates, updates, deletes int) (kind state.OperationKind, action changeset.InstanceAction) {
 	switch {
 	case ss == nil:
 		return KindDeleteStackSet, changeset.InstanceDelete

@@ -24,6 +24,7 @@ import (
 
 	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/internal/notify"
 	"github.com/stackd/stackd/state"
 )
@@ -163,7 +164,7 @@ func (r *Reconciler) CheckDrift(ctx context.Context, name string) (*DriftReport,
 			_ = r.opts.Store.SetMeta(metaDriftPrint+name, []byte(print))
 		}
 	}
-	if spec != nil && spec.Mode == engine.DriftModeCorrect && len(drifted) > 0 {
+	if spec != nil && spec.Mode == config.DriftModeCorrect && len(drifted) > 0 {
 		rev := rec.Revision
 		if desired == nil && loaded != nil {
 			// The last operation left instances failed: correct those
@@ -195,14 +196,14 @@ func (r *Reconciler) CheckDrift(ctx context.Context, name string) (*DriftReport,
 // the one recorded (nothing to correct towards otherwise: an operation
 // is due); the block is nil when the definitions cannot be read (no
 // ignore rules then).
-func (r *Reconciler) driftSpec(ctx context.Context, rec *state.StackSet) (*engine.StackSet, *engine.DriftSpec) {
+func (r *Reconciler) driftSpec(ctx context.Context, rec *state.StackSet) (*config.StackSet, *config.DriftSpec) {
 	ss, _ := r.lastReconciled(ctx, rec)
 	return current(ss, rec)
 }
 
 // current is ss (loaded from the revision last reconciled, or nil) when
 // its configuration is the one rec records, and its drift block either way.
-func current(ss *engine.StackSet, rec *state.StackSet) (*engine.StackSet, *engine.DriftSpec) {
+func current(ss *config.StackSet, rec *state.StackSet) (*config.StackSet, *config.DriftSpec) {
 	switch {
 	case ss == nil:
 		return nil, nil
@@ -214,7 +215,7 @@ func current(ss *engine.StackSet, rec *state.StackSet) (*engine.StackSet, *engin
 
 // lastReconciled is the stack set of rec as the revision last reconciled
 // defines it, and that revision; nil when it cannot be read.
-func (r *Reconciler) lastReconciled(ctx context.Context, rec *state.StackSet) (*engine.StackSet, string) {
+func (r *Reconciler) lastReconciled(ctx context.Context, rec *state.StackSet) (*config.StackSet, string) {
 	rev := rec.Revision
 	if last, err := r.opts.Store.Meta(metaLastRevision); err == nil && len(last) > 0 {
 		rev = string(last)
@@ -239,17 +240,17 @@ func (r *Reconciler) lastReconciled(ctx context.Context, rec *state.StackSet) (*
 // recorded; drift correction then re-applies only the instances that
 // reached the new one (re-applying a failed one is the next operation's
 // work, not a correction).
-func (r *Reconciler) deployedAt(rec *state.StackSet, ss *engine.StackSet, targets []engine.Target) ([]engine.Target, error) {
+func (r *Reconciler) deployedAt(rec *state.StackSet, ss *config.StackSet, targets []config.Target) ([]config.Target, error) {
 	ins, err := r.opts.Store.Instances(rec.ID)
 	if err != nil {
 		return nil, err
 	}
-	at := map[engine.Target]bool{}
+	at := map[config.Target]bool{}
 	for _, in := range ins {
-		t := engine.Target{Region: in.Region, Account: in.Account}
+		t := config.Target{Region: in.Region, Account: in.Account}
 		at[t] = in.Status == state.InstanceOperationComplete && in.ConfigHash == ss.InstanceHash(rec.ID, t)
 	}
-	var out []engine.Target
+	var out []config.Target
 	for _, t := range targets {
 		if at[t] {
 			out = append(out, t)
@@ -260,7 +261,7 @@ func (r *Reconciler) deployedAt(rec *state.StackSet, ss *engine.StackSet, target
 
 // checkStackSet reads every deployed instance of rec, records the results
 // and returns the drifted targets.
-func (r *Reconciler) checkStackSet(ctx context.Context, rec *state.StackSet, desired *engine.StackSet, spec *engine.DriftSpec) ([]engine.Target, error) {
+func (r *Reconciler) checkStackSet(ctx context.Context, rec *state.StackSet, desired *config.StackSet, spec *config.DriftSpec) ([]config.Target, error) {
 	ins, err := r.opts.Store.Instances(rec.ID)
 	if err != nil {
 		return nil, err
@@ -276,7 +277,7 @@ func (r *Reconciler) checkStackSet(ctx context.Context, rec *state.StackSet, des
 	var (
 		mu      sync.Mutex
 		results []state.InstanceDrift
-		drifted []engine.Target
+		drifted []config.Target
 		firstE  error
 		wg      sync.WaitGroup
 	)
@@ -286,7 +287,7 @@ func (r *Reconciler) checkStackSet(ctx context.Context, rec *state.StackSet, des
 		if in.Revision == "" || in.Status == state.InstanceOperationInProgress {
 			continue // never applied, or being applied: nothing to compare
 		}
-		t := engine.Target{Region: in.Region, Account: in.Account}
+		t := config.Target{Region: in.Region, Account: in.Account}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -332,7 +333,7 @@ func (r *Reconciler) checkStackSet(ctx context.Context, rec *state.StackSet, des
 }
 
 // checkInstance reads one instance's resources.
-func (r *Reconciler) checkInstance(ctx context.Context, rec *state.StackSet, desired *engine.StackSet, t engine.Target, ignore []string) (engine.InstanceDrift, error) {
+func (r *Reconciler) checkInstance(ctx context.Context, rec *state.StackSet, desired *config.StackSet, t config.Target, ignore []string) (engine.InstanceDrift, error) {
 	resources, err := r.resources(rec.ID, t)
 	if err != nil {
 		return engine.InstanceDrift{}, err
@@ -448,7 +449,7 @@ func (r *Reconciler) writeDriftStatus(ctx context.Context, rec *state.StackSet, 
 // correctDrift dispatches a DriftCorrection operation re-applying the
 // drifted instances at the stack set's recorded revision, and returns its
 // claim (the operation records it).
-func (r *Reconciler) correctDrift(ctx context.Context, rec *state.StackSet, desired *engine.StackSet, rev string, drifted []engine.Target) (string, error) {
+func (r *Reconciler) correctDrift(ctx context.Context, rec *state.StackSet, desired *config.StackSet, rev string, drifted []config.Target) (string, error) {
 	j := &job{name: rec.Name, rev: rev, desired: desired, recorded: rec, kind: state.KindDriftCorrection,
 		claim: rev + "/drift/" + r.opts.Now().UTC().Format(time.RFC3339Nano), opID: state.NewOperationID()}
 	for _, t := range drifted {
@@ -475,7 +476,7 @@ func (r *Reconciler) driftWorks(j *job) ([]*work, error) {
 		if in.Drift == nil || in.Drift.Status != string(engine.DriftDrifted) {
 			continue
 		}
-		t := engine.Target{Region: in.Region, Account: in.Account}
+		t := config.Target{Region: in.Region, Account: in.Account}
 		works = append(works, &work{target: t, action: changeset.InstanceUpdate, hash: j.desired.InstanceHash(j.recorded.ID, t)})
 	}
 	return works, nil
@@ -483,7 +484,7 @@ func (r *Reconciler) driftWorks(j *job) ([]*work, error) {
 
 // driftTick is how often driftLoop looks for checks that are due (the
 // shortest interval a drift block may set).
-const driftTick = engine.MinDriftInterval
+const driftTick = config.MinDriftInterval
 
 // driftLoop checks each stack set whose drift block sets an interval that
 // often, until ctx ends. A check that finds its stack set busy is tried

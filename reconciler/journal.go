@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/state"
 )
 
@@ -25,7 +26,7 @@ type journal struct {
 }
 
 // journal returns the journal of the instance of stack set ssID at t.
-func (r *Reconciler) journal(ssID string, t engine.Target) *journal {
+func (r *Reconciler) journal(ssID string, t config.Target) *journal {
 	return &journal{store: r.opts.Store, ssID: ssID, region: t.Region, account: t.Account, now: r.opts.Now, metrics: r.opts.Metrics}
 }
 

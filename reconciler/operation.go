@@ -18,6 +18,7 @@ import (
 
 	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/internal/notify"
 	"github.com/stackd/stackd/state"
 )
@@ -164,7 +165,7 @@ type opRun struct {
 	prior []state.InstanceResult
 
 	mu      sync.Mutex
-	results map[engine.Target]state.InstanceResult
+	results map[config.Target]state.InstanceResult
 	// ro is the rollout of an operation of a stack set with a rollout block.
 	ro *rolloutRun
 
@@ -189,13 +190,13 @@ func (o *opRun) markWaiting() error {
 	if err != nil {
 		return err
 	}
-	have := map[engine.Target]state.Instance{}
+	have := map[config.Target]state.Instance{}
 	for _, in := range existing {
-		have[engine.Target{Region: in.Region, Account: in.Account}] = in
+		have[config.Target{Region: in.Region, Account: in.Account}] = in
 	}
-	ran := map[engine.Target]bool{}
+	ran := map[config.Target]bool{}
 	for _, pr := range o.prior {
-		ran[engine.Target{Region: pr.Region, Account: pr.Account}] = true
+		ran[config.Target{Region: pr.Region, Account: pr.Account}] = true
 	}
 	ins := make([]state.Instance, 0, len(o.j.works))
 	for _, w := range o.j.works {
@@ -217,7 +218,7 @@ func (o *opRun) markWaiting() error {
 		in.Status, in.StatusReason, in.Updated = state.InstanceWaitInProgress, "", now
 		ins = append(ins, in)
 	}
-	o.results = map[engine.Target]state.InstanceResult{}
+	o.results = map[config.Target]state.InstanceResult{}
 	return o.r.opts.Store.PutInstances(ins)
 }
 
@@ -226,7 +227,7 @@ func (o *opRun) markWaiting() error {
 // max-concurrent instances at a time; more failures than the tolerance
 // cancel what has not started.
 func (o *opRun) schedule(ctx context.Context) {
-	prefs := engine.DefaultPreferences()
+	prefs := config.DefaultPreferences()
 	if o.j.desired != nil {
 		prefs = o.j.desired.Preferences
 		if o.j.desired.Rollout != nil {
@@ -256,9 +257,9 @@ func (o *opRun) schedule(ctx context.Context) {
 // every later region (SEQUENTIAL) or only itself (PARALLEL). Every
 // operation kind goes through it: creates, updates and deletes, with or
 // without a rollout.
-func (o *opRun) runRegions(ctx context.Context, prefs engine.OperationPreferences, works []*work) {
+func (o *opRun) runRegions(ctx context.Context, prefs config.OperationPreferences, works []*work) {
 	regions, byRegion := regionsInOrder(prefs, works)
-	if prefs.RegionConcurrency != engine.Parallel && len(prefs.RegionOrder) == 0 && len(regions) > 1 {
+	if prefs.RegionConcurrency != config.Parallel && len(prefs.RegionOrder) == 0 && len(regions) > 1 {
 		// The seed: without region_order, SEQUENTIAL regions go in random
 		// order. Seeded by the operation id, so a resumed operation keeps it.
 		h := fnv.New64a()
@@ -267,7 +268,7 @@ func (o *opRun) runRegions(ctx context.Context, prefs engine.OperationPreference
 		rnd.Shuffle(len(regions), func(a, b int) { regions[a], regions[b] = regions[b], regions[a] })
 		o.log.Info().Strs("region_order", regions).Msg("regions in random order (no region_order set)")
 	}
-	stopped := forEachRegion(regions, prefs.RegionConcurrency == engine.Parallel, func(region string) bool {
+	stopped := forEachRegion(regions, prefs.RegionConcurrency == config.Parallel, func(region string) bool {
 		return o.runRegion(ctx, prefs, byRegion[region])
 	})
 	if stopped < 0 || ctx.Err() != nil || o.r.stop.Stopped() {
@@ -304,7 +305,7 @@ func forEachRegion(regions []string, parallel bool, fn func(region string) bool)
 // §5). Regions region_order does not list (a region removed from the
 // targets, whose instances are being deleted) come after, sorted. Without
 // region_order the regions keep the order of the works.
-func regionsInOrder(prefs engine.OperationPreferences, works []*work) ([]string, map[string][]*work) {
+func regionsInOrder(prefs config.OperationPreferences, works []*work) ([]string, map[string][]*work) {
 	var regions []string
 	byRegion := map[string][]*work{}
 	for _, w := range works {
@@ -360,7 +361,7 @@ func (o *opRun) regionBase(region string) int {
 
 // runRegion runs one region's works; it reports false when the failure
 // tolerance was exceeded (or the context ended).
-func (o *opRun) runRegion(ctx context.Context, prefs engine.OperationPreferences, works []*work) bool {
+func (o *opRun) runRegion(ctx context.Context, prefs config.OperationPreferences, works []*work) bool {
 	if len(works) == 0 {
 		return true
 	}
@@ -496,7 +497,7 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 		// Planned when the pass validated the commit, against this same
 		// recorded state (one operation per stack set at a time).
 	case w.action == changeset.InstanceDelete:
-		plan = engine.PlanDestroy(&engine.Instance{Name: o.j.name, StackSetID: ssID, Target: t, DeclaredTypes: o.r.declaredTypes(o.j), Caller: engine.CallerAccount(o.j.desired)}, recorded)
+		plan = engine.PlanDestroy(&engine.Instance{Name: o.j.name, StackSetID: ssID, Target: t, DeclaredTypes: o.r.declaredTypes(o.j), Caller: config.CallerAccount(o.j.desired)}, recorded)
 	default:
 		if err := o.plan(ctx, t, recorded, &plan); err != nil {
 			return o.fail(w, log, err)
@@ -555,7 +556,7 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 // A DriftCorrection reads the instance first and plans against what it
 // found (engine.InstanceDrift.Refresh): the plan restores what drifted,
 // even if the drift changed since it was detected.
-func (o *opRun) plan(ctx context.Context, t engine.Target, recorded []engine.ResourceState, out **engine.InstancePlan) error {
+func (o *opRun) plan(ctx context.Context, t config.Target, recorded []engine.ResourceState, out **engine.InstancePlan) error {
 	defer o.r.spent(PhasePlan, time.Now())
 	inst := &engine.Instance{StackSet: o.j.desired, StackSetID: o.j.recorded.ID, Target: t}
 	if o.op.Kind == state.KindDriftCorrection {
@@ -799,10 +800,10 @@ func (o *opRun) mergedResults() []state.InstanceResult {
 // instance ran again, then this run's others in the order of the works.
 // With batchOf (a rollout), a result without a batch keeps the batch of
 // the prior result it replaces, else gets its plan member's.
-func mergeResults(prior []state.InstanceResult, results map[engine.Target]state.InstanceResult, works []*work, batchOf map[engine.Target]int) []state.InstanceResult {
+func mergeResults(prior []state.InstanceResult, results map[config.Target]state.InstanceResult, works []*work, batchOf map[config.Target]int) []state.InstanceResult {
 	out := make([]state.InstanceResult, 0, len(prior)+len(results))
-	seen := map[engine.Target]bool{}
-	add := func(t engine.Target, res state.InstanceResult) {
+	seen := map[config.Target]bool{}
+	add := func(t config.Target, res state.InstanceResult) {
 		if batchOf != nil && res.Batch == 0 {
 			res.Batch = batchOf[t]
 		}
@@ -810,7 +811,7 @@ func mergeResults(prior []state.InstanceResult, results map[engine.Target]state.
 		out = append(out, res)
 	}
 	for _, pr := range prior {
-		t := engine.Target{Region: pr.Region, Account: pr.Account}
+		t := config.Target{Region: pr.Region, Account: pr.Account}
 		if res, ok := results[t]; ok {
 			if batchOf != nil && res.Batch == 0 {
 				res.Batch = pr.Batch
@@ -829,10 +830,10 @@ func mergeResults(prior []state.InstanceResult, results map[engine.Target]state.
 }
 
 // unionTargets are the targets of results and works, each once.
-func unionTargets(results []state.InstanceResult, works []*work) map[engine.Target]bool {
-	out := map[engine.Target]bool{}
+func unionTargets(results []state.InstanceResult, works []*work) map[config.Target]bool {
+	out := map[config.Target]bool{}
 	for _, res := range results {
-		out[engine.Target{Region: res.Region, Account: res.Account}] = true
+		out[config.Target{Region: res.Region, Account: res.Account}] = true
 	}
 	for _, w := range works {
 		out[w.target] = true
@@ -846,22 +847,22 @@ func unionTargets(results []state.InstanceResult, works []*work) map[engine.Targ
 // but every instance's start and outcome are events).
 func (r *Reconciler) priorResults(op *state.Operation) ([]state.InstanceResult, error) {
 	out := slices.Clone(op.Results)
-	have := map[engine.Target]bool{}
+	have := map[config.Target]bool{}
 	for _, res := range out {
-		have[engine.Target{Region: res.Region, Account: res.Account}] = true
+		have[config.Target{Region: res.Region, Account: res.Account}] = true
 	}
 	evs, err := r.opts.Store.Events(op.ID)
 	if err != nil {
 		return nil, fmt.Errorf("read the events of operation %s: %w", op.ID, err)
 	}
-	action := map[engine.Target]state.InstanceAction{}
-	final := map[engine.Target]state.InstanceResult{}
-	var order []engine.Target
+	action := map[config.Target]state.InstanceAction{}
+	final := map[config.Target]state.InstanceResult{}
+	var order []config.Target
 	for _, ev := range evs {
 		if ev.Region == "" || ev.Resource != "" {
 			continue // the operation's own events, or a resource's
 		}
-		t := engine.Target{Region: ev.Region, Account: ev.Account}
+		t := config.Target{Region: ev.Region, Account: ev.Account}
 		status := state.InstanceStatus(ev.Status) // an instance's events carry its statuses
 		switch status {
 		case state.InstanceOperationInProgress:
@@ -913,7 +914,7 @@ func (o *opRun) exceeded(results []state.InstanceResult) bool {
 
 // varsRecord returns the stack set's variable names and values with
 // sensitive values redacted, for the state record.
-func varsRecord(ss *engine.StackSet) ([]string, json.RawMessage) {
+func varsRecord(ss *config.StackSet) ([]string, json.RawMessage) {
 	names := make([]string, 0, len(ss.Vars))
 	vals := map[string]json.RawMessage{}
 	for n, v := range ss.Vars {
@@ -965,7 +966,7 @@ func hasMarks(v cty.Value) bool {
 // gives its sensitive variables (in vars, vars_file and overrides) in free
 // text: provider errors may echo them. The engine redacts what only an
 // instance knows (NoEcho data) from the errors of its applies.
-func redactor(ss *engine.StackSet) func(string) string {
+func redactor(ss *config.StackSet) func(string) string {
 	return ss.Redactor().Redact
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/state"
 )
 
@@ -28,7 +29,7 @@ type overrideRecord struct {
 
 // overridesOf is the record of the override applied to one target of ss
 // (nil when none applies).
-func overridesOf(ss *engine.StackSet, t engine.Target) json.RawMessage {
+func overridesOf(ss *config.StackSet, t config.Target) json.RawMessage {
 	if ss == nil {
 		return nil
 	}
@@ -109,7 +110,7 @@ func recordedOverrides(existing []state.Instance) map[string]bool {
 // checkOverrides applies the seed's override rules that need the state:
 // a block no instance was deployed with is a new UpdateStackInstances
 // request and must name exactly the stack set's variables (DESIGN §2).
-func checkOverrides(ss *engine.StackSet, existing []state.Instance) hcl.Diagnostics {
+func checkOverrides(ss *config.StackSet, existing []state.Instance) hcl.Diagnostics {
 	if ss == nil {
 		return nil
 	}

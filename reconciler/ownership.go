@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/config"
 )
 
 // fileOwner is a file claimed by one stack set at one target.
@@ -23,8 +24,8 @@ type fileOwner struct {
 // by another in the same commit: stack sets run in parallel, so the delete
 // could remove the other's new file. Move a file in two commits.
 func (r *Reconciler) checkFileOwners(jobs []*job) (hcl.Diagnostics, error) {
-	planned := map[engine.Target]map[string]bool{}
-	byTarget := map[engine.Target][]fileOwner{}
+	planned := map[config.Target]map[string]bool{}
+	byTarget := map[config.Target][]fileOwner{}
 	for _, j := range jobs {
 		for t, claims := range j.files {
 			if planned[t] == nil {
@@ -50,7 +51,7 @@ func (r *Reconciler) checkFileOwners(jobs []*job) (hcl.Diagnostics, error) {
 				return nil, err
 			}
 			for _, in := range instances {
-				t := engine.Target{Region: in.Region, Account: in.Account}
+				t := config.Target{Region: in.Region, Account: in.Account}
 				if planned[t] == nil || planned[t][ss.Name] {
 					continue
 				}
@@ -64,7 +65,7 @@ func (r *Reconciler) checkFileOwners(jobs []*job) (hcl.Diagnostics, error) {
 			}
 		}
 	}
-	targets := make([]engine.Target, 0, len(byTarget))
+	targets := make([]config.Target, 0, len(byTarget))
 	for t := range byTarget {
 		targets = append(targets, t)
 	}

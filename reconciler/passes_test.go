@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/config"
 )
 
 // TestWaitPass: WaitPass(PassesStarted()) returns the outcome of the first
@@ -60,7 +60,7 @@ func TestRevisionDiagnosticsBounded(t *testing.T) {
 		t.Fatalf("Reconcile: %v %+v, want the revision rejected", err, res)
 	}
 	last := res.Diagnostics[len(res.Diagnostics)-1]
-	if len(res.Diagnostics) != engine.MaxRevisionDiagnostics+1 || last.Summary != "Too many diagnostics" || !strings.Contains(last.Detail, "100 more") {
+	if len(res.Diagnostics) != config.MaxRevisionDiagnostics+1 || last.Summary != "Too many diagnostics" || !strings.Contains(last.Detail, "100 more") {
 		t.Errorf("%d diagnostics, the last %s: %s", len(res.Diagnostics), last.Summary, last.Detail)
 	}
 }

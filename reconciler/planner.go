@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/config"
 )
 
 // planBudgeted plans rev for a change set. An untrusted revision (see
@@ -22,7 +23,7 @@ func (r *Reconciler) planBudgeted(ctx context.Context, rev string, untrusted boo
 		// instances, resources, expansions and function calls, and ends
 		// the plan with a diagnostic saying so.
 		var cancel context.CancelFunc
-		pctx, cancel = engine.WithPlanBudget(ctx, r.opts.PlanBudget)
+		pctx, cancel = config.WithPlanBudget(ctx, r.opts.PlanBudget)
 		defer cancel()
 	}
 	res, err := r.planContained(pctx, rev, untrusted)

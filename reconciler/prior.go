@@ -3,7 +3,7 @@ package reconciler
 import (
 	"context"
 
-	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/state"
 )
 
@@ -14,17 +14,17 @@ import (
 type priorStackSets struct {
 	r     *Reconciler
 	j     *job
-	byRev map[string]*engine.StackSet // nil: that revision does not load
+	byRev map[string]*config.StackSet // nil: that revision does not load
 }
 
 func newPriorStackSets(r *Reconciler, j *job) *priorStackSets {
-	return &priorStackSets{r: r, j: j, byRev: map[string]*engine.StackSet{}}
+	return &priorStackSets{r: r, j: j, byRev: map[string]*config.StackSet{}}
 }
 
 // of returns the stack set the recorded instance in last applied, or nil
 // when there is none or it cannot be loaded (the change set then names
 // causes from references alone). A nil receiver returns nil.
-func (p *priorStackSets) of(ctx context.Context, in *state.Instance) *engine.StackSet {
+func (p *priorStackSets) of(ctx context.Context, in *state.Instance) *config.StackSet {
 	if p == nil || in == nil || in.Revision == "" {
 		return nil
 	}
@@ -34,7 +34,7 @@ func (p *priorStackSets) of(ctx context.Context, in *state.Instance) *engine.Sta
 	if ss, ok := p.byRev[in.Revision]; ok {
 		return ss
 	}
-	var ss *engine.StackSet
+	var ss *config.StackSet
 	if fsys, err := p.r.opts.Source.Tree(ctx, in.Revision); err == nil {
 		if defs, diags := p.r.opts.Engine.Load(fsys, p.r.opts.Path); !diags.HasErrors() {
 			ss = defs.StackSet(p.j.name)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/internal/clock"
 	"github.com/stackd/stackd/internal/notify"
 	"github.com/stackd/stackd/state"
@@ -275,7 +276,7 @@ type Reconciler struct {
 	gitTypes atomic.Pointer[map[string]string]
 	// driftSpecs are the drift blocks of the revision last reconciled, by
 	// stack set name (driftLoop).
-	driftSpecs atomic.Pointer[map[string]*engine.DriftSpec]
+	driftSpecs atomic.Pointer[map[string]*config.DriftSpec]
 	// opsCtx is Run's context for operations (it outlives a stop by the
 	// grace period): operations started outside a pass (a drift
 	// correction asked for through the API) run under it, not under the
@@ -569,7 +570,7 @@ type diagBound struct {
 
 // add appends d to diags as far as the bound allows.
 func (b *diagBound) add(diags, d hcl.Diagnostics) hcl.Diagnostics {
-	room := max(engine.MaxRevisionDiagnostics-len(diags), 0)
+	room := max(config.MaxRevisionDiagnostics-len(diags), 0)
 	if len(d) > room {
 		b.more += len(d) - room
 		b.moreErr = b.moreErr || d[room:].HasErrors()
@@ -705,8 +706,8 @@ type job struct {
 	untrusted bool
 	// files are the files the planned instances manage, by target (for
 	// checkFileOwners).
-	files    map[engine.Target][]engine.FileClaim
-	desired  *engine.StackSet // nil: the block was removed (DeleteStackSet)
+	files    map[config.Target][]engine.FileClaim
+	desired  *config.StackSet // nil: the block was removed (DeleteStackSet)
 	recorded *state.StackSet  // nil: new stack set
 	// opID, if set, is the id its operation gets when it is claimed new
 	// (a drift correction names it before it runs).
@@ -742,7 +743,7 @@ func (j *job) id() string {
 
 // work is one instance of an operation.
 type work struct {
-	target engine.Target
+	target config.Target
 	action changeset.InstanceAction // changeset.InstanceCreate | InstanceUpdate | InstanceDelete | actionSkip
 	hash   string
 	plan   *engine.InstancePlan
@@ -769,7 +770,7 @@ func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...
 	}
 	if diags.HasErrors() {
 		res.Rejected = true
-		res.Diagnostics = engine.DiagnosticsJSON(diags)
+		res.Diagnostics = config.DiagnosticsJSON(diags)
 		log.Error().Int("errors", len(diags.Errs())).Msg("revision rejected: nothing applied")
 		for _, d := range res.Diagnostics {
 			log.Error().Str("diagnostic", d.String()).Msg("validation error")
@@ -868,7 +869,7 @@ func (r *Reconciler) prepare(ctx context.Context, rev string, mode planMode, unt
 	}
 	if mode == modeApply {
 		r.gitTypes.Store(&defs.ResourceTypes)
-		specs := map[string]*engine.DriftSpec{}
+		specs := map[string]*config.DriftSpec{}
 		for _, ss := range defs.StackSets {
 			if ss.Drift != nil {
 				specs[ss.Name] = ss.Drift
@@ -1069,7 +1070,7 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 				if !plan {
 					break
 				}
-				w.plan = engine.PlanDestroy(&engine.Instance{Name: j.name, StackSetID: id, Target: t, Prior: prior.of(ctx, in), DeclaredTypes: r.declaredTypes(j), Caller: engine.CallerAccount(j.desired)}, recorded)
+				w.plan = engine.PlanDestroy(&engine.Instance{Name: j.name, StackSetID: id, Target: t, Prior: prior.of(ctx, in), DeclaredTypes: r.declaredTypes(j), Caller: config.CallerAccount(j.desired)}, recorded)
 				addChange(changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: changeset.InstanceDelete, Changes: w.plan.Changes()})
 			}
 		case plan:
@@ -1087,7 +1088,7 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 			}
 			if len(ip.files) > 0 {
 				if j.files == nil {
-					j.files = map[engine.Target][]engine.FileClaim{}
+					j.files = map[config.Target][]engine.FileClaim{}
 				}
 				j.files[t] = ip.files
 			}
@@ -1143,7 +1144,7 @@ type instancePlan struct {
 // would one at a time), while those before it still are.
 func (r *Reconciler) planInstances(ctx context.Context, j *job, decided []instanceDecision, prior *priorStackSets, keepChanges bool) []instancePlan {
 	out := make([]instancePlan, len(decided))
-	priors := make([]*engine.StackSet, len(decided))
+	priors := make([]*config.StackSet, len(decided))
 	var todo []int
 	for i, dc := range decided {
 		if w := dc.work; w != nil && w.action != actionSkip && w.action != changeset.InstanceDelete {
@@ -1227,10 +1228,10 @@ func lowerTo(a *atomic.Int64, v int64) {
 // rolloutPlan is how the job's instances to create or update will roll out
 // (nil when there are none), as runRollout will batch them.
 func (r *Reconciler) rolloutPlan(j *job) (*changeset.RolloutPlan, error) {
-	var cands []engine.Candidate
+	var cands []config.Candidate
 	for _, w := range j.works {
 		if w.action == changeset.InstanceCreate || w.action == changeset.InstanceUpdate {
-			cands = append(cands, engine.Candidate{Region: w.target.Region, InService: w.inService})
+			cands = append(cands, config.Candidate{Region: w.target.Region, InService: w.inService})
 		}
 	}
 	if len(cands) == 0 {
@@ -1264,7 +1265,7 @@ func (r *Reconciler) serving(j *job) (int, error) {
 }
 
 // resources reads an instance's recorded resources in the engine's form.
-func (r *Reconciler) resources(ssID string, t engine.Target) ([]engine.ResourceState, error) {
+func (r *Reconciler) resources(ssID string, t config.Target) ([]engine.ResourceState, error) {
 	recs, err := r.opts.Store.Resources(ssID, t.Region, t.Account)
 	if err != nil {
 		return nil, err

@@ -27,8 +27,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/state"
 )
 
@@ -101,23 +101,23 @@ const metaRolloutAbort = "rollout_abort/"
 // resumes it where it was (DESIGN §6).
 type rolloutRun struct {
 	o     *opRun
-	spec  *engine.Rollout
-	prefs engine.OperationPreferences
+	spec  *config.Rollout
+	prefs config.OperationPreferences
 	// prevRev is the revision the stack set was at before the operation;
 	// each instance rolls back to its own (its plan member's).
 	prevRev string
 	// prevs are the stack sets at the previous revisions the plan's
 	// members ran, by revision, loaded when the rollout starts so that a
 	// rollback does not depend on them still being readable from Git.
-	prevs map[string]*engine.StackSet
+	prevs map[string]*config.StackSet
 	// prior are the results an interrupted run of the operation recorded.
 	prior []state.InstanceResult
 	// batchOf is each plan member's batch, member its plan record and
 	// works the instances this run may deploy (guarded by o.mu once the
 	// rollout runs).
-	batchOf map[engine.Target]int
-	member  map[engine.Target]state.RolloutMember
-	works   map[engine.Target]*work
+	batchOf map[config.Target]int
+	member  map[config.Target]state.RolloutMember
+	works   map[config.Target]*work
 	// interrupted: the daemon stopped the rollout; it resumes on restart.
 	interrupted bool
 	// rollingBack: the rollout is rolling back (an abort no longer ends
@@ -150,11 +150,11 @@ type batchFailure struct {
 func (b *batchFailure) Error() string { return b.reason }
 
 // runRollout schedules the operation's works in batches.
-func (o *opRun) runRollout(ctx context.Context, prefs engine.OperationPreferences) {
+func (o *opRun) runRollout(ctx context.Context, prefs config.OperationPreferences) {
 	rr := &rolloutRun{
 		o: o, spec: o.j.desired.Rollout, prefs: prefs, prevRev: o.j.recorded.Revision,
-		prevs: map[string]*engine.StackSet{}, batchOf: map[engine.Target]int{},
-		member: map[engine.Target]state.RolloutMember{}, works: map[engine.Target]*work{}, regionFailures: map[string]int{},
+		prevs: map[string]*config.StackSet{}, batchOf: map[config.Target]int{},
+		member: map[config.Target]state.RolloutMember{}, works: map[config.Target]*work{}, regionFailures: map[string]int{},
 		promote: make(chan struct{}, 1), queued: make(chan struct{}, 1), abort: make(chan struct{}),
 	}
 	var resumed *state.RolloutProgress
@@ -205,14 +205,14 @@ func (o *opRun) runRollout(ctx context.Context, prefs engine.OperationPreference
 	o.mu.Lock()
 	for k, b := range prog.Plan {
 		for _, m := range b.Members {
-			t := engine.Target{Region: m.Region, Account: m.Account}
+			t := config.Target{Region: m.Region, Account: m.Account}
 			rr.batchOf[t], rr.member[t] = k+1, m
 		}
 	}
 	o.mu.Unlock()
 	rr.prior = make([]state.InstanceResult, len(o.prior))
 	for i, pr := range o.prior {
-		t := engine.Target{Region: pr.Region, Account: pr.Account}
+		t := config.Target{Region: pr.Region, Account: pr.Account}
 		if pr.Batch == 0 {
 			pr.Batch = rr.batchOf[t]
 		}
@@ -224,7 +224,7 @@ func (o *opRun) runRollout(ctx context.Context, prefs engine.OperationPreference
 			rr.restore(w, pr)
 		}
 	}
-	if rr.spec.OnFailure == engine.OnFailureRollback {
+	if rr.spec.OnFailure == config.OnFailureRollback {
 		rr.loadPrevious(ctx)
 	}
 	// The plan is recorded before any instance starts; the stack set's
@@ -281,14 +281,14 @@ func (rr *rolloutRun) planBatches(prog *state.RolloutProgress, deploy []*work, r
 	if err != nil {
 		return err
 	}
-	placed := map[engine.Target]bool{}
+	placed := map[config.Target]bool{}
 	if resumed != nil {
 		// Recorded before plans were: the batches it ran, from its results.
 		byBatch := map[int][]state.RolloutMember{}
 		for _, pr := range o.prior {
 			if pr.Batch > 0 && pr.Batch <= resumed.Batch {
 				byBatch[pr.Batch] = append(byBatch[pr.Batch], state.RolloutMember{Region: pr.Region, Account: pr.Account, PreviousRevision: resumed.PreviousRevision})
-				placed[engine.Target{Region: pr.Region, Account: pr.Account}] = true
+				placed[config.Target{Region: pr.Region, Account: pr.Account}] = true
 			}
 		}
 		for k := 1; k <= resumed.Batch; k++ {
@@ -319,15 +319,15 @@ func (rr *rolloutRun) planBatches(prog *state.RolloutProgress, deploy []*work, r
 
 // instancesNow reads the stack set's instance records: by target, and how
 // many serve.
-func (rr *rolloutRun) instancesNow() (map[engine.Target]state.Instance, int, error) {
+func (rr *rolloutRun) instancesNow() (map[config.Target]state.Instance, int, error) {
 	ins, err := rr.o.r.opts.Store.Instances(rr.o.j.recorded.ID)
 	if err != nil {
 		return nil, 0, err
 	}
-	have := make(map[engine.Target]state.Instance, len(ins))
+	have := make(map[config.Target]state.Instance, len(ins))
 	serving := 0
 	for _, in := range ins {
-		have[engine.Target{Region: in.Region, Account: in.Account}] = in
+		have[config.Target{Region: in.Region, Account: in.Account}] = in
 		if in.InService() {
 			serving++
 		}
@@ -339,12 +339,12 @@ func (rr *rolloutRun) instancesNow() (map[engine.Target]state.Instance, int, err
 // the rollout will run them if each passes (engine.Rollout.PlanBatches),
 // the first of nominal size size; it reports whether every member found
 // a batch.
-func cutBatches(spec *engine.Rollout, size int, members []state.RolloutMember, serving int) ([]state.RolloutBatch, bool) {
+func cutBatches(spec *config.Rollout, size int, members []state.RolloutMember, serving int) ([]state.RolloutBatch, bool) {
 	cut := *spec
 	cut.BatchSize = size
-	cands := make([]engine.Candidate, len(members))
+	cands := make([]config.Candidate, len(members))
 	for i, m := range members {
-		cands[i] = engine.Candidate{Region: m.Region, InService: m.InService}
+		cands[i] = config.Candidate{Region: m.Region, InService: m.InService}
 	}
 	idx, ok := cut.PlanBatches(cands, serving)
 	out := make([]state.RolloutBatch, len(idx))
@@ -483,7 +483,7 @@ func (rr *rolloutRun) recut(k int) (bool, error) {
 		return false, err
 	}
 	for i, m := range left {
-		in, ok := now[engine.Target{Region: m.Region, Account: m.Account}]
+		in, ok := now[config.Target{Region: m.Region, Account: m.Account}]
 		left[i].InService = ok && in.InService()
 	}
 	// The batch size stays where it was: a canary grows only after a
@@ -499,7 +499,7 @@ func (rr *rolloutRun) recut(k int) (bool, error) {
 	o.mu.Lock()
 	for i, b := range tail {
 		for _, m := range b.Members {
-			rr.batchOf[engine.Target{Region: m.Region, Account: m.Account}] = k + i
+			rr.batchOf[config.Target{Region: m.Region, Account: m.Account}] = k + i
 		}
 	}
 	o.mu.Unlock()
@@ -523,17 +523,17 @@ func (rr *rolloutRun) fullySucceeded(k int) bool {
 // of them, but for a resumed batch those that finished before.
 func (rr *rolloutRun) pending(k int) []*work {
 	o := rr.o
-	finished := map[engine.Target]bool{}
+	finished := map[config.Target]bool{}
 	for _, pr := range rr.prior {
 		if pr.Batch == k {
-			finished[engine.Target{Region: pr.Region, Account: pr.Account}] = true
+			finished[config.Target{Region: pr.Region, Account: pr.Account}] = true
 		}
 	}
 	var out []*work
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, m := range o.op.Rollout.Plan[k-1].Members {
-		t := engine.Target{Region: m.Region, Account: m.Account}
+		t := config.Target{Region: m.Region, Account: m.Account}
 		if _, done := o.results[t]; done || finished[t] {
 			continue
 		}
@@ -582,7 +582,7 @@ func (rr *rolloutRun) runBatch(ctx context.Context, n int, batch []*work) error 
 		mu    sync.Mutex
 		first error
 	)
-	forEachRegion(regions, rr.prefs.RegionConcurrency == engine.Parallel, func(region string) bool {
+	forEachRegion(regions, rr.prefs.RegionConcurrency == config.Parallel, func(region string) bool {
 		failed, tol, ok := run(region)
 		switch {
 		case interrupted():

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/internal/version"
 	"github.com/stackd/stackd/state"
 )
@@ -43,15 +43,15 @@ func (rr *rolloutRun) gate(ctx context.Context, n int) error {
 		}
 	}
 	rr.phase(n, state.RolloutHealthCheck)
-	results := map[engine.Target]state.InstanceResult{}
+	results := map[config.Target]state.InstanceResult{}
 	for _, res := range rr.results() {
-		results[engine.Target{Region: res.Region, Account: res.Account}] = res
+		results[config.Target{Region: res.Region, Account: res.Account}] = res
 	}
-	var done, earlier, failed []engine.Target
+	var done, earlier, failed []config.Target
 	ran := 0
 	for k, b := range o.op.Rollout.Plan[:n] {
 		for _, m := range b.Members {
-			t := engine.Target{Region: m.Region, Account: m.Account}
+			t := config.Target{Region: m.Region, Account: m.Account}
 			res, ok := results[t]
 			switch {
 			case !ok:
@@ -86,13 +86,13 @@ func (rr *rolloutRun) gate(ctx context.Context, n int) error {
 		// failure tolerance allows.
 		first := ""
 		for _, m := range o.op.Rollout.Plan[n-1].Members {
-			if res := results[engine.Target{Region: m.Region, Account: m.Account}]; first == "" && res.Status == state.InstanceOperationFailed {
+			if res := results[config.Target{Region: m.Region, Account: m.Account}]; first == "" && res.Status == state.InstanceOperationFailed {
 				first = fmt.Sprintf("; first failure %s/%s: %s", res.Region, res.Account, clip(res.Reason))
 			}
 		}
 		return &batchFailure{batch: n, reason: o.redact(fmt.Sprintf("batch %d of %d failed its gate: none of its %s deployed%s", n, total, plural(ran, "instance"), first))}
 	}
-	outputs := map[engine.Target][]byte{}
+	outputs := map[config.Target][]byte{}
 	for _, t := range append(slices.Clone(done), earlier...) {
 		// The record, not what this run remembers: stale status never
 		// lets a batch pass.
@@ -148,7 +148,7 @@ func (rr *rolloutRun) gate(ctx context.Context, n int) error {
 // probeAll health-checks instances of ss at once (at most maxProbes in
 // flight): one error per instance (nil: healthy), or the error that ended
 // the wait (abort, stop).
-func (rr *rolloutRun) probeAll(ctx context.Context, ss *engine.StackSet, ts []engine.Target, outputs map[engine.Target][]byte) ([]error, error) {
+func (rr *rolloutRun) probeAll(ctx context.Context, ss *config.StackSet, ts []config.Target, outputs map[config.Target][]byte) ([]error, error) {
 	hc := rr.spec.HealthCheck
 	errs := make([]error, len(ts))
 	sem := make(chan struct{}, maxProbes)
@@ -177,7 +177,7 @@ func (rr *rolloutRun) probeAll(ctx context.Context, ss *engine.StackSet, ts []en
 }
 
 // serve records that instances passed their gate: they are in service.
-func (rr *rolloutRun) serve(ts []engine.Target) {
+func (rr *rolloutRun) serve(ts []config.Target) {
 	o := rr.o
 	st := o.r.opts.Store
 	var ins []state.Instance
@@ -197,7 +197,7 @@ func (rr *rolloutRun) serve(ts []engine.Target) {
 // gateFailed records that instance t, deployed, failed a gate: it is
 // OPERATION_FAILED with the reason and out of service, in the state and in
 // the operation's results (its action and batch kept).
-func (rr *rolloutRun) gateFailed(t engine.Target, reason string) {
+func (rr *rolloutRun) gateFailed(t config.Target, reason string) {
 	o := rr.o
 	reason = o.redact(reason)
 	st := o.r.opts.Store
@@ -221,7 +221,7 @@ func (rr *rolloutRun) gateFailed(t engine.Target, reason string) {
 }
 
 // resultOf is instance t's result in the operation so far.
-func (rr *rolloutRun) resultOf(t engine.Target) (state.InstanceResult, bool) {
+func (rr *rolloutRun) resultOf(t config.Target) (state.InstanceResult, bool) {
 	o := rr.o
 	o.mu.Lock()
 	res, ok := o.results[t]

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/state"
 )
 
@@ -28,9 +29,9 @@ func (rr *rolloutRun) fail(ctx context.Context, bf *batchFailure) {
 	o.event("", "", "", "ROLLOUT_STOPPED", bf.reason)
 	var rest []*work
 	o.mu.Lock()
-	prior := map[engine.Target]state.InstanceResult{}
+	prior := map[config.Target]state.InstanceResult{}
 	for _, pr := range rr.prior {
-		prior[engine.Target{Region: pr.Region, Account: pr.Account}] = pr
+		prior[config.Target{Region: pr.Region, Account: pr.Account}] = pr
 	}
 	for _, w := range o.j.works {
 		if _, ok := o.results[w.target]; !ok {
@@ -46,7 +47,7 @@ func (rr *rolloutRun) fail(ctx context.Context, bf *batchFailure) {
 			continue
 		}
 		if rr.inFlightAtRestart(w.target) {
-			if rr.spec.OnFailure == engine.OnFailureRollback {
+			if rr.spec.OnFailure == config.OnFailureRollback {
 				continue // changed, maybe part way: the rollback returns it
 			}
 			o.settle(w, state.InstanceOperationFailed, "interrupted by a restart while it deployed, and "+bf.reason+" before it resumed: its resources may be partly applied; the next operation applies it again", nil)
@@ -56,7 +57,7 @@ func (rr *rolloutRun) fail(ctx context.Context, bf *batchFailure) {
 	}
 	rr.reason = bf.reason
 	switch {
-	case rr.spec.OnFailure == engine.OnFailureRollback:
+	case rr.spec.OnFailure == config.OnFailureRollback:
 		o.op.Reason = bf.reason
 		if prog.Phase != state.RolloutRollingBack || prog.RollbackBatch == 0 {
 			prog.RollbackBatch = max(prog.Batch, 1)
@@ -113,7 +114,7 @@ func (rr *rolloutRun) restore(w *work, pr state.InstanceResult) {
 // inFlightAtRestart reports whether the instance at t was deploying when
 // the operation was interrupted and has not run since (its record is still
 // OPERATION_IN_PROGRESS: markWaiting keeps it).
-func (rr *rolloutRun) inFlightAtRestart(t engine.Target) bool {
+func (rr *rolloutRun) inFlightAtRestart(t config.Target) bool {
 	if !rr.o.resumed {
 		return false
 	}
@@ -132,7 +133,7 @@ func revName(rev string) string {
 // rollbackItem is one instance a rollback returns to its previous
 // revision.
 type rollbackItem struct {
-	target engine.Target
+	target config.Target
 	// prev is the revision it ran before the operation; "" when the
 	// operation created it (a rollback deletes it).
 	prev  string
@@ -153,7 +154,7 @@ func (rr *rolloutRun) rollbackItems(k int) ([]rollbackItem, error) {
 	st := o.r.opts.Store
 	var items []rollbackItem
 	for _, m := range o.op.Rollout.Plan[k-1].Members {
-		t := engine.Target{Region: m.Region, Account: m.Account}
+		t := config.Target{Region: m.Region, Account: m.Account}
 		in, err := st.Instance(o.j.recorded.ID, t.Region, t.Account)
 		exists := err == nil
 		if err != nil && !errors.Is(err, state.ErrNotFound) {
@@ -261,9 +262,9 @@ func (rr *rolloutRun) rollbackGate(ctx context.Context, k int, items []rollbackI
 		}
 	}
 	st := o.r.opts.Store
-	byRev := map[string][]engine.Target{}
-	outputs := map[engine.Target][]byte{}
-	var restored []engine.Target
+	byRev := map[string][]config.Target{}
+	outputs := map[config.Target][]byte{}
+	var restored []config.Target
 	for _, it := range items {
 		if it.prev == "" {
 			continue // deleted
@@ -315,7 +316,7 @@ func (rr *rolloutRun) rollbackGate(ctx context.Context, k int, items []rollbackI
 
 // previous loads the stack set at revision rev (cached: loaded once, when
 // the rollout starts if it can be).
-func (rr *rolloutRun) previous(ctx context.Context, rev string) (*engine.StackSet, error) {
+func (rr *rolloutRun) previous(ctx context.Context, rev string) (*config.StackSet, error) {
 	rr.mu.Lock()
 	ss, ok := rr.prevs[rev]
 	rr.mu.Unlock()
@@ -404,7 +405,7 @@ func (rr *rolloutRun) rollbackBatch(ctx context.Context, items []rollbackItem) (
 		}
 		wg.Wait()
 	}
-	forEachRegion(regions, rr.prefs.RegionConcurrency == engine.Parallel, func(r string) bool {
+	forEachRegion(regions, rr.prefs.RegionConcurrency == config.Parallel, func(r string) bool {
 		region(r)
 		return true
 	})
@@ -427,7 +428,7 @@ func (rr *rolloutRun) rollbackOne(ctx context.Context, it rollbackItem) error {
 	ssID := o.j.recorded.ID
 	t := it.target
 	log := o.log.With().Str("region", t.Region).Str("account", t.Account).Int("batch", it.batch).Logger()
-	var prev *engine.StackSet
+	var prev *config.StackSet
 	redactPrev := func(s string) string { return s }
 	failWith := func(err error) error {
 		reason := redactPrev(o.redact(fmt.Sprintf("rollback to %s failed: %v", revName(it.prev), err)))
@@ -455,7 +456,7 @@ func (rr *rolloutRun) rollbackOne(ctx context.Context, it rollbackItem) error {
 	var plan *engine.InstancePlan
 	switch {
 	case prev == nil:
-		plan = engine.PlanDestroy(&engine.Instance{Name: o.j.name, StackSetID: ssID, Target: t, DeclaredTypes: o.r.declaredTypes(o.j), Caller: engine.CallerAccount(o.j.desired)}, recorded)
+		plan = engine.PlanDestroy(&engine.Instance{Name: o.j.name, StackSetID: ssID, Target: t, DeclaredTypes: o.r.declaredTypes(o.j), Caller: config.CallerAccount(o.j.desired)}, recorded)
 	case !slices.Contains(prev.Targets(), t):
 		return failWith(fmt.Errorf("%s/%s is not a target of revision %s", t.Region, t.Account, short(it.prev)))
 	default:

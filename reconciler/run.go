@@ -10,6 +10,7 @@ import (
 
 	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/internal/backoff"
 )
 
@@ -257,7 +258,7 @@ func (r *Reconciler) planRevision(ctx context.Context, rev string, untrusted boo
 	if err != nil {
 		return nil, err
 	}
-	res := &PlanResult{Revision: rev, Diagnostics: engine.DiagnosticsJSON(diags)}
+	res := &PlanResult{Revision: rev, Diagnostics: config.DiagnosticsJSON(diags)}
 	if diags.HasErrors() {
 		return res, nil
 	}

@@ -13,6 +13,7 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/internal/notify"
 	"github.com/stackd/stackd/state"
 )
@@ -20,7 +21,7 @@ import (
 // Paths on the status branch.
 const (
 	statusDir   = "status/"
-	statusIndex = "status/" + engine.ReservedStackSetName + ".json"
+	statusIndex = "status/" + config.ReservedStackSetName + ".json"
 )
 
 // StatusPath is the status document of a stack set on the status branch.
@@ -328,7 +329,7 @@ func (r *Reconciler) catchUpStatus() {
 		ss, err := r.opts.Store.StackSetByName(name)
 		switch {
 		case err == nil:
-			j.desired = &engine.StackSet{Name: name} // exists: write its document
+			j.desired = &config.StackSet{Name: name} // exists: write its document
 		case errors.Is(err, state.ErrNotFound):
 			ss = state.StackSet{Name: name}
 		default:

@@ -16,7 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/config"
 )
 
 // planAttack is one hostile branch against the engine: edit changes a
@@ -80,27 +80,27 @@ func planAttacks() []planAttack {
 			// templates/web and 7 levels of 6 calls: 8 levels of modules,
 			// 335,922 module instances. The first template over the limit
 			// is l3 (1 + 258 instances a call), at its fourth call.
-			edit: func(t *testing.T, dir string) { moduleTree(t, dir, 6, engine.MaxModuleDepth-1, 1) },
+			edit: func(t *testing.T, dir string) { moduleTree(t, dir, 6, config.MaxModuleDepth-1, 1) },
 			file: "templates/l3/main.hcl", mark: `module "m3"`,
-			want: []string{"Too many module instances", fmt.Sprint(engine.MaxModuleInstances)},
+			want: []string{"Too many module instances", fmt.Sprint(config.MaxModuleInstances)},
 		},
 		{
 			name: "resources-across-modules",
 			edit: func(t *testing.T, dir string) { moduleTree(t, dir, 4, 2, 1000) },
 			file: "templates/l2/main.hcl", mark: "count   = 1000",
-			want: []string{"Too many resources", fmt.Sprint(engine.MaxResourcesPerInstance)},
+			want: []string{"Too many resources", fmt.Sprint(config.MaxResourcesPerInstance)},
 		},
 		{
 			name: "setproduct",
 			edit: edit(tmpl, "replicas=${var.replicas}", "replicas=${length(setproduct(range(1024), range(1024), range(1024)))}"),
 			file: tmpl, mark: "setproduct",
-			want: []string{"setproduct", fmt.Sprintf("at most %d elements", engine.MaxCollectionElements)},
+			want: []string{"setproduct", fmt.Sprintf("at most %d elements", config.MaxCollectionElements)},
 		},
 		{
 			name: "a-long-string",
 			edit: edit(tmpl, "replicas=${var.replicas}", `replicas=${join("", [for i in range(1000) : format("%2000s", i)])}`),
 			file: tmpl, mark: "format(",
-			want: []string{"join", fmt.Sprintf("at most %d bytes", engine.MaxFunctionStringBytes)},
+			want: []string{"join", fmt.Sprintf("at most %d bytes", config.MaxFunctionStringBytes)},
 		},
 		{
 			name: "a-huge-number",
@@ -116,7 +116,7 @@ func planAttacks() []planAttack {
 					`content = "${format("%1000000s", count.index)}${format("%1000000s", count.index)}"`)
 			},
 			file: tmpl, mark: `content = "${format(`,
-			want: []string{fmt.Sprintf("%d MiB", engine.MaxBuiltBytes>>20)},
+			want: []string{fmt.Sprintf("%d MiB", config.MaxBuiltBytes>>20)},
 		},
 	}
 }

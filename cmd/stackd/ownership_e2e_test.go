@@ -18,7 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/reconciler"
 )
 
@@ -121,7 +121,7 @@ func waitRejected(t *testing.T, p *proc, repo, rev string) []string {
 // (changesets/<branch>/stackd.json on the status branch).
 func waitBranchDiagnostics(t *testing.T, p *proc, repo, branch, head string) []string {
 	t.Helper()
-	return waitDiagnostics(t, p, repo, reconciler.ChangeSetPath(branch, engine.ReservedStackSetName, "json"), head)
+	return waitDiagnostics(t, p, repo, reconciler.ChangeSetPath(branch, config.ReservedStackSetName, "json"), head)
 }
 
 // waitSucceeded waits for the status commit of stackSet's operation at rev.

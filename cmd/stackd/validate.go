@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/internal/secrets"
 	"github.com/stackd/stackd/reconciler"
 )
@@ -54,7 +55,7 @@ func newValidateCommand() *cobra.Command {
 			defs, diags := eng.Load(secrets.New(os.DirFS(args[0])), ".")
 			if !diags.HasErrors() {
 				// Without the state, the override rules that depend on it
-				// are warnings (engine.StackSet.CheckOverrides).
+				// are warnings (config.StackSet.CheckOverrides).
 				for _, ss := range defs.StackSets {
 					diags = append(diags, ss.CheckOverrides(nil)...)
 				}
@@ -70,7 +71,7 @@ func newValidateCommand() *cobra.Command {
 			}
 			if diags.HasErrors() {
 				fmt.Fprintf(out, "%s: %s does not validate:\n", plural(len(diags.Errs()), "error"), args[0])
-				for _, d := range engine.DiagnosticsJSON(diags) {
+				for _, d := range config.DiagnosticsJSON(diags) {
 					if d.Severity != "error" {
 						continue
 					}
@@ -110,8 +111,8 @@ func newValidateCommand() *cobra.Command {
 // All of it runs under the budget a pull-request branch gets
 // (reconciler.DefaultPlanBudget): definitions that take longer are
 // reported as such, not waited for.
-func planEveryInstance(ctx context.Context, eng *engine.Engine, defs *engine.Definitions) hcl.Diagnostics {
-	ctx, cancel := engine.WithPlanBudget(ctx, reconciler.DefaultPlanBudget)
+func planEveryInstance(ctx context.Context, eng *engine.Engine, defs *config.Definitions) hcl.Diagnostics {
+	ctx, cancel := config.WithPlanBudget(ctx, reconciler.DefaultPlanBudget)
 	defer cancel()
 	var diags hcl.Diagnostics
 	for _, ss := range defs.StackSets {
@@ -128,7 +129,7 @@ func planEveryInstance(ctx context.Context, eng *engine.Engine, defs *engine.Def
 				d.Detail = fmt.Sprintf("%s (stack set %q, instance %s/%s)", d.Detail, ss.Name, t.Region, t.Account)
 			}
 			diags = append(diags, pd...)
-			if engine.PlanStopped(pd) != nil {
+			if config.PlanStopped(pd) != nil {
 				return diags
 			}
 			break

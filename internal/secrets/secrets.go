@@ -6,7 +6,7 @@
 // FS wraps a repository tree: reading a SOPS file through it yields the
 // plaintext — a JSON object for a JSON or YAML document, the original text
 // for a file encrypted whole — and Secret tells the engine which files were
-// encrypted, so every value from one is sensitive (engine.SecretFS).
+// encrypted, so every value from one is sensitive (config.SecretFS).
 package secrets
 
 import (

@@ -21,6 +21,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/engine/provider/file"
 	"github.com/stackd/stackd/engine/provider/tfplugin/install"
@@ -183,7 +184,7 @@ func testBridgeLifecycle(t *testing.T, proto int) {
 		if diags.HasErrors() {
 			t.Fatalf("load: %s", diags.Error())
 		}
-		return &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}}
+		return &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: config.Target{Region: "eu-west-1", Account: "111"}}
 	}
 	ctx := testCtx(t)
 	j := &memJournal{recs: map[string]engine.ResourceState{}}
@@ -301,7 +302,7 @@ func testBridgeLifecycle(t *testing.T, proto int) {
 
 	// Deleted with the template gone: what the resource recorded is enough.
 	e2, _, _ := newBridgeEngine(t, proto)
-	dp := engine.PlanDestroy(&engine.Instance{Name: "s", StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, j.list())
+	dp := engine.PlanDestroy(&engine.Instance{Name: "s", StackSetID: "ss-1", Target: config.Target{Region: "eu-west-1", Account: "111"}}, j.list())
 	if _, err := e2.Apply(ctx, dp, j, nil); err != nil {
 		t.Fatalf("destroy: %v", err)
 	}
@@ -399,7 +400,7 @@ func TestBridgeDiagnostics(t *testing.T) {
 		if diags.HasErrors() {
 			t.Fatal(diags)
 		}
-		_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: bad.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, nil)
+		_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: bad.StackSet("s"), StackSetID: "ss", Target: config.Target{Region: "eu-west-1", Account: "111"}}, nil)
 		ok := diags.HasErrors() && diags[0].Subject != nil && strings.HasPrefix(diags[0].Subject.String(), tc.at) && !strings.Contains(diags.Error(), "hunter2")
 		for _, w := range tc.want {
 			ok = ok && strings.Contains(diags.Error(), w)
@@ -416,7 +417,7 @@ func TestBridgeDiagnostics(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: md.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "moon", Account: "111"}}, nil)
+	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: md.StackSet("s"), StackSetID: "ss", Target: config.Target{Region: "moon", Account: "111"}}, nil)
 	if !diags.HasErrors() || !strings.Contains(diags.Error(), "provider p6.region") || !strings.Contains(diags.Error(), `"moon" does not match`) ||
 		diags[0].Subject == nil || !strings.HasPrefix(diags[0].Subject.String(), "t/main.hcl:7,") {
 		t.Errorf("a provider block the provider's validators refuse: %v, want it at its region, t/main.hcl:7", diags)
@@ -425,7 +426,7 @@ func TestBridgeDiagnostics(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: defsOK.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, nil)
+	_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: defsOK.StackSet("s"), StackSetID: "ss", Target: config.Target{Region: "eu-west-1", Account: "111"}}, nil)
 	if !diags.HasErrors() || !strings.Contains(diags.Error(), "p6.west") || diags[0].Subject == nil || !strings.HasPrefix(diags[0].Subject.String(), "t/main.hcl:10,") {
 		t.Errorf("provider = p6.west without its block: %v, want it at the resource (t/main.hcl:10)", diags)
 	}
@@ -439,15 +440,15 @@ func TestBridgeValidatesAConfigurationOnce(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "validations")
 	t.Setenv("P6_VALIDATION_LOG", log)
 	e, _, _ := newBridgeEngine(t, 6)
-	load := func(key string) *engine.StackSet {
+	load := func(key string) *config.StackSet {
 		defs, diags := e.Load(oneTargetDefs("resource \"p6_thing\" \"a\" {\n  name = \"x\"\n  tag {\n    key = \""+key+"\"\n  }\n}\n"), ".")
 		if diags.HasErrors() {
 			t.Fatal(diags)
 		}
 		return defs.StackSet("s")
 	}
-	plan := func(ss *engine.StackSet) hcl.Diagnostics {
-		_, diags := e.PlanContext(testCtx(t), &engine.Instance{StackSet: ss, StackSetID: "ss", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, nil)
+	plan := func(ss *config.StackSet) hcl.Diagnostics {
+		_, diags := e.PlanContext(testCtx(t), &engine.Instance{StackSet: ss, StackSetID: "ss", Target: config.Target{Region: "eu-west-1", Account: "111"}}, nil)
 		return diags
 	}
 	count := func(value string) int {
@@ -487,7 +488,7 @@ func TestBridgeUpgradesOldState(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}}
+	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: config.Target{Region: "eu-west-1", Account: "111"}}
 	ctx := testCtx(t)
 	j := &memJournal{recs: map[string]engine.ResourceState{}}
 	p, diags := e.PlanContext(ctx, inst, nil)
@@ -499,14 +500,14 @@ func TestBridgeUpgradesOldState(t *testing.T) {
 	}
 	// Record it as version 0 wrote it: "content" was "text".
 	rec := j.recs["p6_thing.a"]
-	attrs, err := engine.DecodeValue(rec.Attributes)
+	attrs, err := config.DecodeValue(rec.Attributes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := attrs.AsValueMap()
 	m["text"] = m["content"]
 	delete(m, "content")
-	if rec.Attributes, err = engine.EncodeValue(cty.ObjectVal(m)); err != nil {
+	if rec.Attributes, err = config.EncodeValue(cty.ObjectVal(m)); err != nil {
 		t.Fatal(err)
 	}
 	rec.SchemaVersion = 0
@@ -549,7 +550,7 @@ func TestBridgeImport(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}}
+	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: config.Target{Region: "eu-west-1", Account: "111"}}
 	p, _ := e.PlanContext(ctx, inst, nil)
 	if _, err := e.Apply(ctx, p, &memJournal{recs: map[string]engine.ResourceState{}}, nil); err != nil {
 		t.Fatal(err)
@@ -634,7 +635,7 @@ func TestBridgeAdoptsWhatAnInterruptedCreateMade(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}}
+	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: config.Target{Region: "eu-west-1", Account: "111"}}
 	ctx := testCtx(t)
 	object := filepath.Join(world, "111", "prea-eu-west-1.json")
 
@@ -771,7 +772,7 @@ module "inner" {
 		t.Fatal(diags)
 	}
 	ctx := testCtx(t)
-	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}}
+	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: config.Target{Region: "eu-west-1", Account: "111"}}
 	p, diags := e.PlanContext(ctx, inst, nil)
 	if diags.HasErrors() {
 		t.Fatal(diags)
@@ -802,7 +803,7 @@ module "inner" {
 	} {
 		defs, diags := e.Load(files(tc.root, tc.module), ".")
 		if tc.plan && !diags.HasErrors() {
-			_, diags = e.PlanContext(ctx, &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, nil)
+			_, diags = e.PlanContext(ctx, &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: config.Target{Region: "eu-west-1", Account: "111"}}, nil)
 		}
 		if !diags.HasErrors() || !strings.Contains(diags.Error(), tc.want) || diags[0].Subject == nil || !strings.HasPrefix(diags[0].Subject.String(), tc.at) {
 			t.Errorf("%s: %v, want %q at %s", tc.name, diags, tc.want, tc.at)
@@ -820,7 +821,7 @@ func TestBridgeCreateBeforeDestroy(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(world, "111"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	load := func(name string) *engine.StackSet {
+	load := func(name string) *config.StackSet {
 		t.Helper()
 		files := bridgeDefs(world, name, "one")
 		files["t/main.hcl"].Data = []byte(strings.Replace(string(files["t/main.hcl"].Data), "  content = var.content\n",
@@ -832,7 +833,7 @@ func TestBridgeCreateBeforeDestroy(t *testing.T) {
 		return defs.StackSet("s")
 	}
 	ctx := testCtx(t)
-	inst := &engine.Instance{StackSet: load("old"), StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}}
+	inst := &engine.Instance{StackSet: load("old"), StackSetID: "ss-1", Target: config.Target{Region: "eu-west-1", Account: "111"}}
 	j := &memJournal{recs: map[string]engine.ResourceState{}}
 	for _, name := range []string{"old", "new"} {
 		inst.StackSet = load(name)
@@ -875,7 +876,7 @@ func TestBridgeUntrustedRefs(t *testing.T) {
 		t.Fatal(diags)
 	}
 	ctx := testCtx(t)
-	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}}
+	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: config.Target{Region: "eu-west-1", Account: "111"}}
 	j := &memJournal{recs: map[string]engine.ResourceState{}}
 	p, _ := e.PlanContext(ctx, inst, nil)
 	if _, err := e.Apply(ctx, p, j, nil); err != nil {
@@ -891,7 +892,7 @@ output "stolen" { value = data.p6_object.lit.content }
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	tp, _ := e.PlanContext(ctx, &engine.Instance{StackSet: trusted.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, j.list())
+	tp, _ := e.PlanContext(ctx, &engine.Instance{StackSet: trusted.StackSet("s"), StackSetID: "ss-1", Target: config.Target{Region: "eu-west-1", Account: "111"}}, j.list())
 	if v := tp.Outputs["stolen"]; !v.IsKnown() || v.AsString() != "one" {
 		t.Fatalf("the deploy branch reads data sources at plan time: %#v", v)
 	}
@@ -899,7 +900,7 @@ output "stolen" { value = data.p6_object.lit.content }
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	up, diags := e.PlanContext(ctx, &engine.Instance{StackSet: untrusted.StackSet("s"), StackSetID: "ss-1", Target: engine.Target{Region: "eu-west-1", Account: "111"}, Untrusted: true}, j.list())
+	up, diags := e.PlanContext(ctx, &engine.Instance{StackSet: untrusted.StackSet("s"), StackSetID: "ss-1", Target: config.Target{Region: "eu-west-1", Account: "111"}, Untrusted: true}, j.list())
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/engine/provider/tfplugin/install"
 )
@@ -154,7 +155,7 @@ func TestBridgePlanReportsAValidationCrash(t *testing.T) {
 		if diags.HasErrors() {
 			t.Fatal(diags)
 		}
-		_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss", Target: engine.Target{Region: "eu-west-1", Account: "111"}}, nil)
+		_, diags = e.PlanContext(testCtx(t), &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss", Target: config.Target{Region: "eu-west-1", Account: "111"}}, nil)
 		return diags
 	}
 	diags := plan("crash-in-validation")

@@ -1,4 +1,4 @@
-package engine
+package config
 
 import (
 	"fmt"
@@ -94,7 +94,7 @@ func (t *Template) addOutput(b *hcl.Block) hcl.Diagnostics {
 	return diags
 }
 
-func (t *Template) addResource(b *hcl.Block, reg provider.Registry, e *Engine) hcl.Diagnostics {
+func (t *Template) addResource(b *hcl.Block, reg provider.Registry, e Plugins) hcl.Diagnostics {
 	typ, name := b.Labels[0], b.Labels[1]
 	var diags hcl.Diagnostics
 	r := &Resource{Type: typ, Name: name, DeclRange: b.DefRange, DeletionPolicy: "Delete", refs: map[string][]string{}}
@@ -123,12 +123,12 @@ func (t *Template) addResource(b *hcl.Block, reg provider.Registry, e *Engine) h
 		}
 		bs.Attributes = append(bs.Attributes, hcl.AttributeSchema{Name: m})
 	}
-	plugin := e != nil && e.typeOwner(typ) != ""
+	plugin := e != nil && e.TypeOwner(typ) != ""
 	if plugin {
 		bs.Attributes = append(bs.Attributes, hcl.AttributeSchema{Name: "provider"})
 	}
 	nested := map[string]provider.Property{}
-	for _, n := range sortedKeys(schema.Properties) {
+	for _, n := range SortedKeys(schema.Properties) {
 		if p := schema.Properties[n]; p.Block != nil {
 			// A nested block type of a Terraform provider's schema.
 			bs.Blocks = append(bs.Blocks, hcl.BlockHeaderSchema{Type: n})
@@ -149,9 +149,9 @@ func (t *Template) addResource(b *hcl.Block, reg provider.Registry, e *Engine) h
 		case "provider":
 			key, pdiags := providerRef(a)
 			diags = append(diags, pdiags...)
-			if name, _, _ := strings.Cut(key, "."); key != "" && name != e.typeOwner(typ) {
-				diags = diags.Append(errorf(a.Expr.Range(), "Invalid provider for resource type",
-					"%s is a resource type of provider %q; provider = %s names another provider.", typ, e.typeOwner(typ), key))
+			if name, _, _ := strings.Cut(key, "."); key != "" && name != e.TypeOwner(typ) {
+				diags = diags.Append(Errorf(a.Expr.Range(), "Invalid provider for resource type",
+					"%s is a resource type of provider %q; provider = %s names another provider.", typ, e.TypeOwner(typ), key))
 			}
 			r.Provider = key
 		case "count":
@@ -190,7 +190,7 @@ func (t *Template) addResource(b *hcl.Block, reg provider.Registry, e *Engine) h
 		}
 		if lb.Type == "update_pattern" {
 			if r.UpdatePattern != nil {
-				diags = diags.Append(errorf(lb.DefRange, "Duplicate update_pattern block",
+				diags = diags.Append(Errorf(lb.DefRange, "Duplicate update_pattern block",
 					"%s may have one update_pattern block; another is at %s.", r.Addr(), r.UpdatePattern.DeclRange))
 				continue
 			}

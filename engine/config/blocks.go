@@ -1,4 +1,4 @@
-package engine
+package config
 
 // Nested blocks of a provider schema (Terraform providers) as properties:
 // their HCL schema, their static validation, and their value as one
@@ -26,7 +26,7 @@ func bodySchema(schema provider.Schema, extra ...string) (*hcl.BodySchema, map[s
 	for _, n := range extra {
 		bs.Attributes = append(bs.Attributes, hcl.AttributeSchema{Name: n})
 	}
-	for _, n := range sortedKeys(schema.Properties) {
+	for _, n := range SortedKeys(schema.Properties) {
 		p := schema.Properties[n]
 		if p.Block != nil {
 			bs.Blocks = append(bs.Blocks, hcl.BlockHeaderSchema{Type: n})
@@ -119,7 +119,7 @@ type blocksExpr struct {
 
 func (x *blocksExpr) body() hcl.Body {
 	// The blocks of one type, as a body holding only them.
-	return &blockList{blocks: x.blocks}
+	return &BlockList{blocks: x.blocks}
 }
 
 func (x *blocksExpr) Value(ctx *hcl.EvalContext) (cty.Value, hcl.Diagnostics) {
@@ -134,14 +134,14 @@ func (x *blocksExpr) StartRange() hcl.Range { return x.blocks[0].TypeRange }
 
 // blockList is an hcl.Body of some blocks: what hcldec's block specs
 // decode.
-type blockList struct{ blocks []*hcl.Block }
+type BlockList struct{ blocks []*hcl.Block }
 
-func (b *blockList) Content(schema *hcl.BodySchema) (*hcl.BodyContent, hcl.Diagnostics) {
+func (b *BlockList) Content(schema *hcl.BodySchema) (*hcl.BodyContent, hcl.Diagnostics) {
 	c, _, d := b.PartialContent(schema)
 	return c, d
 }
 
-func (b *blockList) PartialContent(schema *hcl.BodySchema) (*hcl.BodyContent, hcl.Body, hcl.Diagnostics) {
+func (b *BlockList) PartialContent(schema *hcl.BodySchema) (*hcl.BodyContent, hcl.Body, hcl.Diagnostics) {
 	c := &hcl.BodyContent{Attributes: hcl.Attributes{}}
 	for _, bl := range b.blocks {
 		for _, s := range schema.Blocks {
@@ -156,9 +156,9 @@ func (b *blockList) PartialContent(schema *hcl.BodySchema) (*hcl.BodyContent, hc
 	return c, b, nil
 }
 
-func (b *blockList) JustAttributes() (hcl.Attributes, hcl.Diagnostics) { return hcl.Attributes{}, nil }
+func (b *BlockList) JustAttributes() (hcl.Attributes, hcl.Diagnostics) { return hcl.Attributes{}, nil }
 
-func (b *blockList) MissingItemRange() hcl.Range {
+func (b *BlockList) MissingItemRange() hcl.Range {
 	if len(b.blocks) > 0 {
 		return b.blocks[0].DefRange
 	}
@@ -173,15 +173,15 @@ func (b *blockList) MissingItemRange() hcl.Range {
 // Validators quote the values they refuse (framework-validators do): the
 // values of props marked sensitive (sensitive variables, attributes the
 // provider's schema calls sensitive) are redacted from what they say.
-func configDiags(written map[string]*hcl.Attribute, block hcl.Range, addr, summary string, err error, props cty.Value) hcl.Diagnostics {
+func ConfigDiags(written map[string]*hcl.Attribute, block hcl.Range, addr, summary string, err error, props cty.Value) hcl.Diagnostics {
 	red := provider.NewSecrets()
 	red.AddMarked(props)
 	if pf, ok := errors.AsType[provider.Failure](err); ok && pf.ProviderFailure() {
-		return hcl.Diagnostics{errorf(block, "Provider failed", "%s: %s.", addr, strings.TrimSuffix(red.Redact(err.Error()), "."))}
+		return hcl.Diagnostics{Errorf(block, "Provider failed", "%s: %s.", addr, strings.TrimSuffix(red.Redact(err.Error()), "."))}
 	}
 	var ap provider.AttributeProblems
 	if !errors.As(err, &ap) || len(ap.AttributeProblems()) == 0 {
-		return hcl.Diagnostics{errorf(block, summary, "%s: %s.", addr, strings.TrimSuffix(red.Redact(err.Error()), "."))}
+		return hcl.Diagnostics{Errorf(block, summary, "%s: %s.", addr, strings.TrimSuffix(red.Redact(err.Error()), "."))}
 	}
 	var diags hcl.Diagnostics
 	for _, p := range ap.AttributeProblems() {
@@ -193,7 +193,7 @@ func configDiags(written map[string]*hcl.Attribute, block hcl.Range, addr, summa
 		if len(p.Path) > 0 {
 			where += "." + provider.FormatPath(p.Path)
 		}
-		diags = diags.Append(errorf(propertyRange(written, block, p.Path), red.Redact(p.Summary), "%s: %s.", where, strings.TrimSuffix(red.Redact(detail), ".")))
+		diags = diags.Append(Errorf(propertyRange(written, block, p.Path), red.Redact(p.Summary), "%s: %s.", where, strings.TrimSuffix(red.Redact(detail), ".")))
 	}
 	return diags
 }

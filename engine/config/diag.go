@@ -1,4 +1,4 @@
-package engine
+package config
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/stackd/stackd/engine/changeset"
 )
 
 func hclsyntaxValidIdentifier(s string) bool { return hclsyntax.ValidIdentifier(s) }
@@ -34,14 +36,14 @@ func asPathError(err error, pe **fs.PathError) bool { return errors.As(err, pe) 
 func evalConst(expr hcl.Expression, what string) (cty.Value, hcl.Diagnostics) {
 	m := loadMeterOf(expr)
 	if m == nil {
-		guardExpr(expr)
-		m = newMeter(context.Background())
+		GuardExpr(expr)
+		m = NewMeter(context.Background())
 	}
-	v, diags := expr.Value(&hcl.EvalContext{Functions: m.functions()})
+	v, diags := expr.Value(&hcl.EvalContext{Functions: m.Functions()})
 	if diags.HasErrors() {
 		return v, diags
 	}
-	if d := checkValue(m, v, what, expr.Range()); d != nil {
+	if d := CheckValue(m, v, what, expr.Range()); d != nil {
 		return cty.NilVal, diags.Append(d)
 	}
 	return v, diags
@@ -143,4 +145,20 @@ func intAttr(a *hcl.Attribute, dst *int) hcl.Diagnostics {
 	}
 	*dst = int(i)
 	return diags
+}
+
+// DiagnosticsJSON converts hcl diagnostics to their JSON form.
+func DiagnosticsJSON(diags hcl.Diagnostics) []changeset.Diagnostic {
+	out := make([]changeset.Diagnostic, 0, len(diags))
+	for _, d := range diags {
+		j := changeset.Diagnostic{Severity: "error", Summary: d.Summary, Detail: d.Detail}
+		if d.Severity == hcl.DiagWarning {
+			j.Severity = "warning"
+		}
+		if d.Subject != nil {
+			j.File, j.Line, j.Column = d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column
+		}
+		out = append(out, j)
+	}
+	return out
 }

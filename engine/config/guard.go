@@ -1,4 +1,4 @@
-package engine
+package config
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 // only check numbers. load, when set, is the meter of the Load that parsed
 // the tree (see evalConst); the arguments of function calls get a guard
 // that only carries it. Guarding is idempotent.
-func guardExprs(node hclsyntax.Node, load *meter) {
+func guardExprs(node hclsyntax.Node, load *Meter) {
 	if node == nil {
 		return
 	}
@@ -65,7 +65,7 @@ func guardExprs(node hclsyntax.Node, load *meter) {
 }
 
 // guardExpr guards an expression that is hcl's native syntax.
-func guardExpr(expr hcl.Expression) {
+func GuardExpr(expr hcl.Expression) {
 	if n, ok := expr.(hclsyntax.Node); ok {
 		guardExprs(n, nil)
 	}
@@ -79,12 +79,12 @@ func guardExpr(expr hcl.Expression) {
 // that parsed it (nil for a tree parsed on its own).
 type guard struct {
 	*hclsyntax.ParenthesesExpr
-	load *meter
+	load *Meter
 }
 
 func (g guard) UnwrapExpression() hcl.Expression { return g.Expression }
 
-func (g guard) loadMeter() *meter { return g.load }
+func (g guard) loadMeter() *Meter { return g.load }
 
 // argGuard only carries the load meter, for the expressions of the
 // definitions whose only guards are function arguments.
@@ -92,14 +92,14 @@ type argGuard struct{ guard }
 
 // loadMeterOf is the meter of the Load that parsed expr, found on its
 // guards (nil when it has none, or it was parsed on its own).
-func loadMeterOf(expr hcl.Expression) *meter {
+func loadMeterOf(expr hcl.Expression) *Meter {
 	n, ok := expr.(hclsyntax.Node)
 	if !ok {
 		return nil
 	}
-	var m *meter
+	var m *Meter
 	hclsyntax.VisitAll(n, func(n hclsyntax.Node) hcl.Diagnostics {
-		if g, ok := n.(interface{ loadMeter() *meter }); ok && m == nil {
+		if g, ok := n.(interface{ loadMeter() *Meter }); ok && m == nil {
 			m = g.loadMeter()
 		}
 		return nil
@@ -113,16 +113,16 @@ func loadMeterOf(expr hcl.Expression) *meter {
 var loadMeters sync.Map // weak.Pointer[hclparse.Parser] -> *meter
 
 // loadMeterFor is the meter of the Load parsing with p.
-func loadMeterFor(p *hclparse.Parser) *meter {
+func loadMeterFor(p *hclparse.Parser) *Meter {
 	w := weak.Make(p)
 	if m, ok := loadMeters.Load(w); ok {
-		return m.(*meter)
+		return m.(*Meter)
 	}
-	m, loaded := loadMeters.LoadOrStore(w, newMeter(context.Background()))
+	m, loaded := loadMeters.LoadOrStore(w, NewMeter(context.Background()))
 	if !loaded {
 		runtime.AddCleanup(p, func(w weak.Pointer[hclparse.Parser]) { loadMeters.Delete(w) }, w)
 	}
-	return m.(*meter)
+	return m.(*Meter)
 }
 
 // collGuard guards the collection of a for expression.
@@ -138,7 +138,7 @@ func (g *collGuard) Value(ctx *hcl.EvalContext) (cty.Value, hcl.Diagnostics) {
 		return cty.DynamicVal, nil
 	}
 	var d *hcl.Diagnostic
-	if err := m.stopped(); err != nil {
+	if err := m.Stopped(); err != nil {
 		d = guardDiag(g.Range(), "Planning stopped", stoppedError{err}.Error()+".")
 	} else if n := length(v); n > MaxCollectionElements {
 		d = guardDiag(g.Range(), "Too many elements", fmt.Sprintf("A for expression here iterates over %d elements; at most %d are allowed.", n, MaxCollectionElements))

@@ -1,4 +1,4 @@
-package engine
+package config
 
 import (
 	"context"
@@ -192,7 +192,7 @@ func PlanStopped(diags hcl.Diagnostics) error {
 }
 
 // stoppedDiag is the diagnostic of a plan its context stopped.
-func stoppedDiag(ctx context.Context, rng *hcl.Range) *hcl.Diagnostic {
+func StoppedDiag(ctx context.Context, rng *hcl.Range) *hcl.Diagnostic {
 	err := ctx.Err()
 	d := &hcl.Diagnostic{Severity: hcl.DiagError, Subject: rng, Extra: planStopped{err}}
 	budget, _ := ctx.Value(budgetKey{}).(time.Duration)
@@ -208,4 +208,10 @@ func stoppedDiag(ctx context.Context, rng *hcl.Range) *hcl.Diagnostic {
 		d.Detail = "Planning was cancelled before it finished; nothing from it is deployed."
 	}
 	return d
+}
+
+// HasPlanBudget reports whether ctx carries a budget of WithPlanBudget.
+func HasPlanBudget(ctx context.Context) bool {
+	_, ok := ctx.Value(budgetKey{}).(time.Duration)
+	return ok
 }

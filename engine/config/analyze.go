@@ -1,4 +1,4 @@
-package engine
+package config
 
 import (
 	"fmt"
@@ -9,21 +9,22 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/stackd/stackd/engine/provider"
+	"github.com/stackd/stackd/internal/dag"
 )
 
 // analyze resolves references, checks them, and orders all nodes.
 func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	g := newGraph()
+	g := dag.New()
 	ranges := map[string]hcl.Range{}
-	t.refs = map[string][]nodeRef{}
-	t.referenced = map[string]bool{}
-	t.needs = map[string][]string{}
+	t.Refs = map[string][]NodeRef{}
+	t.Referenced = map[string]bool{}
+	t.Needs = map[string][]string{}
 	// signalers: per waiter, the nodes that reference it immediately.
 	signalers := map[string][]string{}
 	need := func(node, dep string) {
-		if !slices.Contains(t.needs[node], dep) {
-			t.needs[node] = append(t.needs[node], dep)
+		if !slices.Contains(t.Needs[node], dep) {
+			t.Needs[node] = append(t.Needs[node], dep)
 		}
 	}
 	check := func(node string, expr hcl.Expression, allowCount, allowEach bool) []string {
@@ -42,8 +43,8 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 			}
 			if dep != "" {
 				root, name, _ := strings.Cut(dep, ".")
-				t.refs[node] = append(t.refs[node], nodeRef{root, name})
-				t.referenced[dep] = true
+				t.Refs[node] = append(t.Refs[node], NodeRef{root, name})
+				t.Referenced[dep] = true
 				if w, ok := reg[root].(provider.Waiter); ok && dep != node {
 					if immediateRef(tr, w) {
 						if !slices.Contains(signalers[dep], node) {
@@ -55,7 +56,7 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 				}
 			}
 			if dep != "" && dep != node {
-				g.connect(node, dep)
+				g.Connect(node, dep)
 			} else if dep == node {
 				diags = diags.Append(&hcl.Diagnostic{
 					Severity: hcl.DiagError, Summary: "Self-referential block",
@@ -68,12 +69,12 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 	}
 	for name, l := range t.Locals {
 		node := "local." + name
-		g.add(node)
+		g.Add(node)
 		ranges[node] = l.DeclRange
 		check(node, l.Expr, false, false)
 	}
 	for addr, r := range t.Resources {
-		g.add(addr)
+		g.Add(addr)
 		ranges[addr] = r.DeclRange
 		for _, meta := range []hcl.Expression{r.Count, r.ForEach} {
 			for _, ent := range check(addr, meta, false, false) {
@@ -104,27 +105,27 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 			if d == addr {
 				continue
 			}
-			g.connect(addr, d)
+			g.Connect(addr, d)
 			if _, ok := reg[t.Resources[d].Type].(provider.Waiter); ok {
 				need(addr, d)
 			}
 		}
 	}
 	for addr, r := range t.Data {
-		g.add(addr)
+		g.Add(addr)
 		ranges[addr] = r.DeclRange
 		for _, a := range r.Properties {
 			check(addr, a.Expr, false, false)
 		}
 		for _, d := range r.DependsOn {
 			if _, ok := t.Resources[d]; ok && d != addr {
-				g.connect(addr, d)
+				g.Connect(addr, d)
 			}
 		}
 	}
 	for name, mc := range t.Modules {
 		node := "module." + name
-		g.add(node)
+		g.Add(node)
 		ranges[node] = mc.DeclRange
 		for _, a := range mc.Inputs {
 			check(node, a.Expr, false, false)
@@ -132,7 +133,7 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 	}
 	for name, o := range t.Outputs {
 		node := "output." + name
-		g.add(node)
+		g.Add(node)
 		ranges[node] = o.DeclRange
 		check(node, o.Expr, false, false)
 	}
@@ -144,17 +145,17 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 	// before the signalers ran. A signaler that itself depends on such a
 	// node can never signal in time: that is reported as a cycle.
 	waitEdges := map[[2]string]string{}
-	for node, deps := range t.needs {
+	for node, deps := range t.Needs {
 		for _, dep := range deps {
 			for _, s := range signalers[dep] {
-				if s != node && !slices.Contains(t.needs[s], dep) {
-					g.connect(node, s)
+				if s != node && !slices.Contains(t.Needs[s], dep) {
+					g.Connect(node, s)
 					waitEdges[[2]string{node, s}] = dep
 				}
 			}
 		}
 	}
-	order, cycle := g.order()
+	order, cycle := g.Order()
 	// Over a cycle through a wait condition's handle_url, say so.
 	for i, n := range cycle {
 		next := cycle[(i+1)%len(cycle)]
@@ -162,7 +163,7 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 			return diags.Append(&hcl.Diagnostic{
 				Severity: hcl.DiagError, Summary: "Wait condition can never complete",
 				Detail: fmt.Sprintf("%s needs %s complete, so it must run after %s, which references %s's handle_url to signal it; but %s depends on %s (cycle: %s). Remove that dependency, or have %s read only handle_url.",
-					n, w, next, w, next, n, cycleString(cycle), n),
+					n, w, next, w, next, n, dag.CycleString(cycle), n),
 				Subject: ptrRange(ranges[next]),
 			})
 		}
@@ -170,30 +171,30 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 	if cycle != nil {
 		return diags.Append(&hcl.Diagnostic{
 			Severity: hcl.DiagError, Summary: "Dependency cycle",
-			Detail:  fmt.Sprintf("These blocks depend on each other in a cycle: %s. Break the cycle by removing a reference or a depends_on entry.", cycleString(cycle)),
+			Detail:  fmt.Sprintf("These blocks depend on each other in a cycle: %s. Break the cycle by removing a reference or a depends_on entry.", dag.CycleString(cycle)),
 			Subject: ptrRange(ranges[cycle[0]]),
 		})
 	}
-	t.order = order
+	t.Order = order
 	for addr, r := range t.Resources {
 		// dependencies through locals count as direct dependencies
 		seen := map[string]bool{}
 		var visit func(n string)
 		visit = func(n string) {
-			for d := range g.deps[n] {
+			for d := range g.Deps[n] {
 				if seen[d] {
 					continue
 				}
 				seen[d] = true
 				if _, ok := t.Resources[d]; ok {
-					r.deps = append(r.deps, d)
+					r.Deps = append(r.Deps, d)
 				} else {
 					visit(d)
 				}
 			}
 		}
 		visit(addr)
-		sort.Strings(r.deps)
+		sort.Strings(r.Deps)
 	}
 	return diags
 }
@@ -234,7 +235,7 @@ func (t *Template) resolve(tr hcl.Traversal, reg provider.Registry, allowCount, 
 	case "var":
 		n := attr(1)
 		if _, ok := t.Variables[n]; !ok {
-			return bad("Reference to undeclared input variable", fmt.Sprintf("An input variable named %q is not declared. Declared variables: %s.", n, strings.Join(sortedKeys(t.Variables), ", ")))
+			return bad("Reference to undeclared input variable", fmt.Sprintf("An input variable named %q is not declared. Declared variables: %s.", n, strings.Join(SortedKeys(t.Variables), ", ")))
 		}
 		return "var." + n, "", nil
 	case "local":
@@ -289,7 +290,7 @@ func (t *Template) resolve(tr hcl.Traversal, reg provider.Registry, allowCount, 
 			return bad("Reference to undeclared module", fmt.Sprintf("A module %q has not been declared in this template.", n))
 		}
 		if _, ok := mc.Template.Outputs[out]; !ok {
-			return bad("Unsupported attribute", fmt.Sprintf("Module %q has no output %q. Its outputs: %s.", n, out, strings.Join(sortedKeys(mc.Template.Outputs), ", ")))
+			return bad("Unsupported attribute", fmt.Sprintf("Module %q has no output %q. Its outputs: %s.", n, out, strings.Join(SortedKeys(mc.Template.Outputs), ", ")))
 		}
 		return "module." + n + "." + out, "module." + n, nil
 	}
@@ -307,7 +308,7 @@ func (t *Template) resolve(tr hcl.Traversal, reg provider.Registry, allowCount, 
 	return bad("Unknown reference", fmt.Sprintf("%q is not something a template can refer to. Valid roots are var, local, target, stack_set, count, each, module and resource types (%s).", root, strings.Join(registryNames(reg), ", ")))
 }
 
-func registryNames(reg provider.Registry) []string { return sortedKeys(reg) }
+func registryNames(reg provider.Registry) []string { return SortedKeys(reg) }
 
 // entityPath is the entity a reference names: the address of what it
 // refers to, then the attributes it steps through ("file.config.id").
@@ -320,7 +321,7 @@ func entityPath(addr string, steps hcl.Traversal) string {
 	return addr
 }
 
-func sortedKeys[V any](m map[string]V) []string {
+func SortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

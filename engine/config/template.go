@@ -1,4 +1,4 @@
-package engine
+package config
 
 import (
 	"crypto/sha256"
@@ -35,26 +35,26 @@ type Template struct {
 	// ("TYPE.NAME" or "TYPE.NAME[KEY]").
 	Imports map[string]*Import
 	// order is every node ("local.x", "TYPE.NAME", "output.x") in dependency order.
-	order []string
+	Order []string
 	// refs lists, per node, the locals and resources its expressions reference.
-	refs map[string][]nodeRef
+	Refs map[string][]NodeRef
 	// referenced holds the resources ("TYPE.NAME") some node refers to.
-	referenced map[string]bool
+	Referenced map[string]bool
 	// needs lists, per node, the resources of waiter types (wait_condition)
 	// that must be complete before the node is evaluated: those it names in
 	// depends_on or references through an attribute that is not immediate.
-	needs map[string][]string
+	Needs map[string][]string
 	// moduleInstances and resourceBlocks count the module calls and the
 	// resource blocks the template expands to, through all its modules,
 	// each as often as the module holding it is instantiated.
 	moduleInstances, resourceBlocks int
 	// funcs names the functions the template and its modules call: a plan
 	// builds its function table (meter.functions) of those only.
-	funcs map[string]bool
+	Funcs map[string]bool
 }
 
 // nodeRef is one referenced local (root "local") or resource (root = type).
-type nodeRef struct{ root, name string }
+type NodeRef struct{ Root, Name string }
 
 // Variable is a template input.
 type Variable struct {
@@ -129,7 +129,7 @@ type Resource struct {
 	Provider  string
 	DeclRange hcl.Range
 	// deps lists the resources ("TYPE.NAME") this one depends on.
-	deps []string
+	Deps []string
 	// refs lists, per property, the entities it references
 	// ("var.image", "local.name", "file.config.id").
 	refs map[string][]string
@@ -248,7 +248,7 @@ type loader struct {
 	reg    provider.Registry
 	// e resolves the Terraform providers templates require (nil: none
 	// may be required); untrusted restricts them to locked ones.
-	e         *Engine
+	e         Plugins
 	untrusted bool
 	cache     map[string]*Template
 	// stack is the chain of template directories being loaded (cycles).
@@ -315,14 +315,14 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 		})
 	}
 	var modules []*hcl.Block
-	t.funcs = map[string]bool{}
+	t.Funcs = map[string]bool{}
 	contents := make([]*hcl.BodyContent, 0, len(files))
 	var tfBlocks, providerBlocks []*hcl.Block
 	for _, f := range files {
 		if body, ok := f.Body.(*hclsyntax.Body); ok {
 			hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
 				if c, ok := n.(*hclsyntax.FunctionCallExpr); ok {
-					t.funcs[c.Name] = true
+					t.Funcs[c.Name] = true
 				}
 				return nil
 			})
@@ -346,8 +346,8 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 		t.RequiredProviders = reqs
 		if len(reqs) > 0 && !rdiags.HasErrors() {
 			if ld.e == nil {
-				diags = diags.Append(errorf(tfBlocks[0].DefRange, "Terraform providers are not enabled", "This template requires providers (%s), which this loader cannot install.", requirementNames(reqs)))
-			} else if r, pdiags := ld.e.resolvePlugins(reqs, tfBlocks[0].DefRange, ld.untrusted); pdiags.HasErrors() {
+				diags = diags.Append(Errorf(tfBlocks[0].DefRange, "Terraform providers are not enabled", "This template requires providers (%s), which this loader cannot install.", RequirementNames(reqs)))
+			} else if r, pdiags := ld.e.ResolvePlugins(reqs, tfBlocks[0].DefRange, ld.untrusted); pdiags.HasErrors() {
 				// That one error says it: the template's provider blocks,
 				// resources and data blocks are not checked against
 				// providers that could not be installed.
@@ -359,7 +359,7 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 	}
 	for _, b := range providerBlocks {
 		if ld.e == nil {
-			diags = diags.Append(errorf(b.DefRange, "Terraform providers are not enabled", "provider blocks configure Terraform providers, which this loader cannot install."))
+			diags = diags.Append(Errorf(b.DefRange, "Terraform providers are not enabled", "provider blocks configure Terraform providers, which this loader cannot install."))
 			continue
 		}
 		diags = append(diags, t.addProvider(ld.e, b)...)
@@ -404,18 +404,18 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 		if d.HasErrors() || mc == nil || mc.Template == nil {
 			continue
 		}
-		for name := range mc.Template.funcs {
-			t.funcs[name] = true
+		for name := range mc.Template.Funcs {
+			t.Funcs[name] = true
 		}
 		t.moduleInstances = int(satAdd(int64(t.moduleInstances), 1+int64(mc.Template.moduleInstances)))
 		t.resourceBlocks = int(satAdd(int64(t.resourceBlocks), int64(mc.Template.resourceBlocks)))
 		switch {
 		case t.moduleInstances > MaxModuleInstances:
-			diags = diags.Append(errorf(b.DefRange, "Too many module instances",
+			diags = diags.Append(Errorf(b.DefRange, "Too many module instances",
 				"With module %q (%s, %d module instances of its own), the template in %s expands to more than %d module instances; simplify the module tree.",
 				mc.Name, mc.Template.Dir, mc.Template.moduleInstances, dir, MaxModuleInstances))
 		case t.resourceBlocks > MaxResourcesPerInstance:
-			diags = diags.Append(errorf(b.DefRange, "Too many resources",
+			diags = diags.Append(Errorf(b.DefRange, "Too many resources",
 				"With module %q (%s, %d resource blocks with its modules), the template in %s expands to more than %d resource blocks; an instance may have at most %d resources across all its modules.",
 				mc.Name, mc.Template.Dir, mc.Template.resourceBlocks, dir, MaxResourcesPerInstance, MaxResourcesPerInstance))
 		}
@@ -427,7 +427,7 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 	if len(t.Modules) > 0 {
 		h := sha256.New()
 		h.Write([]byte(t.Hash))
-		for _, n := range sortedKeys(t.Modules) {
+		for _, n := range SortedKeys(t.Modules) {
 			fmt.Fprintf(h, "\x00%s\x00%s", n, t.Modules[n].Template.Hash)
 		}
 		t.Hash = hex.EncodeToString(h.Sum(nil))
@@ -450,7 +450,7 @@ func (t *Template) addModule(ld *loader, b *hcl.Block) hcl.Diagnostics {
 	diags = append(diags, adiags...)
 	src := attrs["source"]
 	if src == nil {
-		return diags.Append(errorf(b.DefRange, "Missing module source",
+		return diags.Append(Errorf(b.DefRange, "Missing module source",
 			"Module %q needs source = \"./modules/NAME\", a directory relative to the template.", name))
 	}
 	mc := &ModuleCall{Name: name, Inputs: map[string]*hcl.Attribute{}, DeclRange: b.DefRange}
@@ -459,11 +459,11 @@ func (t *Template) addModule(ld *loader, b *hcl.Block) hcl.Diagnostics {
 		return diags
 	}
 	if mc.Source == "" || path.IsAbs(mc.Source) {
-		return diags.Append(errorf(src.Expr.Range(), "Invalid module source", "Module %q: source %q must be a directory relative to the template, like \"./modules/monitoring\".", name, mc.Source))
+		return diags.Append(Errorf(src.Expr.Range(), "Invalid module source", "Module %q: source %q must be a directory relative to the template, like \"./modules/monitoring\".", name, mc.Source))
 	}
 	dir := path.Clean(path.Join(t.Dir, mc.Source))
 	if dir == ".." || strings.HasPrefix(dir, "../") {
-		return diags.Append(errorf(src.Expr.Range(), "Invalid module source", "Module %q: source %q leaves the repository.", name, mc.Source))
+		return diags.Append(Errorf(src.Expr.Range(), "Invalid module source", "Module %q: source %q leaves the repository.", name, mc.Source))
 	}
 	child, cdiags := ld.load(dir, src.Expr.Range().Ptr())
 	diags = append(diags, cdiags...)
@@ -475,9 +475,9 @@ func (t *Template) addModule(ld *loader, b *hcl.Block) hcl.Diagnostics {
 		// As Terraform recommends (and requires of modules called with
 		// count or for_each): providers are configured by the template
 		// that deploys, and passed down.
-		for _, key := range sortedKeys(child.Providers) {
+		for _, key := range SortedKeys(child.Providers) {
 			pb := child.Providers[key]
-			diags = diags.Append(errorf(pb.DeclRange, "Provider configuration in a module",
+			diags = diags.Append(Errorf(pb.DeclRange, "Provider configuration in a module",
 				"Module %q (%s) configures provider %s; a module uses the providers of the template that calls it. Move the block there (with an alias if it differs from the caller's own) and pass it: providers = { %s = %s }.",
 				name, dir, key, key, key))
 		}
@@ -491,18 +491,27 @@ func (t *Template) addModule(ld *loader, b *hcl.Block) hcl.Diagnostics {
 			continue
 		}
 		if _, ok := child.Variables[n]; !ok {
-			diags = diags.Append(errorf(a.NameRange, "Unsupported module argument",
-				"Module %q (%s) has no variable %q. Its variables: %s.", name, dir, n, strings.Join(sortedKeys(child.Variables), ", ")))
+			diags = diags.Append(Errorf(a.NameRange, "Unsupported module argument",
+				"Module %q (%s) has no variable %q. Its variables: %s.", name, dir, n, strings.Join(SortedKeys(child.Variables), ", ")))
 			continue
 		}
 		mc.Inputs[n] = a
 	}
-	for _, n := range sortedKeys(child.Variables) {
+	for _, n := range SortedKeys(child.Variables) {
 		if _, ok := attrs[n]; !ok && child.Variables[n].Default == cty.NilVal {
-			diags = diags.Append(errorf(b.DefRange, "Missing module argument",
+			diags = diags.Append(Errorf(b.DefRange, "Missing module argument",
 				"Module %q (%s) requires variable %q (declared at %s without a default).", name, dir, n, child.Variables[n].DeclRange))
 		}
 	}
 	t.Modules[name] = mc
 	return diags
+}
+
+func (l Lifecycle) IsIgnored(name string) bool {
+	for _, n := range l.IgnoreChanges {
+		if n == name {
+			return true
+		}
+	}
+	return false
 }

@@ -1,4 +1,4 @@
-package engine
+package config
 
 import (
 	"fmt"
@@ -63,7 +63,7 @@ func loadUpdatePattern(addr string, b *hcl.Block) (*UpdatePattern, hcl.Diagnosti
 	switch u.Pattern {
 	case PatternRolling:
 		if g := a["growth_factor"]; g != nil {
-			diags = diags.Append(errorf(g.NameRange, "growth_factor needs the canary pattern",
+			diags = diags.Append(Errorf(g.NameRange, "growth_factor needs the canary pattern",
 				"%s: growth_factor only applies to pattern = \"canary\"; a rolling update uses batch_size for every batch.", addr))
 		}
 	case PatternCanary:
@@ -71,16 +71,16 @@ func loadUpdatePattern(addr string, b *hcl.Block) (*UpdatePattern, hcl.Diagnosti
 		if g := a["growth_factor"]; g != nil {
 			diags = append(diags, intAttr(g, &u.GrowthFactor)...)
 			if !diags.HasErrors() && u.GrowthFactor < 2 {
-				diags = diags.Append(errorf(g.Expr.Range(), "Invalid growth_factor",
+				diags = diags.Append(Errorf(g.Expr.Range(), "Invalid growth_factor",
 					"%s: growth_factor is %d; a canary update must grow its batches, so it must be at least 2.", addr, u.GrowthFactor))
 			}
 		}
 	default:
-		diags = diags.Append(errorf(a["pattern"].Expr.Range(), "Invalid update pattern",
+		diags = diags.Append(Errorf(a["pattern"].Expr.Range(), "Invalid update pattern",
 			"%s: pattern is %q; it must be \"rolling\" or \"canary\".", addr, u.Pattern))
 	}
 	if u.BatchSize < 1 {
-		diags = diags.Append(errorf(a["batch_size"].Expr.Range(), "Invalid batch_size",
+		diags = diags.Append(Errorf(a["batch_size"].Expr.Range(), "Invalid batch_size",
 			"%s: batch_size is %d; it must be at least 1.", addr, u.BatchSize))
 	}
 	if p := a["pause"]; p != nil {
@@ -91,10 +91,10 @@ func loadUpdatePattern(addr string, b *hcl.Block) (*UpdatePattern, hcl.Diagnosti
 			d, err := time.ParseDuration(s)
 			switch {
 			case err != nil || d < 0:
-				diags = diags.Append(errorf(p.Expr.Range(), "Invalid pause",
+				diags = diags.Append(Errorf(p.Expr.Range(), "Invalid pause",
 					"%s: pause is %q; it must be a duration like \"30s\" or \"5m\".", addr, s))
 			case d > MaxRolloutDuration:
-				diags = diags.Append(errorf(p.Expr.Range(), "Invalid pause",
+				diags = diags.Append(Errorf(p.Expr.Range(), "Invalid pause",
 					"%s: pause is %q; it may be at most 24h.", addr, s))
 			default:
 				u.Pause = d
@@ -122,7 +122,7 @@ func (u *UpdatePattern) CheckMinInService(addr string, members int) *hcl.Diagnos
 	if members == 0 || u.MinInService < members {
 		return nil
 	}
-	return errorf(u.MinInServiceRange, "min_in_service cannot be met",
+	return Errorf(u.MinInServiceRange, "min_in_service cannot be met",
 		"%s: update_pattern min_in_service is %d, but the group has %s; an update must take at least one member out of service at a time, so min_in_service must be at most %d.",
 		addr, u.MinInService, plural(members, "member"), members-1)
 }

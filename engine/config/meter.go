@@ -1,4 +1,4 @@
-package engine
+package config
 
 import (
 	"context"
@@ -17,14 +17,14 @@ import (
 // expression of the definitions: the bytes built against MaxBuiltBytes,
 // the resources against MaxResourcesPerInstance, and the context that
 // ends it. Module walkers share their instance's meter.
-type meter struct {
-	ctx       context.Context
+type Meter struct {
+	Ctx       context.Context
 	ref       *refMeter // nil without WithPlanBudget
 	built     atomic.Int64
-	resources int // resource instances planned (the walker is sequential)
+	Resources int // resource instances planned (the walker is sequential)
 	// failedNodes counts the nodes that failed in the whole plan, modules
 	// included (see MaxPlanErrors; the walker is sequential).
-	failedNodes int
+	FailedNodes int
 
 	mu sync.Mutex // guards what follows
 	// at is what is being evaluated: a node and its range, for the report
@@ -37,14 +37,14 @@ type meter struct {
 
 	// only, when set, names the functions the table of functions() needs
 	// (those the template calls); nil: all.
-	only      map[string]bool
+	Only      map[string]bool
 	funcsOnce sync.Once
 	funcs     map[string]function.Function
 }
 
-func newMeter(ctx context.Context) *meter {
+func NewMeter(ctx context.Context) *Meter {
 	ref, _ := ctx.Value(refKey{}).(*refMeter)
-	return &meter{ctx: ctx, ref: ref}
+	return &Meter{Ctx: ctx, ref: ref}
 }
 
 // errOverBuilt is what going over MaxBuiltBytes says.
@@ -52,7 +52,7 @@ var errOverBuilt = fmt.Errorf("evaluating this instance built more than %d MiB o
 
 // charge counts n bytes built; over MaxBuiltBytes it fails. A nil meter
 // counts nothing.
-func (m *meter) charge(n int64) error {
+func (m *Meter) charge(n int64) error {
 	if m == nil {
 		return nil
 	}
@@ -64,15 +64,15 @@ func (m *meter) charge(n int64) error {
 }
 
 // stopped returns the context's error once it has ended.
-func (m *meter) stopped() error {
-	if m == nil || m.ctx == nil {
+func (m *Meter) Stopped() error {
+	if m == nil || m.Ctx == nil {
 		return nil
 	}
-	return m.ctx.Err()
+	return m.Ctx.Err()
 }
 
 // setAt records what is evaluated now, for a panic's report.
-func (m *meter) setAt(what string, rng *hcl.Range) {
+func (m *Meter) SetAt(what string, rng *hcl.Range) {
 	if m == nil {
 		return
 	}
@@ -81,7 +81,7 @@ func (m *meter) setAt(what string, rng *hcl.Range) {
 	m.mu.Unlock()
 }
 
-func (m *meter) where() (string, *hcl.Range) {
+func (m *Meter) Where() (string, *hcl.Range) {
 	if m == nil {
 		return "", nil
 	}
@@ -95,21 +95,21 @@ func (m *meter) where() (string, *hcl.Range) {
 // (a function name is an identifier; this one has a space).
 const meterFunc = " meter"
 
-var meterType = cty.Capsule("meter", reflect.TypeOf((*meter)(nil)).Elem())
+var meterType = cty.Capsule("meter", reflect.TypeOf((*Meter)(nil)).Elem())
 
 // functions is the function table evaluated under m: every function of
 // functions, counting its result (estimated from its arguments, before it
 // is built) against MaxBuiltBytes and failing once m's context ends.
-func (m *meter) functions() map[string]function.Function {
+func (m *Meter) Functions() map[string]function.Function {
 	m.funcsOnce.Do(func() {
 		m.funcs = make(map[string]function.Function, len(functions)+1)
 		for name, f := range functions {
-			if m.only != nil && !m.only[name] {
+			if m.Only != nil && !m.Only[name] {
 				continue
 			}
 			est := sizeOf[name]
 			before := func(args []cty.Value) error {
-				if err := m.stopped(); err != nil {
+				if err := m.Stopped(); err != nil {
 					return stoppedError{err}
 				}
 				return nil
@@ -146,14 +146,14 @@ func (e stoppedError) Error() string { return "planning was stopped: " + e.err.E
 func (e stoppedError) Unwrap() error { return e.err }
 
 // meterOf finds the meter of an evaluation context (nil when it has none).
-func meterOf(ctx *hcl.EvalContext) *meter {
+func meterOf(ctx *hcl.EvalContext) *Meter {
 	for c := ctx; c != nil; c = c.Parent() {
 		if f, ok := c.Functions[meterFunc]; ok {
 			v, err := f.Call(nil)
 			if err != nil {
 				return nil
 			}
-			m, _ := v.EncapsulatedValue().(*meter)
+			m, _ := v.EncapsulatedValue().(*Meter)
 			return m
 		}
 	}
@@ -165,7 +165,7 @@ func meterOf(ctx *hcl.EvalContext) *meter {
 // dropped. Errors already let through (they pass each enclosing for
 // expression on their way up) stay. ok false: every error was dropped
 // (the caller returns an unknown value instead).
-func (m *meter) pass(diags hcl.Diagnostics, rng hcl.Range) (_ hcl.Diagnostics, ok bool) {
+func (m *Meter) pass(diags hcl.Diagnostics, rng hcl.Range) (_ hcl.Diagnostics, ok bool) {
 	if m == nil || !diags.HasErrors() {
 		return diags, true
 	}
@@ -245,14 +245,14 @@ func inspect(v cty.Value, max int64) valueInfo {
 // definitions) and counts its size against the meter: a diagnostic at rng
 // when it nests too deeply, holds a number out of range or goes over
 // MaxBuiltBytes.
-func checkValue(m *meter, v cty.Value, what string, rng hcl.Range) *hcl.Diagnostic {
+func CheckValue(m *Meter, v cty.Value, what string, rng hcl.Range) *hcl.Diagnostic {
 	_, d := checkValueCost(m, v, what, rng)
 	return d
 }
 
 // checkProperties is checkValue for a resource's properties, which the
 // plan keeps: they count against MaxPlannedBytes too.
-func checkProperties(m *meter, v cty.Value, what string, rng hcl.Range) *hcl.Diagnostic {
+func CheckProperties(m *Meter, v cty.Value, what string, rng hcl.Range) *hcl.Diagnostic {
 	cost, d := checkValueCost(m, v, what, rng)
 	if d != nil || m == nil || m.ref == nil {
 		return d
@@ -267,9 +267,9 @@ func checkProperties(m *meter, v cty.Value, what string, rng hcl.Range) *hcl.Dia
 // largestProperty is where a diagnostic about the size of r's properties
 // points: the expression of the largest one (the resource's block when
 // none is set).
-func largestProperty(r *Resource, props map[string]cty.Value) hcl.Range {
+func LargestProperty(r *Resource, props map[string]cty.Value) hcl.Range {
 	rng, most := r.DeclRange, int64(-1)
-	for _, name := range sortedKeys(props) {
+	for _, name := range SortedKeys(props) {
 		a := r.Properties[name]
 		if a == nil {
 			continue
@@ -281,7 +281,7 @@ func largestProperty(r *Resource, props map[string]cty.Value) hcl.Range {
 	return rng
 }
 
-func checkValueCost(m *meter, v cty.Value, what string, rng hcl.Range) (int64, *hcl.Diagnostic) {
+func checkValueCost(m *Meter, v cty.Value, what string, rng hcl.Range) (int64, *hcl.Diagnostic) {
 	max := int64(MaxBuiltBytes)
 	if m != nil {
 		max = MaxBuiltBytes - m.built.Load()

@@ -1,4 +1,4 @@
-package engine
+package config
 
 import (
 	"fmt"
@@ -27,17 +27,17 @@ func (ss *StackSet) loadTargets(fsys fs.FS, b *hcl.Block, org *Organization) hcl
 	if !service {
 		for _, n := range []string{"organizational_units", "account_filter_type"} {
 			if a[n] != nil {
-				diags = diags.Append(errorf(a[n].NameRange, n+" needs SERVICE_MANAGED",
+				diags = diags.Append(Errorf(a[n].NameRange, n+" needs SERVICE_MANAGED",
 					"Stack set %q: %s is only allowed when permission_model = \"SERVICE_MANAGED\"; SELF_MANAGED stack sets list accounts directly.", ss.Name, n))
 			}
 		}
 	}
 	switch {
 	case a["accounts"] != nil && a["accounts_file"] != nil:
-		diags = diags.Append(errorf(a["accounts_file"].NameRange, "Conflicting account lists",
+		diags = diags.Append(Errorf(a["accounts_file"].NameRange, "Conflicting account lists",
 			"Stack set %q sets both accounts and accounts_file; set exactly one of them.", ss.Name))
 	case a["accounts"] == nil && a["accounts_file"] == nil && !service:
-		diags = diags.Append(errorf(b.DefRange, "Missing accounts",
+		diags = diags.Append(Errorf(b.DefRange, "Missing accounts",
 			"Stack set %q: deployment_targets needs accounts = [...] or accounts_file = \"./accounts.csv\".", ss.Name))
 	case a["accounts_file"] != nil:
 		var rel string
@@ -49,11 +49,11 @@ func (ss *StackSet) loadTargets(fsys fs.FS, b *hcl.Block, org *Organization) hcl
 		}
 		src, err := fs.ReadFile(fsys, p)
 		if err != nil {
-			return diags.Append(errorf(rng, "Cannot read accounts_file", "Stack set %q: accounts_file %s: %s.", ss.Name, p, trimFSError(err)))
+			return diags.Append(Errorf(rng, "Cannot read accounts_file", "Stack set %q: accounts_file %s: %s.", ss.Name, p, trimFSError(err)))
 		}
 		accts, err := ParseAccountsCSV(src)
 		if err != nil {
-			return diags.Append(errorf(rng, "Invalid accounts_file", "Stack set %q: accounts_file %s: %s.", ss.Name, p, err))
+			return diags.Append(Errorf(rng, "Invalid accounts_file", "Stack set %q: accounts_file %s: %s.", ss.Name, p, err))
 		}
 		listed = accts
 	}
@@ -98,16 +98,16 @@ func (ss *StackSet) OU(account string) string { return ss.AccountOU[account] }
 func checkIDs(ssName, what string, ids []string, rng hcl.Range) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	if len(ids) == 0 {
-		return diags.Append(errorf(rng, "Empty "+what, "Stack set %q: %s must list at least one entry.", ssName, what))
+		return diags.Append(Errorf(rng, "Empty "+what, "Stack set %q: %s must list at least one entry.", ssName, what))
 	}
 	seen := map[string]bool{}
 	for _, id := range ids {
 		if !targetIDRe.MatchString(id) {
-			diags = diags.Append(errorf(rng, "Invalid "+what+" entry",
+			diags = diags.Append(Errorf(rng, "Invalid "+what+" entry",
 				"Stack set %q: %q is not a valid entry of %s: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit.", ssName, id, what))
 		}
 		if seen[id] {
-			diags = diags.Append(errorf(rng, "Duplicate "+what+" entry", "Stack set %q lists %q twice in %s.", ssName, id, what))
+			diags = diags.Append(Errorf(rng, "Duplicate "+what+" entry", "Stack set %q lists %q twice in %s.", ssName, id, what))
 		}
 		seen[id] = true
 	}

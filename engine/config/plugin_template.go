@@ -1,4 +1,4 @@
-package engine
+package config
 
 // The blocks of a template that concern Terraform providers: terraform
 // { required_providers }, provider, data and import blocks.
@@ -13,6 +13,27 @@ import (
 
 	"github.com/stackd/stackd/engine/provider"
 )
+
+// Plugins is what loading asks of the engine about provider plugins:
+// resolving a template's required_providers and the resource types, data
+// sources and provider blocks they bring. A nil Plugins has none: a
+// template that requires a provider is refused.
+type Plugins interface {
+	// ResolvePlugins installs or finds the required providers (only
+	// locked ones when untrusted) and returns their resource types.
+	ResolvePlugins(reqs []provider.ProviderRequirement, rng hcl.Range, untrusted bool) (provider.Registry, hcl.Diagnostics)
+	// TypeOwner is the local name of the provider of a plugin resource
+	// type, "" for a built-in one.
+	TypeOwner(typ string) string
+	// ProviderConfigSchema is the schema of a provider block.
+	ProviderConfigSchema(name string) (provider.Schema, bool)
+	// DataSource is the data source of a type.
+	DataSource(typ string) (provider.DataSource, bool)
+	// Registry is every resource type known, built-in and plugin.
+	Registry() provider.Registry
+	// Lookup is the provider of a resource type.
+	Lookup(typ string) (provider.Provider, bool)
+}
 
 // ProviderBlock is a provider block of a template: the configuration of
 // one provider (or of one alias of it), evaluated per target.
@@ -43,10 +64,10 @@ func requiredProviders(blocks []*hcl.Block) ([]provider.ProviderRequirement, hcl
 		for _, rp := range content.Blocks {
 			attrs, d := rp.Body.JustAttributes()
 			diags = append(diags, d...)
-			for _, name := range sortedKeys(attrs) {
+			for _, name := range SortedKeys(attrs) {
 				a := attrs[name]
 				if seen[name] {
-					diags = diags.Append(errorf(a.NameRange, "Duplicate required provider", "Provider %q is required twice.", name))
+					diags = diags.Append(Errorf(a.NameRange, "Duplicate required provider", "Provider %q is required twice.", name))
 					continue
 				}
 				seen[name] = true
@@ -70,7 +91,7 @@ func requiredProviders(blocks []*hcl.Block) ([]provider.ProviderRequirement, hcl
 					}
 				}
 				if req.Source == "" {
-					diags = diags.Append(errorf(a.Expr.Range(), "Missing provider source",
+					diags = diags.Append(Errorf(a.Expr.Range(), "Missing provider source",
 						"required_providers entry %q needs a source, such as { source = \"hashicorp/%s\", version = \"~> 1.0\" }.", name, name))
 					continue
 				}
@@ -84,11 +105,11 @@ func requiredProviders(blocks []*hcl.Block) ([]provider.ProviderRequirement, hcl
 
 // addProvider records a provider block, its properties decoded against the
 // provider's configuration schema.
-func (t *Template) addProvider(e *Engine, b *hcl.Block) hcl.Diagnostics {
+func (t *Template) addProvider(e Plugins, b *hcl.Block) hcl.Diagnostics {
 	name := b.Labels[0]
-	schema, ok := e.providerConfigSchema(name)
+	schema, ok := e.ProviderConfigSchema(name)
 	if !ok {
-		return hcl.Diagnostics{errorf(b.LabelRanges[0], "Provider not required",
+		return hcl.Diagnostics{Errorf(b.LabelRanges[0], "Provider not required",
 			"provider %q is configured, but no required_providers entry declares it; add it to terraform { required_providers { %s = { source = \"…\" } } }.", name, name)}
 	}
 	bs, blocks := bodySchema(schema, "alias")
@@ -121,7 +142,7 @@ func providerRef(a *hcl.Attribute) (string, hcl.Diagnostics) {
 func moduleProviders(a *hcl.Attribute, m map[string]string) hcl.Diagnostics {
 	pairs, diags := hcl.ExprMap(a.Expr)
 	if diags.HasErrors() {
-		return hcl.Diagnostics{errorf(a.Expr.Range(), "Invalid providers argument", "providers takes a map of the module's providers to the caller's, without quotes: providers = { aws = aws.west }.")}
+		return hcl.Diagnostics{Errorf(a.Expr.Range(), "Invalid providers argument", "providers takes a map of the module's providers to the caller's, without quotes: providers = { aws = aws.west }.")}
 	}
 	for _, kv := range pairs {
 		child, kd := providerKey(kv.Key)
@@ -133,7 +154,7 @@ func moduleProviders(a *hcl.Attribute, m map[string]string) hcl.Diagnostics {
 		}
 		c, _, _ := strings.Cut(child, ".")
 		if p, _, _ := strings.Cut(parent, "."); c != p {
-			diags = diags.Append(errorf(kv.Value.Range(), "Invalid providers argument",
+			diags = diags.Append(Errorf(kv.Value.Range(), "Invalid providers argument",
 				"The module's provider %s can only be served by a configuration of provider %s, not %s.", child, c, parent))
 			continue
 		}
@@ -147,13 +168,13 @@ func moduleProviders(a *hcl.Attribute, m map[string]string) hcl.Diagnostics {
 func providerKey(expr hcl.Expression) (string, hcl.Diagnostics) {
 	tr, diags := hcl.AbsTraversalForExpr(expr)
 	if diags.HasErrors() || len(tr) < 1 || len(tr) > 2 {
-		return "", hcl.Diagnostics{errorf(expr.Range(), "Invalid provider reference", "provider takes a provider name or NAME.ALIAS, without quotes (provider = aws.west).")}
+		return "", hcl.Diagnostics{Errorf(expr.Range(), "Invalid provider reference", "provider takes a provider name or NAME.ALIAS, without quotes (provider = aws.west).")}
 	}
 	key := tr.RootName()
 	if len(tr) == 2 {
 		step, ok := tr[1].(hcl.TraverseAttr)
 		if !ok {
-			return "", hcl.Diagnostics{errorf(expr.Range(), "Invalid provider reference", "provider takes NAME or NAME.ALIAS.")}
+			return "", hcl.Diagnostics{Errorf(expr.Range(), "Invalid provider reference", "provider takes NAME or NAME.ALIAS.")}
 		}
 		key += "." + step.Name
 	}
@@ -162,7 +183,7 @@ func providerKey(expr hcl.Expression) (string, hcl.Diagnostics) {
 
 // addData records a data block: a data source of a required provider,
 // read at plan and apply time; its attributes are data.TYPE.NAME.ATTR.
-func (t *Template) addData(e *Engine, b *hcl.Block) hcl.Diagnostics {
+func (t *Template) addData(e Plugins, b *hcl.Block) hcl.Diagnostics {
 	typ, name := b.Labels[0], b.Labels[1]
 	addr := "data." + typ + "." + name
 	if prev, ok := t.Data[addr]; ok {
@@ -171,10 +192,10 @@ func (t *Template) addData(e *Engine, b *hcl.Block) hcl.Diagnostics {
 	var ds provider.DataSource
 	ok := false
 	if e != nil {
-		ds, ok = e.dataSource(typ)
+		ds, ok = e.DataSource(typ)
 	}
 	if !ok {
-		return hcl.Diagnostics{errorf(b.LabelRanges[0], "Unknown data source", "There is no data source %q in the providers this template requires.", typ)}
+		return hcl.Diagnostics{Errorf(b.LabelRanges[0], "Unknown data source", "There is no data source %q in the providers this template requires.", typ)}
 	}
 	schema := ds.Schema()
 	bs, blocks := bodySchema(schema, "provider", "depends_on")
@@ -188,7 +209,7 @@ func (t *Template) addData(e *Engine, b *hcl.Block) hcl.Diagnostics {
 		r.Provider = key
 	}
 	if a := content.Attributes["depends_on"]; a != nil {
-		deps, ddiags := dependsOn(a.Expr, e.registry())
+		deps, ddiags := dependsOn(a.Expr, e.Registry())
 		diags = append(diags, ddiags...)
 		r.DependsOn = deps
 	}
@@ -218,7 +239,7 @@ func (t *Template) addImport(b *hcl.Block) hcl.Diagnostics {
 	}
 	tr, d := hcl.AbsTraversalForExpr(content.Attributes["to"].Expr)
 	if d.HasErrors() || len(tr) < 2 {
-		return diags.Append(errorf(content.Attributes["to"].Expr.Range(), "Invalid import address", "to takes a resource address without quotes: to = aws_s3_bucket.logs (or aws_s3_bucket.logs[0])."))
+		return diags.Append(Errorf(content.Attributes["to"].Expr.Range(), "Invalid import address", "to takes a resource address without quotes: to = aws_s3_bucket.logs (or aws_s3_bucket.logs[0])."))
 	}
 	to := tr.RootName()
 	for _, step := range tr[1:] {
@@ -245,9 +266,9 @@ func (t *Template) addImport(b *hcl.Block) hcl.Diagnostics {
 
 // checkImports reports import blocks whose resource is not declared or
 // cannot import.
-func (t *Template) checkImports(e *Engine) hcl.Diagnostics {
+func (t *Template) checkImports(e Plugins) hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	for _, to := range sortedKeys(t.Imports) {
+	for _, to := range SortedKeys(t.Imports) {
 		im := t.Imports[to]
 		base := to
 		if i := strings.IndexByte(base, '['); i > 0 {
@@ -255,21 +276,29 @@ func (t *Template) checkImports(e *Engine) hcl.Diagnostics {
 		}
 		r, ok := t.Resources[base]
 		if !ok {
-			diags = diags.Append(errorf(im.DeclRange, "Import of an undeclared resource", "import to = %s: the template declares no resource %s.", to, base))
+			diags = diags.Append(Errorf(im.DeclRange, "Import of an undeclared resource", "import to = %s: the template declares no resource %s.", to, base))
 			continue
 		}
 		var p provider.Provider
 		if e != nil {
-			p, _ = e.lookup(r.Type)
+			p, _ = e.Lookup(r.Type)
 		}
 		if im, ok := p.(provider.Importer); !ok || !im.CanImport() {
-			diags = diags.Append(errorf(t.Imports[to].DeclRange, "Resource type cannot import", "%s resources cannot adopt existing objects; only Terraform providers' resource types can.", r.Type))
+			diags = diags.Append(Errorf(t.Imports[to].DeclRange, "Resource type cannot import", "%s resources cannot adopt existing objects; only Terraform providers' resource types can.", r.Type))
 		}
 		for _, tr := range im.ID.Variables() {
 			if root := tr.RootName(); root != "var" && root != "target" && root != "stack_set" && root != "local" {
-				diags = diags.Append(errorf(tr.SourceRange(), "Invalid import id", "An import id may use var, local, target and stack_set only: it must be known when the instance is planned."))
+				diags = diags.Append(Errorf(tr.SourceRange(), "Invalid import id", "An import id may use var, local, target and stack_set only: it must be known when the instance is planned."))
 			}
 		}
 	}
 	return diags
+}
+
+func RequirementNames(reqs []provider.ProviderRequirement) string {
+	names := make([]string, len(reqs))
+	for i, r := range reqs {
+		names[i] = r.LocalName + " (" + r.Source + ")"
+	}
+	return strings.Join(names, ", ")
 }

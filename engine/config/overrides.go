@@ -1,4 +1,4 @@
-package engine
+package config
 
 import (
 	"crypto/sha256"
@@ -95,9 +95,9 @@ func (ov *Override) matches(ss *StackSet, t Target) bool {
 func (ss *StackSet) loadOverrides(fsys fs.FS, blocks []*hcl.Block, raw map[string]cty.Value) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	ss.overrideOf = map[Target]*Override{}
-	varSet := sortedKeys(raw)
+	varSet := SortedKeys(raw)
 	if n := varsBodyLength(ss.inlineVars(ss.Vars)); n > MaxMergedVarsLength {
-		diags = diags.Append(errorf(ss.DeclRange, "Variables too long",
+		diags = diags.Append(Errorf(ss.DeclRange, "Variables too long",
 			"Stack set %q: its inline variables (vars) rendered as tfvars are %d characters; at most %d are allowed. Move large values to vars_file (at most 1 MiB).", ss.Name, n, MaxMergedVarsLength))
 	}
 	for _, b := range blocks {
@@ -117,7 +117,7 @@ func (ss *StackSet) loadOverrides(fsys fs.FS, blocks []*hcl.Block, raw map[strin
 				continue
 			}
 			if prev := ss.overrideOf[t]; prev != nil {
-				diags = diags.Append(errorf(ov.DeclRange, "Two overrides for one instance",
+				diags = diags.Append(Errorf(ov.DeclRange, "Two overrides for one instance",
 					"Stack set %q: instance %s/%s is matched by this instance_override and by the one at %s; an instance's variables may be overridden by one block only (each names every variable).",
 					ss.Name, t.Region, t.Account, prev.DeclRange))
 				return diags
@@ -137,11 +137,11 @@ func (ss *StackSet) loadOverrides(fsys fs.FS, blocks []*hcl.Block, raw map[strin
 		// seed's example puts an override's vars_body value into the
 		// stack set's vars_uri content.
 		if n := varsBodyLength(ss.inlineVars(merged)); n > MaxMergedVarsLength {
-			diags = diags.Append(errorf(ov.DeclRange, "Overridden variables too long",
+			diags = diags.Append(Errorf(ov.DeclRange, "Overridden variables too long",
 				"Stack set %q: the inline variables (vars) of the instances this override matches, rendered as tfvars after the override, are %d characters; at most %d are allowed (the seed's vars_body limit). Shorten the values or move the variables to the stack set's vars_file.", ss.Name, n, MaxMergedVarsLength))
 		}
 		if n := varsFileLength(ss.fileVarsOf(merged)); n > MaxVarsFileSize {
-			diags = diags.Append(errorf(ov.DeclRange, "Overridden vars_file content too large",
+			diags = diags.Append(Errorf(ov.DeclRange, "Overridden vars_file content too large",
 				"Stack set %q: the vars_file variables of the instances this override matches, rendered as tfvars after the override, are %d bytes; at most %d bytes (1 MiB) are allowed (the seed's vars_uri limit).", ss.Name, n, MaxVarsFileSize))
 		}
 	}
@@ -200,23 +200,23 @@ func (ss *StackSet) loadOverride(fsys fs.FS, b *hcl.Block, varSet []string) (*Ov
 	}
 	for _, r := range ov.Regions {
 		if !slices.Contains(ss.Regions, r) {
-			diags = diags.Append(errorf(a["regions"].Expr.Range(), "Override of an unknown region",
+			diags = diags.Append(Errorf(a["regions"].Expr.Range(), "Override of an unknown region",
 				"Stack set %q: instance_override names region %q, which is not one of its regions %v.", ss.Name, r, ss.Regions))
 		}
 	}
 	for _, acct := range ov.Accounts {
 		if !slices.Contains(ss.Accounts, acct) {
-			diags = diags.Append(errorf(a["accounts"].Expr.Range(), "Override of an unknown account",
+			diags = diags.Append(Errorf(a["accounts"].Expr.Range(), "Override of an unknown account",
 				"Stack set %q: instance_override names account %q, which is not one of its target accounts.", ss.Name, acct))
 		}
 	}
 	if len(ov.OrganizationalUnits) > 0 {
 		switch {
 		case ss.PermissionModel != "SERVICE_MANAGED":
-			diags = diags.Append(errorf(a["organizational_units"].NameRange, "organizational_units needs SERVICE_MANAGED",
+			diags = diags.Append(Errorf(a["organizational_units"].NameRange, "organizational_units needs SERVICE_MANAGED",
 				"Stack set %q: an instance_override can select organizational_units only in a SERVICE_MANAGED stack set.", ss.Name))
 		case len(ov.Accounts) > 0:
-			diags = diags.Append(errorf(a["organizational_units"].NameRange, "Conflicting override selectors",
+			diags = diags.Append(Errorf(a["organizational_units"].NameRange, "Conflicting override selectors",
 				"Stack set %q: an instance_override selects by accounts or by organizational_units, not both.", ss.Name))
 		default:
 			for _, ou := range ov.OrganizationalUnits {
@@ -245,12 +245,12 @@ func (ss *StackSet) loadOverride(fsys fs.FS, b *hcl.Block, varSet []string) (*Ov
 		useRng = x.Expr.Range()
 	}
 	named := map[string]hcl.Range{}
-	for _, k := range sortedKeys(raw) {
+	for _, k := range SortedKeys(raw) {
 		named[k] = ranges[k]
 	}
 	for _, k := range ov.UseStackSetVars {
 		if prev, ok := named[k]; ok {
-			diags = diags.Append(errorf(useRng, "Variable named twice",
+			diags = diags.Append(Errorf(useRng, "Variable named twice",
 				"Stack set %q: instance_override names variable %q both in use_stack_set_vars and at %s; name each variable once.", ss.Name, k, prev))
 			continue
 		}
@@ -260,7 +260,7 @@ func (ss *StackSet) loadOverride(fsys fs.FS, b *hcl.Block, varSet []string) (*Ov
 	// an error (the seed rejects a DeployStackSet leaving a recorded
 	// override outside the stack set's variables); a name kept by
 	// use_stack_set_vars only matters if the block changed (CheckOverrides).
-	for _, k := range sortedKeys(raw) {
+	for _, k := range SortedKeys(raw) {
 		if slices.Contains(varSet, k) {
 			continue
 		}
@@ -270,7 +270,7 @@ func (ss *StackSet) loadOverride(fsys fs.FS, b *hcl.Block, varSet []string) (*Ov
 			detail += " It is a template variable with a default: add it to the stack set's vars first to override it."
 		}
 		detail += fmt.Sprintf(" If %q was removed from the stack set's vars in this commit, remove it from this override's vars too (and name every other variable), or keep it in the stack set.", k)
-		diags = diags.Append(errorf(ranges[k], "Override of an unknown variable", "%s", detail))
+		diags = diags.Append(Errorf(ranges[k], "Override of an unknown variable", "%s", detail))
 	}
 	for _, k := range ov.UseStackSetVars {
 		if !slices.Contains(varSet, k) {
@@ -288,11 +288,11 @@ func (ss *StackSet) loadOverride(fsys fs.FS, b *hcl.Block, varSet []string) (*Ov
 	}
 	ov.Digest = overrideDigest(ov, raw)
 	h := sha256.New()
-	for _, k := range sortedKeys(raw) {
+	for _, k := range SortedKeys(raw) {
 		v, err := convert.Convert(raw[k], ss.Template.Variables[k].Type)
 		if err != nil {
-			diags = diags.Append(errorf(ranges[k], "Invalid value for variable",
-				"Stack set %q: override of variable %q must be %s: %s.", ss.Name, k, typeName(ss.Template.Variables[k].Type), err))
+			diags = diags.Append(Errorf(ranges[k], "Invalid value for variable",
+				"Stack set %q: override of variable %q must be %s: %s.", ss.Name, k, TypeName(ss.Template.Variables[k].Type), err))
 			continue
 		}
 		ov.Vars[k] = v
@@ -306,7 +306,7 @@ func (ss *StackSet) loadOverride(fsys fs.FS, b *hcl.Block, varSet []string) (*Ov
 // renderTFVars renders vars as a tfvars file, one "name = value" line each.
 func renderTFVars(vars map[string]cty.Value) []byte {
 	var b []byte
-	for _, k := range sortedKeys(vars) {
+	for _, k := range SortedKeys(vars) {
 		b = append(b, k...)
 		b = append(b, " = "...)
 		b = append(b, hclwrite.TokensForValue(vars[k]).Bytes()...)
@@ -338,7 +338,7 @@ func overrideDigest(ov *Override, raw map[string]cty.Value) string {
 	list("accounts", ov.Accounts)
 	list("organizational_units", ov.OrganizationalUnits)
 	list("use_stack_set_vars", ov.UseStackSetVars)
-	for _, k := range sortedKeys(raw) {
+	for _, k := range SortedKeys(raw) {
 		enc, _ := EncodeValue(raw[k])
 		fmt.Fprintf(h, "var\x00%s\x00%s\x00", k, enc)
 	}
@@ -370,7 +370,7 @@ func (ss *StackSet) CheckOverrides(recorded map[string]bool) hcl.Diagnostics {
 		for _, k := range ov.stale {
 			diags = diags.Append(&hcl.Diagnostic{Severity: sev, Subject: ov.useRange.Ptr(), Summary: "Override of an unknown variable",
 				Detail: fmt.Sprintf("Stack set %q: instance_override keeps variable %q in use_stack_set_vars, but the stack set does not set it (its variables: %s); remove %q from use_stack_set_vars.%s",
-					ss.Name, k, strings.Join(sortedKeys(ss.Vars), ", "), k, note)})
+					ss.Name, k, strings.Join(SortedKeys(ss.Vars), ", "), k, note)})
 		}
 		if len(ov.missing) > 0 {
 			diags = diags.Append(&hcl.Diagnostic{Severity: sev, Subject: ov.DeclRange.Ptr(), Summary: "Incomplete override",
@@ -396,7 +396,7 @@ func quoteList(xs []string) string {
 func (ss *StackSet) checkManagedOU(id string, rng hcl.Range) *hcl.Diagnostic {
 	ou := ss.org.OUs[id]
 	if ou == nil {
-		return errorf(rng, "Unknown organizational unit",
+		return Errorf(rng, "Unknown organizational unit",
 			"Stack set %q: instance_override names organizational unit %q, which the organization does not define. It may select the stack set's organizational units %v or their child OUs.", ss.Name, id, ss.OrganizationalUnits)
 	}
 	if slices.Contains(ss.OrganizationalUnits, id) {
@@ -413,7 +413,7 @@ func (ss *StackSet) checkManagedOU(id string, rng hcl.Range) *hcl.Diagnostic {
 				}
 			}
 		}
-		return errorf(rng, "Override of an unmanaged organizational unit",
+		return Errorf(rng, "Override of an unmanaged organizational unit",
 			"Stack set %q: instance_override names organizational unit %q, a child of %q that holds no target account of the stack set; the stack set manages only non-empty child OUs, so this override would select nothing. Remove it or select an OU with target accounts.", ss.Name, id, p.ID)
 	}
 	detail := fmt.Sprintf("Stack set %q: instance_override names organizational unit %q, which the stack set does not manage; an override may select only the stack set's organizational units %v or their child OUs.", ss.Name, id, ss.OrganizationalUnits)
@@ -429,5 +429,5 @@ func (ss *StackSet) checkManagedOU(id string, rng hcl.Range) *hcl.Diagnostic {
 	if len(below) > 0 {
 		detail += fmt.Sprintf(" %q is a parent of %v: select those instead.", id, below)
 	}
-	return errorf(rng, "Override of an unmanaged organizational unit", "%s", detail)
+	return Errorf(rng, "Override of an unmanaged organizational unit", "%s", detail)
 }

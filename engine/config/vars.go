@@ -1,4 +1,4 @@
-package engine
+package config
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ func stackSetVars(fsys fs.FS, b *hcl.Block, attrs hcl.Attributes) (vals map[stri
 			diags = append(diags, d...)
 			if !d.HasErrors() {
 				if !v.Type().IsObjectType() && !v.Type().IsMapType() || v.IsNull() {
-					diags = diags.Append(errorf(a.Expr.Range(), "Invalid vars", "Stack set %q: vars must be an object like { image = \"nginx\" }.", name))
+					diags = diags.Append(Errorf(a.Expr.Range(), "Invalid vars", "Stack set %q: vars must be an object like { image = \"nginx\" }.", name))
 				} else {
 					for k, ev := range v.AsValueMap() {
 						vals[k], ranges[k] = ev, a.Expr.Range()
@@ -42,7 +42,7 @@ func stackSetVars(fsys fs.FS, b *hcl.Block, attrs hcl.Attributes) (vals map[stri
 				}
 				k := kv.AsString()
 				if prev, ok := ranges[k]; ok {
-					diags = diags.Append(errorf(p.Key.Range(), "Duplicate variable", "Stack set %q sets variable %q twice; the first is at %s.", name, k, prev))
+					diags = diags.Append(Errorf(p.Key.Range(), "Duplicate variable", "Stack set %q sets variable %q twice; the first is at %s.", name, k, prev))
 					continue
 				}
 				v, d := constValue(p.Value, cty.DynamicPseudoType, "variable "+k)
@@ -65,9 +65,9 @@ func stackSetVars(fsys fs.FS, b *hcl.Block, attrs hcl.Attributes) (vals map[stri
 		}
 		fileVals, fileRanges, secret, fdiags := readTFVars(fsys, p, a.Expr.Range())
 		diags = append(diags, fdiags...)
-		for _, k := range sortedKeys(fileVals) {
+		for _, k := range SortedKeys(fileVals) {
 			if prev, ok := ranges[k]; ok {
-				diags = diags.Append(errorf(fileRanges[k], "Duplicate variable",
+				diags = diags.Append(Errorf(fileRanges[k], "Duplicate variable",
 					"Stack set %q: variable %q is set both in vars (at %s) and in vars_file %s; set it in one place only.", name, k, prev, p))
 				continue
 			}
@@ -125,10 +125,10 @@ func secretFile(fsys fs.FS, p string) bool {
 func readTFVars(fsys fs.FS, p string, rng hcl.Range) (vals map[string]cty.Value, ranges map[string]hcl.Range, secret bool, diags hcl.Diagnostics) {
 	src, err := fs.ReadFile(fsys, p)
 	if err != nil {
-		return nil, nil, false, diags.Append(errorf(rng, "Cannot read vars_file", "vars_file %s: %s.", p, trimFSError(err)))
+		return nil, nil, false, diags.Append(Errorf(rng, "Cannot read vars_file", "vars_file %s: %s.", p, trimFSError(err)))
 	}
 	if len(src) > MaxVarsFileSize {
-		return nil, nil, false, diags.Append(errorf(rng, "vars_file too large", "vars_file %s is %d bytes; at most %d bytes (1 MiB) are allowed.", p, len(src), MaxVarsFileSize))
+		return nil, nil, false, diags.Append(Errorf(rng, "vars_file too large", "vars_file %s is %d bytes; at most %d bytes (1 MiB) are allowed.", p, len(src), MaxVarsFileSize))
 	}
 	secret = secretFile(fsys, p)
 	trimmed := bytes.TrimSpace(src)
@@ -180,12 +180,12 @@ func parseVars(src []byte, filename string, json bool) (map[string]cty.Value, ma
 func (ss *StackSet) bindVars(raw map[string]cty.Value, ranges map[string]hcl.Range) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	t := ss.Template
-	for _, k := range sortedKeys(raw) {
+	for _, k := range SortedKeys(raw) {
 		decl, ok := t.Variables[k]
 		if !ok {
-			diags = diags.Append(errorf(ranges[k], "Unknown variable",
+			diags = diags.Append(Errorf(ranges[k], "Unknown variable",
 				"Stack set %q sets variable %q, which template %s does not declare. Declared variables: %s.",
-				ss.Name, k, t.Dir, strings.Join(sortedKeys(t.Variables), ", ")))
+				ss.Name, k, t.Dir, strings.Join(SortedKeys(t.Variables), ", ")))
 			continue
 		}
 		if decl.Sensitive || ss.secretVars[k] {
@@ -193,15 +193,15 @@ func (ss *StackSet) bindVars(raw map[string]cty.Value, ranges map[string]hcl.Ran
 		}
 		v, err := convert.Convert(raw[k], decl.Type)
 		if err != nil {
-			diags = diags.Append(errorf(ranges[k], "Invalid value for variable",
-				"Stack set %q: variable %q must be %s: %s.", ss.Name, k, typeName(decl.Type), err))
+			diags = diags.Append(Errorf(ranges[k], "Invalid value for variable",
+				"Stack set %q: variable %q must be %s: %s.", ss.Name, k, TypeName(decl.Type), err))
 			continue
 		}
 		ss.Vars[k] = v
 	}
-	for _, k := range sortedKeys(t.Variables) {
+	for _, k := range SortedKeys(t.Variables) {
 		if _, ok := raw[k]; !ok && t.Variables[k].Default == cty.NilVal {
-			diags = diags.Append(errorf(ss.DeclRange, "No value for required variable",
+			diags = diags.Append(Errorf(ss.DeclRange, "No value for required variable",
 				"Stack set %q does not set variable %q, which template %s requires (declared at %s without a default). Add it to vars.",
 				ss.Name, k, t.Dir, t.Variables[k].DeclRange))
 		}
@@ -209,7 +209,7 @@ func (ss *StackSet) bindVars(raw map[string]cty.Value, ranges map[string]hcl.Ran
 	return diags
 }
 
-func typeName(t cty.Type) string {
+func TypeName(t cty.Type) string {
 	if t == cty.DynamicPseudoType {
 		return "any value"
 	}

@@ -1,4 +1,4 @@
-package engine
+package config
 
 import (
 	"github.com/hashicorp/hcl/v2"
@@ -117,7 +117,7 @@ func (ss *StackSet) loadPreferences(b *hcl.Block) hcl.Diagnostics {
 	}
 	exactlyOne := func(count, pct string, dstCount, dstPct *int) {
 		if a[count] != nil && a[pct] != nil {
-			diags = diags.Append(errorf(a[pct].NameRange, "Conflicting operation preferences",
+			diags = diags.Append(Errorf(a[pct].NameRange, "Conflicting operation preferences",
 				"Stack set %q sets both %s and %s; set at most one of them.", ss.Name, count, pct))
 			return
 		}
@@ -125,33 +125,33 @@ func (ss *StackSet) loadPreferences(b *hcl.Block) hcl.Diagnostics {
 		if a[pct] != nil {
 			diags = append(diags, intAttr(a[pct], dstPct)...)
 			if *dstPct > 100 {
-				diags = diags.Append(errorf(a[pct].Expr.Range(), "Invalid "+pct, "Stack set %q: %s is %d; it must be between 0 and 100.", ss.Name, pct, *dstPct))
+				diags = diags.Append(Errorf(a[pct].Expr.Range(), "Invalid "+pct, "Stack set %q: %s is %d; it must be between 0 and 100.", ss.Name, pct, *dstPct))
 			}
 		}
 	}
 	exactlyOne("failure_tolerance_count", "failure_tolerance_percentage", &p.FailureToleranceCount, &p.FailureTolerancePercentage)
 	exactlyOne("max_concurrent_count", "max_concurrent_percentage", &p.MaxConcurrentCount, &p.MaxConcurrentPercentage)
 	if a["max_concurrent_count"] != nil && p.MaxConcurrentCount < 1 {
-		diags = diags.Append(errorf(a["max_concurrent_count"].Expr.Range(), "Invalid max_concurrent_count", "Stack set %q: max_concurrent_count must be at least 1.", ss.Name))
+		diags = diags.Append(Errorf(a["max_concurrent_count"].Expr.Range(), "Invalid max_concurrent_count", "Stack set %q: max_concurrent_count must be at least 1.", ss.Name))
 	}
 	if a["max_concurrent_percentage"] != nil && p.MaxConcurrentPercentage == 0 {
-		diags = diags.Append(errorf(a["max_concurrent_percentage"].Expr.Range(), "Invalid max_concurrent_percentage",
+		diags = diags.Append(Errorf(a["max_concurrent_percentage"].Expr.Range(), "Invalid max_concurrent_percentage",
 			"Stack set %q: max_concurrent_percentage is %d; the seed requires a positive integer (1 to 100). To run one instance at a time per region, set max_concurrent_count = 1.", ss.Name, p.MaxConcurrentPercentage))
 	}
 	if !p.RegionConcurrency.Valid() {
-		diags = diags.Append(errorf(a["region_concurrency_type"].Expr.Range(), "Invalid region_concurrency_type",
+		diags = diags.Append(Errorf(a["region_concurrency_type"].Expr.Range(), "Invalid region_concurrency_type",
 			"Stack set %q: region_concurrency_type is %q; it must be \"SEQUENTIAL\" or \"PARALLEL\".", ss.Name, p.RegionConcurrency))
 	}
 	if !p.FailureToleranceMode.Valid() {
-		diags = diags.Append(errorf(a["failure_tolerance_mode"].Expr.Range(), "Invalid failure_tolerance_mode",
+		diags = diags.Append(Errorf(a["failure_tolerance_mode"].Expr.Range(), "Invalid failure_tolerance_mode",
 			"Stack set %q: failure_tolerance_mode is %q; it must be \"STRICT_FAILURE_TOLERANCE\" or \"SOFT_FAILURE_TOLERANCE\".", ss.Name, p.FailureToleranceMode))
 	}
 	if ro := a["region_order"]; ro != nil {
 		if p.RegionConcurrency != Sequential {
-			diags = diags.Append(errorf(ro.NameRange, "region_order needs SEQUENTIAL",
+			diags = diags.Append(Errorf(ro.NameRange, "region_order needs SEQUENTIAL",
 				"Stack set %q: region_order is only allowed with region_concurrency_type = \"SEQUENTIAL\".", ss.Name))
 		} else if !sameSet(p.RegionOrder, ss.Regions) {
-			diags = diags.Append(errorf(ro.Expr.Range(), "Invalid region_order",
+			diags = diags.Append(Errorf(ro.Expr.Range(), "Invalid region_order",
 				"Stack set %q: region_order %v must list exactly the regions of deployment_targets %v, each once.", ss.Name, p.RegionOrder, ss.Regions))
 		}
 	}
@@ -163,7 +163,7 @@ func (ss *StackSet) loadPreferences(b *hcl.Block) hcl.Diagnostics {
 		if a["max_concurrent_count"] != nil {
 			rng = a["max_concurrent_count"].Expr.Range()
 		}
-		diags = diags.Append(errorf(rng, "max_concurrent_count too large for STRICT_FAILURE_TOLERANCE",
+		diags = diags.Append(Errorf(rng, "max_concurrent_count too large for STRICT_FAILURE_TOLERANCE",
 			"Stack set %q: max_concurrent_count is %d but failure_tolerance_count is %d; in STRICT_FAILURE_TOLERANCE mode max concurrency may be at most failure tolerance + 1 (%d). Lower it or use SOFT_FAILURE_TOLERANCE.",
 			ss.Name, p.MaxConcurrentCount, p.FailureToleranceCount, p.FailureToleranceCount+1))
 	}
@@ -189,7 +189,7 @@ func (ss *StackSet) checkStrictPercentages(b *hcl.Block) hcl.Diagnostics {
 	if b != nil {
 		rng = b.DefRange
 	}
-	return hcl.Diagnostics{errorf(rng, "Max concurrency too large for STRICT_FAILURE_TOLERANCE",
+	return hcl.Diagnostics{Errorf(rng, "Max concurrency too large for STRICT_FAILURE_TOLERANCE",
 		"Stack set %q: with %d instances per region, max concurrency resolves to %d and failure tolerance to %d; in STRICT_FAILURE_TOLERANCE mode max concurrency may be at most failure tolerance + 1 (%d). Lower it or use SOFT_FAILURE_TOLERANCE.",
 		ss.Name, n, maxc, tol, tol+1)}
 }

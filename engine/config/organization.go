@@ -1,4 +1,4 @@
-package engine
+package config
 
 import (
 	"fmt"
@@ -55,7 +55,7 @@ func loadOrganization(b *hcl.Block) (*Organization, hcl.Diagnostics) {
 	diags = append(diags, stringAttr(content.Attributes["management_account"], &org.ManagementAccount)...)
 	diags = append(diags, stringListAttr(content.Attributes["delegated_admins"], &org.DelegatedAdmins)...)
 	if a := content.Attributes["management_account"]; a != nil && org.ManagementAccount != "" && !targetIDRe.MatchString(org.ManagementAccount) {
-		diags = diags.Append(errorf(a.Expr.Range(), "Invalid management_account", "%q is not an account id (1-64 letters, digits, '.', '_' or '-').", org.ManagementAccount))
+		diags = diags.Append(Errorf(a.Expr.Range(), "Invalid management_account", "%q is not an account id (1-64 letters, digits, '.', '_' or '-').", org.ManagementAccount))
 	}
 	for _, ob := range content.Blocks {
 		ou, d := org.loadOU(ob, nil)
@@ -66,7 +66,7 @@ func loadOrganization(b *hcl.Block) (*Organization, hcl.Diagnostics) {
 	}
 	for _, adm := range org.DelegatedAdmins {
 		if _, ok := org.Accounts[adm]; !ok && adm != org.ManagementAccount {
-			diags = diags.Append(errorf(content.Attributes["delegated_admins"].Expr.Range(), "Unknown delegated admin",
+			diags = diags.Append(Errorf(content.Attributes["delegated_admins"].Expr.Range(), "Unknown delegated admin",
 				"Delegated admin %q is not an account of the organization; delegated admins must be member accounts.", adm))
 		}
 	}
@@ -80,7 +80,7 @@ func (org *Organization) loadOU(b *hcl.Block, parent *OU) (*OU, hcl.Diagnostics)
 		return nil, diags.Append(duplicate("organizational_unit", id, prev.DeclRange, b.DefRange))
 	}
 	if !targetIDRe.MatchString(id) {
-		diags = diags.Append(errorf(b.LabelRanges[0], "Invalid organizational unit id", "%q is not a valid OU id (1-64 letters, digits, '.', '_' or '-').", id))
+		diags = diags.Append(Errorf(b.LabelRanges[0], "Invalid organizational unit id", "%q is not a valid OU id (1-64 letters, digits, '.', '_' or '-').", id))
 	}
 	ou := &OU{ID: id, Parent: parent, DeclRange: b.DefRange}
 	org.OUs[id] = ou
@@ -88,11 +88,11 @@ func (org *Organization) loadOU(b *hcl.Block, parent *OU) (*OU, hcl.Diagnostics)
 	diags = append(diags, cdiags...)
 	addAccount := func(acct string, rng hcl.Range, suspended bool) {
 		if !targetIDRe.MatchString(acct) {
-			diags = diags.Append(errorf(rng, "Invalid account id", "%q is not an account id (1-64 letters, digits, '.', '_' or '-').", acct))
+			diags = diags.Append(Errorf(rng, "Invalid account id", "%q is not an account id (1-64 letters, digits, '.', '_' or '-').", acct))
 			return
 		}
 		if prev, ok := org.Accounts[acct]; ok {
-			diags = diags.Append(errorf(rng, "Account in two organizational units",
+			diags = diags.Append(Errorf(rng, "Account in two organizational units",
 				"Account %q is listed in organizational unit %q and again in %q (at %s); an account belongs to one OU.", acct, prev.OU, id, prev.DeclRange))
 			return
 		}
@@ -155,31 +155,31 @@ func (org *Organization) accountsUnder(ids []string) []string {
 func (ss *StackSet) resolveServiceManaged(org *Organization, ous []string, filter string, listed []string, rngOUs, rngAccounts, rngFilter hcl.Range, haveAccounts bool) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	if org == nil {
-		return diags.Append(errorf(rngOUs, "Missing organization",
+		return diags.Append(Errorf(rngOUs, "Missing organization",
 			"Stack set %q is SERVICE_MANAGED, but no organization block is defined; add one (organization { management_account = ..., organizational_unit \"ou-...\" { ... } }) to a definitions file.", ss.Name))
 	}
 	if len(ous) == 0 {
-		return diags.Append(errorf(rngOUs, "Missing organizational_units", "Stack set %q is SERVICE_MANAGED: deployment_targets needs organizational_units = [\"ou-...\"].", ss.Name))
+		return diags.Append(Errorf(rngOUs, "Missing organizational_units", "Stack set %q is SERVICE_MANAGED: deployment_targets needs organizational_units = [\"ou-...\"].", ss.Name))
 	}
 	for _, id := range ous {
 		if _, ok := org.OUs[id]; !ok {
-			diags = diags.Append(errorf(rngOUs, "Unknown organizational unit",
+			diags = diags.Append(Errorf(rngOUs, "Unknown organizational unit",
 				"Stack set %q targets organizational unit %q, which the organization does not define. Defined OUs: %s.", ss.Name, id, joinSorted(org.OUs)))
 		}
 	}
 	switch filter {
 	case "NONE":
 		if haveAccounts {
-			diags = diags.Append(errorf(rngAccounts, "Accounts not allowed with account_filter_type NONE",
+			diags = diags.Append(Errorf(rngAccounts, "Accounts not allowed with account_filter_type NONE",
 				"Stack set %q: with account_filter_type = \"NONE\" (the default) the OUs' accounts are the targets, so leave accounts and accounts_file out; set account_filter_type to INTERSECTION, DIFFERENCE or UNION to use them.", ss.Name))
 		}
 	case "INTERSECTION", "DIFFERENCE", "UNION":
 		if !haveAccounts {
-			diags = diags.Append(errorf(rngFilter, "Missing accounts",
+			diags = diags.Append(Errorf(rngFilter, "Missing accounts",
 				"Stack set %q: account_filter_type = %q needs exactly one of accounts or accounts_file.", ss.Name, filter))
 		}
 	default:
-		diags = diags.Append(errorf(rngFilter, "Invalid account_filter_type",
+		diags = diags.Append(Errorf(rngFilter, "Invalid account_filter_type",
 			"Stack set %q: account_filter_type is %q; it must be \"NONE\", \"INTERSECTION\", \"DIFFERENCE\" or \"UNION\".", ss.Name, filter))
 	}
 	if diags.HasErrors() {
@@ -199,13 +199,13 @@ func (ss *StackSet) resolveServiceManaged(org *Organization, ous []string, filte
 		listedSet[a] = true
 		switch {
 		case a == org.ManagementAccount:
-			diags = diags.Append(errorf(rngAccounts, "Management account is never a target",
+			diags = diags.Append(Errorf(rngAccounts, "Management account is never a target",
 				"Stack set %q lists the management account %q; stack sets never deploy to the organization's management account.", ss.Name, a))
 		case org.Accounts[a] == nil:
-			diags = diags.Append(errorf(rngAccounts, "Unknown account",
+			diags = diags.Append(Errorf(rngAccounts, "Unknown account",
 				"Stack set %q lists account %q, which is not a member of the organization.", ss.Name, a))
 		case filter != "UNION" && !inOUs[a]:
-			diags = diags.Append(errorf(rngAccounts, "Account outside the organizational units",
+			diags = diags.Append(Errorf(rngAccounts, "Account outside the organizational units",
 				"Stack set %q: account %q is in organizational unit %q, not in %v; with account_filter_type = %q the listed accounts must belong to the targeted OUs (use UNION to add accounts from elsewhere).",
 				ss.Name, a, org.Accounts[a].OU, ous, filter))
 		}
@@ -248,14 +248,14 @@ func (ss *StackSet) resolveServiceManaged(org *Organization, ous []string, filte
 		}
 	}
 	if len(accts) == 0 {
-		diags = diags.Append(errorf(rngOUs, "No target accounts",
+		diags = diags.Append(Errorf(rngOUs, "No target accounts",
 			"Stack set %q: organizational units %v with account_filter_type %q select no account (the management account is never a target).", ss.Name, ous, filter))
 	}
 	return diags
 }
 
 func joinSorted[V any](m map[string]V) string {
-	keys := sortedKeys(m)
+	keys := SortedKeys(m)
 	if len(keys) == 0 {
 		return "none"
 	}

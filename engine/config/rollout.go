@@ -1,4 +1,4 @@
-package engine
+package config
 
 import (
 	"encoding/json"
@@ -135,7 +135,7 @@ func (ss *StackSet) loadRollout(b *hcl.Block) hcl.Diagnostics {
 	switch r.Pattern {
 	case PatternRolling:
 		if g := a["growth_factor"]; g != nil {
-			diags = diags.Append(errorf(g.NameRange, "growth_factor needs the canary pattern",
+			diags = diags.Append(Errorf(g.NameRange, "growth_factor needs the canary pattern",
 				"Stack set %q: growth_factor only applies to pattern = \"canary\"; a rolling rollout uses batch_size for every batch.", ss.Name))
 		}
 	case PatternCanary:
@@ -143,22 +143,22 @@ func (ss *StackSet) loadRollout(b *hcl.Block) hcl.Diagnostics {
 		if g := a["growth_factor"]; g != nil {
 			diags = append(diags, intAttr(g, &r.GrowthFactor)...)
 			if !diags.HasErrors() && r.GrowthFactor < 2 {
-				diags = diags.Append(errorf(g.Expr.Range(), "Invalid growth_factor",
+				diags = diags.Append(Errorf(g.Expr.Range(), "Invalid growth_factor",
 					"Stack set %q: growth_factor is %d; a canary rollout must grow its batches, so it must be at least 2.", ss.Name, r.GrowthFactor))
 			}
 		}
 	default:
-		diags = diags.Append(errorf(a["pattern"].Expr.Range(), "Invalid rollout pattern",
+		diags = diags.Append(Errorf(a["pattern"].Expr.Range(), "Invalid rollout pattern",
 			"Stack set %q: pattern is %q; it must be \"rolling\" or \"canary\".", ss.Name, r.Pattern))
 	}
 	if r.BatchSize < 1 {
-		diags = diags.Append(errorf(a["batch_size"].Expr.Range(), "Invalid batch_size",
+		diags = diags.Append(Errorf(a["batch_size"].Expr.Range(), "Invalid batch_size",
 			"Stack set %q: batch_size is %d; it must be at least 1.", ss.Name, r.BatchSize))
 	}
 	switch r.OnFailure {
 	case OnFailureStop, OnFailureRollback:
 	default:
-		diags = diags.Append(errorf(a["on_failure"].Expr.Range(), "Invalid on_failure",
+		diags = diags.Append(Errorf(a["on_failure"].Expr.Range(), "Invalid on_failure",
 			"Stack set %q: on_failure is %q; it must be \"stop\" or \"rollback\".", ss.Name, r.OnFailure))
 	}
 	if p := a["pause"]; p != nil {
@@ -175,7 +175,7 @@ func (ss *StackSet) loadRollout(b *hcl.Block) hcl.Diagnostics {
 	var hc *hcl.Block
 	for _, blk := range content.Blocks {
 		if hc != nil {
-			diags = diags.Append(errorf(blk.DefRange, "Duplicate health_check block",
+			diags = diags.Append(Errorf(blk.DefRange, "Duplicate health_check block",
 				"Stack set %q: a rollout may have one health_check block; another is at %s.", ss.Name, hc.DefRange))
 			continue
 		}
@@ -203,14 +203,14 @@ func (ss *StackSet) loadHealthCheck(b *hcl.Block) (*HealthCheck, hcl.Diagnostics
 	if x := a["expect"]; x != nil {
 		diags = append(diags, intAttr(x, &h.Expect)...)
 		if !diags.HasErrors() && (h.Expect < 100 || h.Expect > 599) {
-			diags = diags.Append(errorf(x.Expr.Range(), "Invalid expect",
+			diags = diags.Append(Errorf(x.Expr.Range(), "Invalid expect",
 				"Stack set %q: health_check expect is %d; it must be an HTTP status code (100-599).", ss.Name, h.Expect))
 		}
 	}
 	if x := a["healthy"]; x != nil {
 		diags = append(diags, intAttr(x, &h.Healthy)...)
 		if !diags.HasErrors() && h.Healthy < 1 {
-			diags = diags.Append(errorf(x.Expr.Range(), "Invalid healthy",
+			diags = diags.Append(Errorf(x.Expr.Range(), "Invalid healthy",
 				"Stack set %q: health_check healthy is %d; at least 1 consecutive success is needed.", ss.Name, h.Healthy))
 		}
 	}
@@ -238,7 +238,7 @@ func (ss *StackSet) loadHealthCheck(b *hcl.Block) (*HealthCheck, hcl.Diagnostics
 		if x := a["deadline"]; x != nil {
 			rng = x.Expr.Range()
 		}
-		diags = diags.Append(errorf(rng, "Invalid deadline",
+		diags = diags.Append(Errorf(rng, "Invalid deadline",
 			"Stack set %q: health_check deadline (%s) is shorter than its timeout (%s); the deadline bounds every attempt together, so it must be at least one timeout.", ss.Name, h.Deadline, h.Timeout))
 	}
 	if !diags.HasErrors() && time.Duration(h.Healthy-1)*h.Interval >= h.Deadline {
@@ -246,7 +246,7 @@ func (ss *StackSet) loadHealthCheck(b *hcl.Block) (*HealthCheck, hcl.Diagnostics
 		if x := a["deadline"]; x != nil {
 			rng = x.Expr.Range()
 		}
-		diags = diags.Append(errorf(rng, "Health check can never pass",
+		diags = diags.Append(Errorf(rng, "Health check can never pass",
 			"Stack set %q: health_check needs %d consecutive successes %s apart, which takes %s, but its deadline is %s; raise the deadline or lower healthy or interval.",
 			ss.Name, h.Healthy, h.Interval, time.Duration(h.Healthy-1)*h.Interval, h.Deadline))
 	}
@@ -272,7 +272,7 @@ func durationValue(ssName, what, s string, rng hcl.Range, zeroOK bool) (time.Dur
 	if what == "pause" {
 		extra = fmt.Sprintf(" (or %q)", PauseUntilPromoted)
 	}
-	return 0, hcl.Diagnostics{errorf(rng, "Invalid "+what,
+	return 0, hcl.Diagnostics{Errorf(rng, "Invalid "+what,
 		"Stack set %q: %s is %q; %s%s.", ssName, what, s, problem, extra)}
 }
 
@@ -288,7 +288,7 @@ func (ss *StackSet) checkHealthURL(expr hcl.Expression) hcl.Diagnostics {
 			ok = ok || r == root
 		}
 		if !ok {
-			diags = diags.Append(errorf(rng, "Invalid reference in health_check url",
+			diags = diags.Append(Errorf(rng, "Invalid reference in health_check url",
 				"Stack set %q: the health_check url may use target.*, stack_set.* and output.NAME (the instance's outputs), not %q.", ss.Name, root))
 			continue
 		}
@@ -304,11 +304,11 @@ func (ss *StackSet) checkHealthURL(expr hcl.Expression) hcl.Diagnostics {
 		out, ok := ss.Template.Outputs[name]
 		switch {
 		case !ok:
-			diags = diags.Append(errorf(rng, "Unknown output in health_check url",
+			diags = diags.Append(Errorf(rng, "Unknown output in health_check url",
 				"Stack set %q: the health_check url references output %q, which template %s does not declare. Declared outputs: %s.",
-				ss.Name, name, ss.Template.Dir, strings.Join(sortedKeys(ss.Template.Outputs), ", ")))
+				ss.Name, name, ss.Template.Dir, strings.Join(SortedKeys(ss.Template.Outputs), ", ")))
 		case out.Sensitive:
-			diags = diags.Append(errorf(rng, "Sensitive output in health_check url",
+			diags = diags.Append(Errorf(rng, "Sensitive output in health_check url",
 				"Stack set %q: output %q is sensitive; health check URLs are logged and written to status, so they may not use it.", ss.Name, name))
 		}
 	}
@@ -360,7 +360,7 @@ func (h *HealthCheck) URLFor(ss *StackSet, stackSetID string, t Target, outputs 
 	}
 	u := v.AsString()
 	switch {
-	case strings.Contains(u, SensitivePlaceholder) || strings.Contains(u, KnownAfterApplyPlaceholder):
+	case strings.Contains(u, changeset.SensitivePlaceholder) || strings.Contains(u, changeset.KnownAfterApplyPlaceholder):
 		return "", fmt.Errorf("health_check url %q uses an output whose value is not recorded", u)
 	case !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://"):
 		return "", fmt.Errorf("health_check url %q is not an http:// or https:// URL", u)
@@ -384,7 +384,7 @@ func (r *Rollout) CheckMinInService(ssName string, changing, untouched int) *hcl
 	if changing == 0 || r.MinInService < n {
 		return nil
 	}
-	return errorf(r.MinInServiceRange, "min_in_service cannot be met",
+	return Errorf(r.MinInServiceRange, "min_in_service cannot be met",
 		"Stack set %q: min_in_service is %d, but the operation has %s (%d to create or update, %d left in service untouched); a rollout must take at least one instance out of service at a time, so min_in_service must be at most %d.",
 		ssName, r.MinInService, plural(n, "instance"), changing, untouched, n-1)
 }

@@ -1,4 +1,4 @@
-package engine
+package config
 
 import (
 	"crypto/sha256"
@@ -167,12 +167,12 @@ var (
 // a non-nil Definitions (with Files filled for printing diagnostics); when
 // diags has errors the definitions must not be applied.
 func Load(fsys fs.FS, dir string, reg provider.Registry) (*Definitions, hcl.Diagnostics) {
-	return loadDefinitions(fsys, dir, reg, nil, false)
+	return LoadDefinitions(fsys, dir, reg, nil, false)
 }
 
 // loadDefinitions is Load; with e, templates may require Terraform
 // providers (e's provider.PluginResolver installs them).
-func loadDefinitions(fsys fs.FS, dir string, reg provider.Registry, e *Engine, untrusted bool) (*Definitions, hcl.Diagnostics) {
+func LoadDefinitions(fsys fs.FS, dir string, reg provider.Registry, e Plugins, untrusted bool) (*Definitions, hcl.Diagnostics) {
 	if dir == "" {
 		dir = "."
 	}
@@ -241,7 +241,7 @@ func loadDefinitions(fsys fs.FS, dir string, reg provider.Registry, e *Engine, u
 }
 
 // errorf makes an error diagnostic naming the stack set.
-func errorf(rng hcl.Range, summary, format string, args ...any) *hcl.Diagnostic {
+func Errorf(rng hcl.Range, summary, format string, args ...any) *hcl.Diagnostic {
 	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: fmt.Sprintf(format, args...), Subject: rng.Ptr()}
 }
 
@@ -249,11 +249,11 @@ func errorf(rng hcl.Range, summary, format string, args ...any) *hcl.Diagnostic 
 // refusing paths that leave the repository.
 func relPath(file, p string, rng hcl.Range, what string) (string, *hcl.Diagnostic) {
 	if p == "" || path.IsAbs(p) || strings.ContainsRune(p, 0) {
-		return "", errorf(rng, "Invalid "+what, "%s %q must be a path relative to the file that names it, like \"./templates/web\".", what, p)
+		return "", Errorf(rng, "Invalid "+what, "%s %q must be a path relative to the file that names it, like \"./templates/web\".", what, p)
 	}
 	full := path.Clean(path.Join(path.Dir(file), p))
 	if full == ".." || strings.HasPrefix(full, "../") {
-		return "", errorf(rng, "Invalid "+what, "%s %q leaves the repository; it must stay inside it.", what, p)
+		return "", Errorf(rng, "Invalid "+what, "%s %q leaves the repository; it must stay inside it.", what, p)
 	}
 	return full, nil
 }
@@ -262,16 +262,16 @@ func relPath(file, p string, rng hcl.Range, what string) (string, *hcl.Diagnosti
 // stackd's own status files on the status branch use it.
 const ReservedStackSetName = "stackd"
 
-func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provider.Registry, e *Engine, untrusted bool, templates map[string]*Template, org *Organization) (*StackSet, hcl.Diagnostics) {
+func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provider.Registry, e Plugins, untrusted bool, templates map[string]*Template, org *Organization) (*StackSet, hcl.Diagnostics) {
 	name := b.Labels[0]
 	ss := &StackSet{Name: name, DeclRange: b.DefRange, PermissionModel: "SELF_MANAGED", Vars: map[string]cty.Value{}}
 	ss.Preferences = DefaultPreferences()
 	var diags hcl.Diagnostics
 	if !stackSetNameRe.MatchString(name) {
-		diags = diags.Append(errorf(b.LabelRanges[0], "Invalid stack_set name",
+		diags = diags.Append(Errorf(b.LabelRanges[0], "Invalid stack_set name",
 			"Stack set name %q is not valid: it must start with a letter and hold at most 128 letters, digits, '_' or '-'.", name))
 	} else if strings.EqualFold(name, ReservedStackSetName) {
-		diags = diags.Append(errorf(b.LabelRanges[0], "Reserved stack_set name",
+		diags = diags.Append(Errorf(b.LabelRanges[0], "Reserved stack_set name",
 			"Stack set name %q is reserved: stackd writes its own status to status/%s.json and changesets/<branch>/%s.json. Choose another name.",
 			name, ReservedStackSetName, ReservedStackSetName))
 	}
@@ -280,27 +280,27 @@ func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provide
 	attrs := content.Attributes
 	diags = append(diags, stringAttr(attrs["id"], &ss.ID)...)
 	if ss.ID != "" && !uuidRe.MatchString(ss.ID) {
-		diags = diags.Append(errorf(attrs["id"].Expr.Range(), "Invalid stack set id",
+		diags = diags.Append(Errorf(attrs["id"].Expr.Range(), "Invalid stack set id",
 			"Stack set %q: id %q is not a UUID in lower-case canonical form (8-4-4-4-12 hex digits).", name, ss.ID))
 	}
 	diags = append(diags, stringAttr(attrs["description"], &ss.Description)...)
 	diags = append(diags, boolAttr(attrs["suspend"], &ss.Suspend)...)
 	diags = append(diags, stringAttr(attrs["permission_model"], &ss.PermissionModel)...)
 	if ss.PermissionModel != "SELF_MANAGED" && ss.PermissionModel != "SERVICE_MANAGED" {
-		diags = diags.Append(errorf(attrs["permission_model"].Expr.Range(), "Invalid permission_model",
+		diags = diags.Append(Errorf(attrs["permission_model"].Expr.Range(), "Invalid permission_model",
 			"Stack set %q: permission_model is %q; it must be \"SELF_MANAGED\" or \"SERVICE_MANAGED\".", name, ss.PermissionModel))
 	}
 	if a := attrs["call_identity"]; a != nil {
 		diags = append(diags, stringAttr(a, &ss.CallIdentity)...)
 		switch {
 		case ss.PermissionModel != "SERVICE_MANAGED":
-			diags = diags.Append(errorf(a.NameRange, "call_identity needs SERVICE_MANAGED",
+			diags = diags.Append(Errorf(a.NameRange, "call_identity needs SERVICE_MANAGED",
 				"Stack set %q: call_identity may only be set when permission_model = \"SERVICE_MANAGED\" (SELF_MANAGED stack sets always act as SELF).", name))
 		case ss.CallIdentity != "SELF" && ss.CallIdentity != "DELEGATED_ADMIN":
-			diags = diags.Append(errorf(a.Expr.Range(), "Invalid call_identity",
+			diags = diags.Append(Errorf(a.Expr.Range(), "Invalid call_identity",
 				"Stack set %q: call_identity is %q; it must be \"SELF\" or \"DELEGATED_ADMIN\".", name, ss.CallIdentity))
 		case ss.CallIdentity == "DELEGATED_ADMIN" && (org == nil || len(org.DelegatedAdmins) == 0):
-			diags = diags.Append(errorf(a.Expr.Range(), "No delegated admin",
+			diags = diags.Append(Errorf(a.Expr.Range(), "No delegated admin",
 				"Stack set %q: call_identity = \"DELEGATED_ADMIN\" requires the organization to register a delegated admin (organization { delegated_admins = [...] }).", name))
 		}
 	}
@@ -343,34 +343,34 @@ func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provide
 		switch blk.Type {
 		case "drift":
 			if drift != nil {
-				diags = diags.Append(errorf(blk.DefRange, "Duplicate drift block", "Stack set %q may have one drift block; another is at %s.", name, drift.DefRange))
+				diags = diags.Append(Errorf(blk.DefRange, "Duplicate drift block", "Stack set %q may have one drift block; another is at %s.", name, drift.DefRange))
 				continue
 			}
 			drift = blk
 			diags = append(diags, ss.loadDrift(blk)...)
 		case "rollout":
 			if rollout != nil {
-				diags = diags.Append(errorf(blk.DefRange, "Duplicate rollout block", "Stack set %q may have one rollout block; another is at %s.", name, rollout.DefRange))
+				diags = diags.Append(Errorf(blk.DefRange, "Duplicate rollout block", "Stack set %q may have one rollout block; another is at %s.", name, rollout.DefRange))
 				continue
 			}
 			rollout = blk
 			diags = append(diags, ss.loadRollout(blk)...)
 		case "deployment_targets":
 			if targets != nil {
-				diags = diags.Append(errorf(blk.DefRange, "Duplicate deployment_targets block", "Stack set %q may have one deployment_targets block; another is at %s.", name, targets.DefRange))
+				diags = diags.Append(Errorf(blk.DefRange, "Duplicate deployment_targets block", "Stack set %q may have one deployment_targets block; another is at %s.", name, targets.DefRange))
 				continue
 			}
 			targets = blk
 		case "operation_preferences":
 			if prefs != nil {
-				diags = diags.Append(errorf(blk.DefRange, "Duplicate operation_preferences block", "Stack set %q may have one operation_preferences block; another is at %s.", name, prefs.DefRange))
+				diags = diags.Append(Errorf(blk.DefRange, "Duplicate operation_preferences block", "Stack set %q may have one operation_preferences block; another is at %s.", name, prefs.DefRange))
 				continue
 			}
 			prefs = blk
 		}
 	}
 	if targets == nil {
-		diags = diags.Append(errorf(b.DefRange, "Missing deployment_targets block",
+		diags = diags.Append(Errorf(b.DefRange, "Missing deployment_targets block",
 			"Stack set %q needs a deployment_targets block with regions and accounts.", name))
 	} else {
 		diags = append(diags, ss.loadTargets(fsys, targets, org)...)
@@ -400,7 +400,7 @@ func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provide
 func (ss *StackSet) configHash() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "template\x00%s\x00", ss.Template.Hash)
-	for _, k := range sortedKeys(ss.Vars) {
+	for _, k := range SortedKeys(ss.Vars) {
 		b, _ := EncodeValue(ss.Vars[k])
 		fmt.Fprintf(h, "%s\x00%s\x00", k, b)
 	}
@@ -421,7 +421,7 @@ func (d *Definitions) addResourceType(b *hcl.Block, ranges map[string]hcl.Range)
 		return diags.Append(duplicate("resource_type block", name, prev, b.DefRange))
 	}
 	if len(name) > 255 || !resourceTypeRe.MatchString(name) {
-		return diags.Append(errorf(b.LabelRanges[0], "Invalid resource type name",
+		return diags.Append(Errorf(b.LabelRanges[0], "Invalid resource type name",
 			"%q is not a valid resource type name: it must match Custom::[A-Za-z][A-Za-z0-9_]* and be at most 255 characters.", name))
 	}
 	content, cdiags := b.Body.Content(resourceTypeSchema)
@@ -430,7 +430,7 @@ func (d *Definitions) addResourceType(b *hcl.Block, ranges map[string]hcl.Range)
 	diags = append(diags, stringAttr(content.Attributes["service_token"], &token)...)
 	diags = append(diags, stringAttr(content.Attributes["description"], &desc)...)
 	if token != "" && !strings.HasPrefix(token, "http://") && !strings.HasPrefix(token, "https://") {
-		diags = diags.Append(errorf(content.Attributes["service_token"].Expr.Range(), "Invalid service_token",
+		diags = diags.Append(Errorf(content.Attributes["service_token"].Expr.Range(), "Invalid service_token",
 			"resource_type %q: service_token must be an http:// or https:// URL.", name))
 	}
 	ranges[name] = b.DefRange

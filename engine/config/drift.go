@@ -1,4 +1,4 @@
-package engine
+package config
 
 import (
 	"path"
@@ -48,7 +48,7 @@ func (ss *StackSet) loadDrift(b *hcl.Block) hcl.Diagnostics {
 	switch d.Mode {
 	case DriftModeReport, DriftModeCorrect:
 	default:
-		diags = diags.Append(errorf(a["mode"].Expr.Range(), "Invalid drift mode",
+		diags = diags.Append(Errorf(a["mode"].Expr.Range(), "Invalid drift mode",
 			"Stack set %q: mode is %q; it must be %q (report drift) or %q (re-apply drifted instances).", ss.Name, d.Mode, DriftModeReport, DriftModeCorrect))
 	}
 	if i := a["interval"]; i != nil {
@@ -56,7 +56,7 @@ func (ss *StackSet) loadDrift(b *hcl.Block) hcl.Diagnostics {
 		if dd := stringAttr(i, &s); dd.HasErrors() {
 			diags = append(diags, dd...)
 		} else if iv, err := time.ParseDuration(s); err != nil || iv < MinDriftInterval {
-			diags = diags.Append(errorf(i.Expr.Range(), "Invalid drift interval",
+			diags = diags.Append(Errorf(i.Expr.Range(), "Invalid drift interval",
 				"Stack set %q: interval is %q; it must be a duration of at least %s, such as \"1h\" or \"15m\".", ss.Name, s, MinDriftInterval))
 		} else {
 			d.Interval = iv
@@ -64,7 +64,7 @@ func (ss *StackSet) loadDrift(b *hcl.Block) hcl.Diagnostics {
 	}
 	for _, rule := range d.Ignore {
 		if _, err := path.Match(rule, ""); err != nil || strings.TrimSpace(rule) == "" {
-			diags = diags.Append(errorf(a["ignore"].Expr.Range(), "Invalid drift ignore rule",
+			diags = diags.Append(Errorf(a["ignore"].Expr.Range(), "Invalid drift ignore rule",
 				"Stack set %q: ignore rule %q is not an address (\"file.config\"), an address and a property (\"file.config.mode\") or a pattern of one (\"file.*\").", ss.Name, rule))
 		}
 	}
