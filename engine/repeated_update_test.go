@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -82,7 +83,7 @@ resource "rec" "slow" {
 		}
 	}
 	v1 := mustLoad(t, files("one"), reg).StackSet("app")
-	target := Target{Region: "eu", Account: "111"}
+	target := config.Target{Region: "eu", Account: "111"}
 	inst := &Instance{StackSet: v1, StackSetID: "ss-1", Target: target, Prior: v1}
 	j := newJournal()
 	planApply(t, e, inst, j)
@@ -204,7 +205,7 @@ func TestPlannedReplacementInDetails(t *testing.T) {
 	e := New(reg)
 	v1 := mustLoad(t, attributionFiles("v1"), reg).StackSet("app")
 	v2 := mustLoad(t, attributionFiles("v2"), reg).StackSet("app")
-	target := Target{Region: "eu", Account: "111"}
+	target := config.Target{Region: "eu", Account: "111"}
 	j := newJournal()
 	planApply(t, e, &Instance{StackSet: v1, StackSetID: "ss-1", Target: target}, j)
 	for _, tc := range []struct {
