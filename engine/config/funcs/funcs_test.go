@@ -246,6 +246,7 @@ func TestRSADecrypt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	//lint:ignore SA1019 rsadecrypt decrypts PKCS #1 v1.5 by Terraform's definition
 	ct, err := rsa.EncryptPKCS1v15(rand.Reader, &key.PublicKey, []byte("secret text"))
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package funcs
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/customdecode"
@@ -59,6 +60,24 @@ func (t *table) templateFileFunc(all func() map[string]function.Function) functi
 // makeRender returns a renderer of template expressions with the vars of a
 // templatefile or templatestring call.
 func makeRender(all func() map[string]function.Function, allowFS bool) func(hcl.Expression, cty.Value) (cty.Value, error) {
+	// The templates' table is built once, at the first call: Table has
+	// returned (and Wrap has run) by then, and nothing changes it after.
+	inner := sync.OnceValue(func() map[string]function.Function {
+		given := all()
+		fns := make(map[string]function.Function, len(given))
+		for name, f := range given {
+			plain := plainName(name)
+			switch {
+			case templateFuncs[plain]:
+				fns[name] = refusedFunc(f, fmt.Errorf("cannot recursively call %s from inside another template function", plain))
+			case !allowFS && fileFuncs[plain]:
+				fns[name] = refusedFunc(f, fmt.Errorf("cannot use filesystem access functions like %s in templatestring templates; consider passing the function result as a template variable instead", plain))
+			default:
+				fns[name] = f
+			}
+		}
+		return fns
+	})
 	return func(expr hcl.Expression, vars cty.Value) (cty.Value, error) {
 		if ty := vars.Type(); !ty.IsMapType() && !ty.IsObjectType() {
 			return cty.DynamicVal, function.NewArgErrorf(1, "invalid vars value: must be a map")
@@ -74,20 +93,7 @@ func makeRender(all func() map[string]function.Function, allowFS bool) func(hcl.
 				return cty.DynamicVal, function.NewArgErrorf(1, "vars map does not contain key %q, referenced at %s", tr.RootName(), tr[0].SourceRange())
 			}
 		}
-		given := all()
-		fns := make(map[string]function.Function, len(given))
-		for name, f := range given {
-			plain := plainName(name)
-			switch {
-			case templateFuncs[plain]:
-				fns[name] = refusedFunc(f, fmt.Errorf("cannot recursively call %s from inside another template function", plain))
-			case !allowFS && fileFuncs[plain]:
-				fns[name] = refusedFunc(f, fmt.Errorf("cannot use filesystem access functions like %s in templatestring templates; consider passing the function result as a template variable instead", plain))
-			default:
-				fns[name] = f
-			}
-		}
-		ctx.Functions = fns
+		ctx.Functions = inner()
 		v, diags := expr.Value(ctx)
 		if diags.HasErrors() {
 			return cty.DynamicVal, diags
