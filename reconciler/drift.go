@@ -157,11 +157,10 @@ func (r *Reconciler) CheckDrift(ctx context.Context, name string) (*DriftReport,
 			r.sendEvent(notify.Event{Type: notify.TypeDriftDetected, StackSet: name, Revision: rec.Revision, Status: string(rep.Status),
 				Instances: rep.DriftedInstances, DriftedResources: rep.DriftedResources, Reason: driftReason(rep)})
 		}
-		if err := r.writeDriftStatus(ctx, &rec, rep); err != nil {
-			// Not remembered as written: the next check writes it.
-			log.Warn().Err(err).Msg("drift status not written")
-		} else {
-			_ = r.opts.Store.SetMeta(metaDriftPrint+name, []byte(print))
+		if err := r.writeDriftStatus(ctx, &rec, rep, print); err != nil {
+			// Remembered as written only once it is: the writer retries
+			// it, else the next check writes it.
+			log.Warn().Err(err).Msg("drift status not written yet")
 		}
 	}
 	if spec != nil && spec.Mode == config.DriftModeCorrect && len(drifted) > 0 {
@@ -430,20 +429,27 @@ func (r *Reconciler) driftPrint(name string, rep *DriftReport) (string, bool) {
 	return print, err != nil || string(old) != print
 }
 
-// writeDriftStatus writes the stack set's status document after a drift
-// check that found something new.
-func (r *Reconciler) writeDriftStatus(ctx context.Context, rec *state.StackSet, rep *DriftReport) error {
+// writeDriftStatus hands the status writer the stack set's status document
+// after a drift check that found something new, and waits for its push
+// (or the failure of the push that took it, or ctx). Through the writer,
+// not beside it: an operation's document still waiting there is older
+// and must not land after this one (it would hide the result until the
+// next check); this one, built from the state after the operation,
+// replaces it. print is remembered once the document is written.
+func (r *Reconciler) writeDriftStatus(ctx context.Context, rec *state.StackSet, rep *DriftReport, print string) error {
 	doc, err := BuildStatus(r.opts.Store, rec)
 	if err != nil {
 		return err
 	}
-	msg := fmt.Sprintf("stackd: %s drift %s (%d/%d instances drifted, %d resources) at %s",
-		rec.Name, rep.Status, rep.DriftedInstances, len(rep.Instances), rep.DriftedResources, short(rec.Revision))
-	gctx, cancel := r.statusContext(ctx)
-	defer cancel()
-	_, err = r.opts.Source.WriteFiles(gctx, msg, map[string][]byte{StatusPath(rec.Name): marshal(doc)}, nil)
-	r.reportGitFaults()
-	return err
+	name := rec.Name
+	r.status.enqueue(&statusEntry{
+		path: StatusPath(name), content: marshal(doc), stackSet: name, rev: rec.Revision, status: string(rep.Status),
+		driftLine: fmt.Sprintf("stackd: %s drift %s (%d/%d instances drifted, %d resources) at %s",
+			name, rep.Status, rep.DriftedInstances, len(rep.Instances), rep.DriftedResources, short(rec.Revision)),
+		urgent: true,
+		done:   func() { _ = r.opts.Store.SetMeta(metaDriftPrint+name, []byte(print)) },
+	})
+	return r.flushStatus(ctx)
 }
 
 // correctDrift dispatches a DriftCorrection operation re-applying the

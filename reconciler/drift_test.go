@@ -461,3 +461,75 @@ func TestDriftCorrectedAfterToleratedFailure(t *testing.T) {
 		t.Errorf("after the correction: %v %+v, want the failed deploy still reported", err, res)
 	}
 }
+
+// TestDriftStatusNotHiddenByAWaitingOperation: a drift check that finds
+// drift while the final status document of the stack set's operation still
+// waits in the status writer (the pass's other operation runs) is what the
+// status branch shows in the end: the older, waiting document never lands
+// after the drift result. The commits still say what the operation did, and
+// its status is no longer owed once written.
+func TestDriftStatusNotHiddenByAWaitingOperation(t *testing.T) {
+	c := newCtl()
+	root := t.TempDir()
+	files := driftDefs("report", "")
+	files["stacks.hcl"] += stackSetHCL("slow", "v1", []string{"eu"}, []string{"111111111111"}, "")
+	h, _, _ := newHarnessWith(t, c, nil, provider.Registry{"file": file.New(file.Options{Root: root})}, files)
+	if res, err := h.rec.Reconcile(t.Context()); err != nil || res.Failed() {
+		t.Fatal(err, res)
+	}
+	// v2 changes both stack sets; slow's operation is held at its provider.
+	c.gate("slow")
+	defer c.openAll()
+	files["templates/files/main.hcl"] = strings.Replace(driftTemplate, "hello", "hello v2", 1)
+	files["stacks.hcl"] = strings.Replace(files["stacks.hcl"], `"v1"`, `"v2"`, 1)
+	rev2 := commitFiles(t, h.repo, files, "v2")
+	d := runDriver(t, h)
+	defer d.stop(t)
+	d.submit()
+	eventually(t, "web's operation to succeed", opStatusIs(h.store, "web", rev2, state.OperationSucceeded))
+	c.waitFor(t, "the slow operation to call its provider", func() bool { return len(c.blockedIn("slow", "eu")) > 0 })
+
+	// web is idle, its final document waits for slow's: a check finds drift.
+	if err := os.WriteFile(filepath.Join(root, "111111111111", "us", "motd"), []byte("tampered"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		rep *reconciler.DriftReport
+		err error
+	)
+	eventually(t, "a drift check of web", func() (bool, string) {
+		rep, err = h.rec.CheckDrift(t.Context(), "web")
+		return !errors.Is(err, reconciler.ErrDriftBusy), "busy" // its runner is going idle
+	})
+	if err != nil || rep.Status != engine.DriftDrifted || rep.DriftedInstances != 1 {
+		t.Fatalf("check: %v %+v, want one drifted instance", err, rep)
+	}
+	c.open("slow")
+	eventually(t, "slow's operation to succeed", opStatusIs(h.store, "slow", rev2, state.OperationSucceeded))
+	d.stop(t) // writes what is owed
+
+	doc, _ := statusDoc(t, h.repo, "web")
+	if doc.Drift == nil || doc.Drift.Status != engine.DriftDrifted || doc.Drift.DriftedInstances != 1 {
+		t.Errorf("web's status document after the pass: drift %+v, want DRIFTED (1 instance)", doc.Drift)
+	}
+	if lo := doc.LastOperation; lo == nil || lo.Revision != rev2 || lo.Status != state.OperationSucceeded {
+		t.Errorf("web's status document: last_operation %+v, want SUCCEEDED at %s", lo, rev2[:7])
+	}
+	all := strings.Join(statusMessages(t, h.repo), "\n---\n")
+	for _, want := range []string{"stackd: web DeployStackSet " + rev2[:7] + " SUCCEEDED", "stackd: web drift DRIFTED"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no status commit says %q:\n%s", want, all)
+		}
+	}
+	if owed, err := h.store.Meta("status_owed/web"); err == nil && len(owed) > 0 {
+		t.Errorf("web's status is still owed (%s) after it was written", owed)
+	}
+	// Written and remembered: the same result again makes no commit.
+	before := statusHead(t, h.repo)
+	if _, err := h.rec.CheckDrift(t.Context(), "web"); err != nil {
+		t.Fatal(err)
+	}
+	if after := statusHead(t, h.repo); after != before {
+		t.Errorf("the same drift result was written again: %s", firstLines(statusMessages(t, h.repo)))
+	}
+}

@@ -47,6 +47,10 @@ type statusEntry struct {
 	// DeployStackSet 1a2b3c4 SUCCEEDED (20/20)"), body more detail (why a
 	// rollout stopped), shown after the lines.
 	line, body string
+	// driftLine is the line of a drift check's result ("stackd: web drift
+	// DRIFTED ..."). A drift document replacing a waiting operation's
+	// keeps the operation's line, status and owed mark, and adds its own.
+	driftLine string
 	// stackSet, rev and status make the summary line of a commit of
 	// several stack sets (stackSet "" for the index).
 	stackSet, rev, status string
@@ -134,8 +138,17 @@ func (q *statusQueue) enqueue(entries ...*statusEntry) {
 }
 
 // mergeEntry is newer replacing older for the same path: newer's document,
-// older's callbacks kept.
+// older's callbacks kept. A drift result (no operation line) replacing an
+// operation's document keeps what the operation's said (its line, status,
+// details) and the owed mark it clears once written: the drift document is
+// built from the state after the operation, so it carries both.
 func mergeEntry(older, newer *statusEntry) *statusEntry {
+	if newer.line == "" && older.line != "" {
+		newer.line, newer.body, newer.status, newer.rev = older.line, older.body, older.status, older.rev
+	}
+	if newer.owedOp == "" {
+		newer.owedOp = older.owedOp
+	}
 	if older.done != nil {
 		od, nd := older.done, newer.done
 		newer.done = func() {
@@ -417,9 +430,9 @@ func statusMessage(batch []*statusEntry) string {
 	if len(batch) == 1 {
 		e := batch[0]
 		if e.body != "" {
-			return e.line + "\n\n" + e.body
+			return e.lines() + "\n\n" + e.body
 		}
-		return e.line
+		return e.lines()
 	}
 	sets, revs := 0, map[string]bool{}
 	count := map[string]int{}
@@ -458,7 +471,7 @@ func statusMessage(batch []*statusEntry) string {
 	}
 	b.WriteString("\n")
 	for _, e := range batch {
-		b.WriteString("\n" + e.line)
+		b.WriteString("\n" + e.lines())
 	}
 	for _, e := range batch {
 		if e.body != "" {
@@ -466,6 +479,18 @@ func statusMessage(batch []*statusEntry) string {
 		}
 	}
 	return b.String()
+}
+
+// lines are the entry's lines of a commit message: its operation's, then
+// its drift result's.
+func (e *statusEntry) lines() string {
+	switch {
+	case e.line == "":
+		return e.driftLine
+	case e.driftLine == "":
+		return e.line
+	}
+	return e.line + "\n" + e.driftLine
 }
 
 // statusRank orders the counts of a summary line.
