@@ -69,7 +69,7 @@ func priorVars(inst *Instance, t *config.Template) map[string]cty.Value {
 			out[name] = cty.DynamicVal
 			continue
 		}
-		if conv, err := convert.Convert(v, decl.Type); err == nil {
+		if conv, err := decl.Convert(v); err == nil {
 			v = conv
 		}
 		if decl.Sensitive || inst.StackSet != nil && inst.StackSet.SensitiveVar(name) {
@@ -92,7 +92,7 @@ func (w *walker) priorModuleVars(mc *config.ModuleCall) map[string]cty.Value {
 		v := decl.Default
 		if a, ok := mc.Inputs[name]; ok {
 			val, diags := a.Expr.Value(w.priorCtx("module."+mc.Name, nil))
-			conv, err := convert.Convert(val, decl.Type)
+			conv, err := decl.Convert(val)
 			if diags.HasErrors() || err != nil {
 				v = cty.DynamicVal
 			} else {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
-	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/config"
@@ -129,6 +128,9 @@ func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, h
 		}
 		if decl.Sensitive || ss.SensitiveVar(name) {
 			v = v.Mark(provider.SensitiveMark)
+		}
+		if decl.Ephemeral {
+			v = v.Mark(config.EphemeralMark)
 		}
 		vars[name] = v
 	}
@@ -250,9 +252,15 @@ func (w *walker) walkNode(node string) hcl.Diagnostics {
 		return d
 	case strings.HasPrefix(node, "output."):
 		o := w.tmpl.Outputs[strings.TrimPrefix(node, "output.")]
+		if d := config.OutputPreconditions(o, w.ctx(node)); d.HasErrors() {
+			return d
+		}
 		v, d := w.nodeValue(node, o.Expr)
 		if d.HasErrors() {
 			return d
+		}
+		if e := config.RefuseEphemeral(v, o.Expr.Range(), "Output %q cannot be set to a result derived from an ephemeral value: stackd records outputs.", o.Name); e != nil {
+			return d.Append(e)
 		}
 		if o.Sensitive {
 			v = v.Mark(provider.SensitiveMark)
@@ -260,7 +268,11 @@ func (w *walker) walkNode(node string) hcl.Diagnostics {
 		w.outputs[o.Name] = v
 		return d
 	case strings.HasPrefix(node, "data."):
-		return w.readData(node)
+		return w.scopedData(node, w.readData(node))
+	case strings.HasPrefix(node, "var."):
+		return config.ValidateVariable(w.tmpl.Variables[strings.TrimPrefix(node, "var.")], w.ctx(node))
+	case strings.HasPrefix(node, "check."):
+		return config.CheckAsserts(w.tmpl.Checks[strings.TrimPrefix(node, "check.")], w.ctx(node))
 	case strings.HasPrefix(node, "module."):
 		return w.module(w.tmpl.Modules[strings.TrimPrefix(node, "module.")])
 	default:
@@ -286,6 +298,10 @@ func (w *walker) nodeRange(node string) hcl.Range {
 		return w.tmpl.Outputs[name].DeclRange
 	case "module":
 		return w.tmpl.Modules[name].DeclRange
+	case "var":
+		return w.tmpl.Variables[name].DeclRange
+	case "check":
+		return w.tmpl.Checks[name].DeclRange
 	case "data":
 		if r := w.tmpl.Data[node]; r != nil {
 			return r.DeclRange
@@ -320,18 +336,24 @@ func (w *walker) module(mc *config.ModuleCall) hcl.Diagnostics {
 			if d.HasErrors() {
 				return diags
 			}
-			conv, err := convert.Convert(val, decl.Type)
+			conv, err := decl.Convert(val)
 			if err != nil {
 				return diags.Append(config.Errorf(a.Expr.Range(), "Invalid value for module variable",
 					"Module %q: variable %q must be %s: %s.", mc.Name, name, config.TypeName(decl.Type), err))
+			}
+			if d := config.RefuseEphemeral(conv, a.Expr.Range(), "Module %q: variable %q is not declared as accepting ephemeral values (ephemeral = true).", mc.Name, name); d != nil && !decl.Ephemeral {
+				return diags.Append(d)
 			}
 			if d := config.CheckValue(w.meter, conv, fmt.Sprintf("module %q's variable %q", mc.Name, name), a.Expr.Range()); d != nil {
 				return diags.Append(d)
 			}
 			v = conv
 		}
-		if decl.Sensitive {
+		if decl.Sensitive || decl.Ephemeral {
 			v = v.Mark(provider.SensitiveMark)
+		}
+		if decl.Ephemeral {
+			v = v.Mark(config.EphemeralMark)
 		}
 		vars[name] = v
 	}

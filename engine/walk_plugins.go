@@ -62,6 +62,9 @@ func (w *walker) providerConfigFor(typ, ref string, rng hcl.Range) (cty.Value, h
 	if diags.HasErrors() {
 		return cty.NilVal, diags
 	}
+	if d := config.EphemeralProperties(props, v, rng, "provider "+key); d != nil {
+		return cty.NilVal, diags.Append(d)
+	}
 	if pv, ok := w.lookupProvider(typ).(provider.ProviderConfigValidator); ok && w.mode != modeApply && w.inst.validates() && v.IsWhollyKnown() {
 		// The provider's own validators of its block.
 		clean, _ := v.UnmarkDeep()
@@ -138,10 +141,16 @@ func (w *walker) readData(node string) hcl.Diagnostics {
 	if diags.HasErrors() {
 		return diags
 	}
+	if diags = append(diags, config.Preconditions(r.Lifecycle, w.ctx(node))...); diags.HasErrors() {
+		return diags
+	}
 	props, d := evalProperties(schema, r.Properties, w.ctx(node), node)
 	diags = append(diags, d...)
 	if diags.HasErrors() {
 		return diags
+	}
+	if d := config.EphemeralProperties(r.Properties, props, r.DeclRange, node); d != nil {
+		return diags.Append(d)
 	}
 	if cv, ok := ds.(provider.ConfigValidator); ok && w.mode != modeApply && w.inst.validates() && (cfg == cty.NilVal || cfg.IsWhollyKnown()) {
 		// The provider's own validators of the data block (Terraform's
@@ -174,7 +183,7 @@ func (w *walker) readData(node string) hcl.Diagnostics {
 		v = v.WithMarks(marks)
 	}
 	w.resources[node] = v
-	return diags
+	return append(diags, config.Postconditions(r.Lifecycle, w.ctx(node), v)...)
 }
 
 // dependsOnChange reports whether node refers to (or depends on) a
@@ -193,4 +202,16 @@ func (w *walker) dependsOnChange(node string) bool {
 		}
 	}
 	return false
+}
+
+// scopedData is what reading the data source node left (diags): when it
+// is a check block's scoped data source, its failures are warnings and
+// its value unknown (the check's asserts are then skipped), as Terraform
+// reports them.
+func (w *walker) scopedData(node string, diags hcl.Diagnostics) hcl.Diagnostics {
+	if !diags.HasErrors() || w.tmpl.ScopedCheck(node) == "" {
+		return diags
+	}
+	w.resources[node] = cty.DynamicVal
+	return config.AsWarnings(diags)
 }

@@ -41,10 +41,16 @@ func (w *walker) resource(r *config.Resource) ([]*ResourcePlan, hcl.Diagnostics)
 			return nil, diags.Append(config.StoppedDiag(w.meter.Ctx, r.DeclRange.Ptr()))
 		}
 		ctx := withExtra(base, ex.extra)
+		if diags = append(diags, config.Preconditions(r.Lifecycle, ctx)...); diags.HasErrors() {
+			return nil, diags
+		}
 		obj, d := evalProperties(schema, r.Properties, ctx, ex.addr)
 		diags = append(diags, d...)
 		if diags.HasErrors() {
 			return nil, diags
+		}
+		if d := config.EphemeralProperties(r.Properties, obj, r.DeclRange, w.prefix+ex.addr); d != nil {
+			return nil, diags.Append(d)
 		}
 		// Change sets copy the properties of every resource: they count.
 		if d := config.CheckProperties(w.meter, obj, "the properties of "+w.prefix+ex.addr, r.DeclRange); d != nil {
@@ -72,6 +78,9 @@ func (w *walker) resource(r *config.Resource) ([]*ResourcePlan, hcl.Diagnostics)
 			if d.HasErrors() {
 				return nil, diags
 			}
+			if d := config.RefuseEphemeral(mv, r.Metadata.Range(), "%s: metadata cannot use ephemeral values; stackd records it.", ex.addr); d != nil {
+				return nil, diags.Append(d)
+			}
 			if !mv.IsWhollyKnown() {
 				return nil, diags.Append(config.Errorf(r.Metadata.Range(), "Invalid metadata", "%s: metadata must be known at plan time; it cannot use values known only after apply.", ex.addr))
 			}
@@ -98,7 +107,7 @@ func (w *walker) resource(r *config.Resource) ([]*ResourcePlan, hcl.Diagnostics)
 					"%s has lifecycle.prevent_destroy set, but this change would destroy it (%s). Remove prevent_destroy first.", ex.addr, changedNames(rp)))
 			}
 		}
-		m := &member{addr: ex.addr, rp: rp, props: obj, val: cty.DynamicVal}
+		m := &member{addr: ex.addr, rp: rp, props: obj, val: cty.DynamicVal, extra: ex.extra}
 		if ex.extra["each"] != cty.NilVal {
 			m.key = ex.extra["each"].GetAttr("key").AsString()
 		}
@@ -111,6 +120,9 @@ func (w *walker) resource(r *config.Resource) ([]*ResourcePlan, hcl.Diagnostics)
 		if err := w.applyMembers(r, members); err != nil {
 			return nil, append(diags, err...)
 		}
+	}
+	if diags = append(diags, w.memberPostconditions(r, base, members, p, schema)...); diags.HasErrors() {
+		return nil, diags
 	}
 	plans := make([]*ResourcePlan, len(members))
 	for i, m := range members {
@@ -141,6 +153,8 @@ type member struct {
 	rec *ResourceState
 	// waited: a waiter member has completed.
 	waited bool
+	// extra is its count or each.
+	extra map[string]cty.Value
 }
 
 // setValue records a resource's value for references.
@@ -236,4 +250,22 @@ func evalProperties(schema provider.Schema, props map[string]*hcl.Attribute, ctx
 		vals[name] = conv
 	}
 	return cty.ObjectVal(vals), diags
+}
+
+// memberPostconditions evaluates r's postconditions for each member, with
+// self the planned value at plan (skipped while unknown), the applied one
+// at apply.
+func (w *walker) memberPostconditions(r *config.Resource, base *hcl.EvalContext, members []*member, p provider.Provider, schema provider.Schema) hcl.Diagnostics {
+	if len(r.Lifecycle.Postconditions) == 0 {
+		return nil
+	}
+	var diags hcl.Diagnostics
+	for _, m := range members {
+		self := m.val
+		if w.mode == modePlan && !w.tmpl.Referenced[r.Addr()] {
+			self = w.value(p, schema, m.rp, m.props)
+		}
+		diags = append(diags, config.Postconditions(r.Lifecycle, withExtra(base, m.extra), self)...)
+	}
+	return diags
 }

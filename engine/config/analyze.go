@@ -93,6 +93,9 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 		if r.Metadata != nil {
 			r.refs[metadataRef] = check(addr, r.Metadata, r.Count != nil, r.ForEach != nil)
 		}
+		for _, e := range r.Lifecycle.ConditionExprs() {
+			check(addr, e, r.Count != nil, r.ForEach != nil)
+		}
 		for _, d := range r.DependsOn {
 			if _, ok := t.Resources[d]; !ok {
 				diags = diags.Append(&hcl.Diagnostic{
@@ -117,6 +120,9 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 		for _, a := range r.Properties {
 			check(addr, a.Expr, false, false)
 		}
+		for _, e := range r.Lifecycle.ConditionExprs() {
+			check(addr, e, false, false)
+		}
 		for _, d := range r.DependsOn {
 			if _, ok := t.Resources[d]; ok && d != addr {
 				g.Connect(addr, d)
@@ -136,7 +142,20 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 		g.Add(node)
 		ranges[node] = o.DeclRange
 		check(node, o.Expr, false, false)
+		for _, c := range o.Preconditions {
+			for _, e := range c.Exprs() {
+				check(node, e, false, false)
+			}
+		}
 	}
+	for _, cn := range t.conditionNodes() {
+		g.Add(cn.node)
+		ranges[cn.node] = cn.rng
+		for _, e := range cn.exprs {
+			check(cn.node, e, false, false)
+		}
+	}
+	diags = append(diags, t.checkScopedRefs(ranges)...)
 	if diags.HasErrors() {
 		return diags
 	}

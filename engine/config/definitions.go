@@ -137,7 +137,9 @@ func (s *StackSet) SensitiveVar(name string) bool {
 		return false
 	}
 	v, ok := s.Template.Variables[name]
-	return ok && v.Sensitive
+	// An ephemeral variable's value is never recorded: redacted as a
+	// sensitive one wherever the stack set's variables are.
+	return ok && (v.Sensitive || v.Ephemeral)
 }
 
 var definitionsSchema = &hcl.BodySchema{

@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/zclconf/go-cty/cty"
-	"github.com/zclconf/go-cty/cty/convert"
 )
 
 // MaxMergedVarsLength is the seed's limit on an instance's inline
@@ -289,7 +288,7 @@ func (ss *StackSet) loadOverride(fsys fs.FS, b *hcl.Block, varSet []string) (*Ov
 	ov.Digest = overrideDigest(ov, raw)
 	h := sha256.New()
 	for _, k := range SortedKeys(raw) {
-		v, err := convert.Convert(raw[k], ss.Template.Variables[k].Type)
+		v, err := ss.Template.Variables[k].Convert(raw[k])
 		if err != nil {
 			diags = diags.Append(Errorf(ranges[k], "Invalid value for variable",
 				"Stack set %q: override of variable %q must be %s: %s.", ss.Name, k, TypeName(ss.Template.Variables[k].Type), err))

@@ -199,8 +199,10 @@ func (t *Template) addData(e Plugins, b *hcl.Block) hcl.Diagnostics {
 	}
 	schema := ds.Schema()
 	bs, blocks := bodySchema(schema, "provider", "depends_on")
+	bs.Blocks = append(bs.Blocks, hcl.BlockHeaderSchema{Type: "lifecycle"})
 	content, diags := b.Body.Content(bs)
 	r := &Resource{Type: typ, Name: name, DeclRange: b.DefRange, refs: map[string][]string{}}
+	diags = append(diags, r.Lifecycle.decodeDataLifecycle(content)...)
 	diags = append(diags, checkBlocks(content, blocks)...)
 	r.Properties = properties(schema, content, blocks)
 	if a := content.Attributes["provider"]; a != nil {

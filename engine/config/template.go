@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/ext/typeexpr"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
@@ -34,6 +35,8 @@ type Template struct {
 	// Imports are the import blocks, by the address they import to
 	// ("TYPE.NAME" or "TYPE.NAME[KEY]").
 	Imports map[string]*Import
+	// Checks are the check blocks, by name (conditions.go).
+	Checks map[string]*Check
 	// order is every node ("local.x", "TYPE.NAME", "output.x") in dependency order.
 	Order []string
 	// refs lists, per node, the locals and resources its expressions reference.
@@ -64,6 +67,13 @@ type Variable struct {
 	Sensitive   bool
 	Description string
 	DeclRange   hcl.Range
+	// Nullable is false when the variable declares nullable = false: a
+	// null given is then its default. Ephemeral: ephemeral = true.
+	Nullable, Ephemeral bool
+	// TypeDefaults are the defaults of the type's optional() attributes
+	// (nil without any); Validations its validation blocks (variables.go).
+	TypeDefaults *typeexpr.Defaults
+	Validations  []*CheckRule
 }
 
 // Local is one named expression of a locals block.
@@ -79,6 +89,8 @@ type Output struct {
 	Expr      hcl.Expression
 	Sensitive bool
 	DeclRange hcl.Range
+	// Preconditions are its precondition blocks (conditions.go).
+	Preconditions []*CheckRule
 }
 
 // ModuleCall is a module block: another template directory evaluated with
@@ -106,6 +118,9 @@ type Lifecycle struct {
 	CreateBeforeDestroy bool
 	PreventDestroy      bool
 	IgnoreChanges       []string
+	// Preconditions and Postconditions are its precondition and
+	// postcondition blocks (conditions.go).
+	Preconditions, Postconditions []*CheckRule
 }
 
 // Resource is one resource block; count or for_each expand it into instances.
@@ -149,12 +164,7 @@ var templateSchema = &hcl.BodySchema{
 		{Type: "provider", LabelNames: []string{"name"}},
 		{Type: "data", LabelNames: []string{"type", "name"}},
 		{Type: "import"},
-	},
-}
-
-var variableSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{
-		{Name: "type"}, {Name: "default"}, {Name: "sensitive"}, {Name: "description"},
+		{Type: "check", LabelNames: []string{"name"}},
 	},
 }
 
@@ -162,12 +172,14 @@ var outputSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "value", Required: true}, {Name: "sensitive"}, {Name: "description"},
 	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "precondition"}},
 }
 
 var lifecycleSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "create_before_destroy"}, {Name: "prevent_destroy"}, {Name: "ignore_changes"},
 	},
+	Blocks: conditionBlocks,
 }
 
 // metaArguments are the resource arguments stackd itself interprets.
@@ -381,6 +393,8 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 				diags = append(diags, t.addData(ld.e, b)...)
 			case "import":
 				diags = append(diags, t.addImport(b)...)
+			case "check":
+				diags = append(diags, t.addCheck(ld.e, b)...)
 			}
 		}
 	}

@@ -5,9 +5,6 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/ext/typeexpr"
-	"github.com/zclconf/go-cty/cty"
-	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/stackd/stackd/engine/provider"
 )
@@ -19,48 +16,6 @@ func duplicate(kind, name string, prev, cur hcl.Range) *hcl.Diagnostic {
 		Detail:   fmt.Sprintf("Only one %s named %q is allowed. Another was defined at %s.", kind, name, prev.String()),
 		Subject:  cur.Ptr(),
 	}
-}
-
-func (t *Template) addVariable(b *hcl.Block) hcl.Diagnostics {
-	name := b.Labels[0]
-	v := &Variable{Name: name, Type: cty.DynamicPseudoType, DeclRange: b.DefRange}
-	var diags hcl.Diagnostics
-	if prev, ok := t.Variables[name]; ok {
-		return diags.Append(duplicate("variable", name, prev.DeclRange, b.DefRange))
-	}
-	if !hclsyntaxValidIdentifier(name) {
-		diags = diags.Append(invalidName("variable", name, b.LabelRanges[0]))
-	}
-	content, cdiags := b.Body.Content(variableSchema)
-	diags = append(diags, cdiags...)
-	if a, ok := content.Attributes["type"]; ok {
-		ty, tdiags := typeexpr.TypeConstraint(a.Expr)
-		diags = append(diags, tdiags...)
-		if !tdiags.HasErrors() {
-			v.Type = ty
-		}
-	}
-	if a, ok := content.Attributes["default"]; ok {
-		val, vdiags := evalConst(a.Expr, fmt.Sprintf("the default of variable %q", name))
-		diags = append(diags, vdiags...)
-		if !vdiags.HasErrors() {
-			conv, err := convert.Convert(val, v.Type)
-			if err != nil {
-				diags = diags.Append(&hcl.Diagnostic{
-					Severity: hcl.DiagError,
-					Summary:  "Invalid default value for variable",
-					Detail:   fmt.Sprintf("The default of variable %q does not match its type: %s.", name, err),
-					Subject:  a.Expr.Range().Ptr(),
-				})
-			} else {
-				v.Default = conv
-			}
-		}
-	}
-	diags = append(diags, boolAttr(content.Attributes["sensitive"], &v.Sensitive)...)
-	diags = append(diags, stringAttr(content.Attributes["description"], &v.Description)...)
-	t.Variables[name] = v
-	return diags
 }
 
 func (t *Template) addLocals(b *hcl.Block) hcl.Diagnostics {
@@ -88,6 +43,7 @@ func (t *Template) addOutput(b *hcl.Block) hcl.Diagnostics {
 		o.Expr = a.Expr
 	}
 	diags = append(diags, boolAttr(content.Attributes["sensitive"], &o.Sensitive)...)
+	diags = append(diags, o.decodeOutputPreconditions(content)...)
 	if o.Expr != nil {
 		t.Outputs[name] = o
 	}
@@ -210,6 +166,7 @@ func (t *Template) addResource(b *hcl.Block, reg provider.Registry, e Plugins) h
 		diags = append(diags, ldiags...)
 		diags = append(diags, boolAttr(lc.Attributes["create_before_destroy"], &r.Lifecycle.CreateBeforeDestroy)...)
 		diags = append(diags, boolAttr(lc.Attributes["prevent_destroy"], &r.Lifecycle.PreventDestroy)...)
+		diags = append(diags, r.Lifecycle.decodeConditions(lc)...)
 		if a, ok := lc.Attributes["ignore_changes"]; ok {
 			exprs, ldiags := hcl.ExprList(a.Expr)
 			diags = append(diags, ldiags...)

@@ -8,7 +8,6 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/zclconf/go-cty/cty"
-	"github.com/zclconf/go-cty/cty/convert"
 )
 
 // stackSetVars collects vars and vars_file, rejecting a name set in both;
@@ -188,10 +187,10 @@ func (ss *StackSet) bindVars(raw map[string]cty.Value, ranges map[string]hcl.Ran
 				ss.Name, k, t.Dir, strings.Join(SortedKeys(t.Variables), ", ")))
 			continue
 		}
-		if decl.Sensitive || ss.secretVars[k] {
+		if decl.Sensitive || decl.Ephemeral || ss.secretVars[k] {
 			ss.addSecret(raw[k])
 		}
-		v, err := convert.Convert(raw[k], decl.Type)
+		v, err := decl.Convert(raw[k])
 		if err != nil {
 			diags = diags.Append(Errorf(ranges[k], "Invalid value for variable",
 				"Stack set %q: variable %q must be %s: %s.", ss.Name, k, TypeName(decl.Type), err))
