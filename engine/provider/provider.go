@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"strings"
 
@@ -120,6 +121,13 @@ type Request struct {
 	// ImportID, on a Create, asks an Importer to adopt the existing object
 	// of this id (an import block) instead of creating one.
 	ImportID string
+	// Tree, for a data source's ReadData and ValidateConfig, is the
+	// definitions repository's tree at the commit the template was loaded
+	// from, and TreeDir the root template's directory in it: what a
+	// built-in data source that reads files (terraform_remote_state's
+	// local backend) reads, never the daemon's disk. Nil when unknown.
+	Tree    fs.FS
+	TreeDir string
 	// Prepared, on a Create, may be called by a provider that knows,
 	// before it changes anything, how it would find the object it is about
 	// to make (a Terraform provider's planned id or resource identity):
