@@ -1,0 +1,3 @@
+output "o" {
+  value = "${terraform_data.o.input.name}-${terraform_data.o.input.env}-${terraform_data.o.input.size}"
+}

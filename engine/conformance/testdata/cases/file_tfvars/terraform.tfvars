@@ -1,0 +1,3 @@
+a = "from terraform.tfvars"
+b = "from terraform.tfvars"
+c = [1, 2]

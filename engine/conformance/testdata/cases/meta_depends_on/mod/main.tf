@@ -1,0 +1,5 @@
+resource "terraform_data" "inner" {
+  input = "inner"
+}
+
+output "v" { value = terraform_data.inner.input }
