@@ -336,7 +336,7 @@ func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provide
 	ss.fileVars, ss.secretVars = fileVars, secretVars
 	diags = append(diags, vdiags...)
 	if ss.Template != nil && !vdiags.HasErrors() {
-		diags = append(diags, ss.bindVars(raw, ranges)...)
+		diags = append(diags, ss.bindWithTFVars(raw, ranges)...) // tfvars.go
 	}
 
 	// Targets and preferences.

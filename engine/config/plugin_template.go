@@ -5,7 +5,6 @@ package config
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -49,58 +48,6 @@ func (p *ProviderBlock) Key() string {
 		return p.Name
 	}
 	return p.Name + "." + p.Alias
-}
-
-var terraformSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "required_providers"}}}
-
-// requiredProviders reads the terraform blocks of a template.
-func requiredProviders(blocks []*hcl.Block) ([]provider.ProviderRequirement, hcl.Diagnostics) {
-	var reqs []provider.ProviderRequirement
-	var diags hcl.Diagnostics
-	seen := map[string]bool{}
-	for _, b := range blocks {
-		content, d := b.Body.Content(terraformSchema)
-		diags = append(diags, d...)
-		for _, rp := range content.Blocks {
-			attrs, d := rp.Body.JustAttributes()
-			diags = append(diags, d...)
-			for _, name := range SortedKeys(attrs) {
-				a := attrs[name]
-				if seen[name] {
-					diags = diags.Append(Errorf(a.NameRange, "Duplicate required provider", "Provider %q is required twice.", name))
-					continue
-				}
-				seen[name] = true
-				v, d := a.Expr.Value(nil)
-				diags = append(diags, d...)
-				if d.HasErrors() {
-					continue
-				}
-				req := provider.ProviderRequirement{LocalName: name}
-				if v.Type().IsObjectType() || v.Type().IsMapType() {
-					for k, fv := range v.AsValueMap() {
-						if fv.IsNull() || fv.Type() != cty.String {
-							continue
-						}
-						switch k {
-						case "source":
-							req.Source = fv.AsString()
-						case "version":
-							req.Version = fv.AsString()
-						}
-					}
-				}
-				if req.Source == "" {
-					diags = diags.Append(Errorf(a.Expr.Range(), "Missing provider source",
-						"required_providers entry %q needs a source, such as { source = \"hashicorp/%s\", version = \"~> 1.0\" }.", name, name))
-					continue
-				}
-				reqs = append(reqs, req)
-			}
-		}
-	}
-	sort.Slice(reqs, func(a, b int) bool { return reqs[a].LocalName < reqs[b].LocalName })
-	return reqs, diags
 }
 
 // addProvider records a provider block, its properties decoded against the

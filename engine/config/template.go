@@ -54,6 +54,11 @@ type Template struct {
 	// funcs names the functions the template and its modules call: a plan
 	// builds its function table (meter.functions) of those only.
 	Funcs map[string]bool
+	// TFVars are the values its variable files set (tfvars.go): used when
+	// it is the root template; ConfigurationAliases the aliased provider
+	// configurations its callers must pass (terraform_block.go).
+	TFVars               map[string]TFVar
+	ConfigurationAliases []string
 }
 
 // nodeRef is one referenced local (root "local") or resource (root = type).
@@ -311,63 +316,21 @@ func (ld *loader) load(dir string, rng *hcl.Range) (*Template, hcl.Diagnostics) 
 // loadTemplate loads and statically validates the template in dir.
 func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagnostics) {
 	reg := ld.reg
-	files, hash, diags := readHCLFiles(ld.parser, ld.fsys, dir, rng)
+	src, diags := readTemplate(ld, dir, rng) // tfload.go
 	t := &Template{
-		Dir: dir, Hash: hash,
+		Dir: dir, Hash: src.hash,
 		Variables: map[string]*Variable{}, Locals: map[string]*Local{},
 		Resources: map[string]*Resource{}, Outputs: map[string]*Output{},
-		Modules: map[string]*ModuleCall{},
-	}
-	if len(files) == 0 && !diags.HasErrors() {
-		diags = diags.Append(&hcl.Diagnostic{
-			Severity: hcl.DiagError,
-			Summary:  "Empty template",
-			Detail:   fmt.Sprintf("The template directory %q holds no *.hcl files.", dir),
-			Subject:  rng,
-		})
+		Modules: map[string]*ModuleCall{}, TFVars: src.tfvars,
 	}
 	var modules []*hcl.Block
-	t.Funcs = map[string]bool{}
-	contents := make([]*hcl.BodyContent, 0, len(files))
-	var tfBlocks, providerBlocks []*hcl.Block
-	for _, f := range files {
-		if body, ok := f.Body.(*hclsyntax.Body); ok {
-			hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
-				if c, ok := n.(*hclsyntax.FunctionCallExpr); ok {
-					t.Funcs[c.Name] = true
-				}
-				return nil
-			})
-		}
-		content, cdiags := f.Body.Content(templateSchema)
-		diags = append(diags, cdiags...)
-		contents = append(contents, content)
-		for _, b := range content.Blocks {
-			switch b.Type {
-			case "terraform":
-				tfBlocks = append(tfBlocks, b)
-			case "provider":
-				providerBlocks = append(providerBlocks, b)
-			}
-		}
-	}
+	t.Funcs = src.funcs
+	contents, providerBlocks := src.contents, src.providerBlocks
 	// Required providers first: their resource types are validated below.
-	if len(tfBlocks) > 0 {
-		reqs, rdiags := requiredProviders(tfBlocks)
-		diags = append(diags, rdiags...)
-		t.RequiredProviders = reqs
-		if len(reqs) > 0 && !rdiags.HasErrors() {
-			if ld.e == nil {
-				diags = diags.Append(Errorf(tfBlocks[0].DefRange, "Terraform providers are not enabled", "This template requires providers (%s), which this loader cannot install.", RequirementNames(reqs)))
-			} else if r, pdiags := ld.e.ResolvePlugins(reqs, tfBlocks[0].DefRange, ld.untrusted); pdiags.HasErrors() {
-				// That one error says it: the template's provider blocks,
-				// resources and data blocks are not checked against
-				// providers that could not be installed.
-				return t, append(diags, pdiags...)
-			} else {
-				ld.reg, reg = r, r
-			}
-		}
+	if r, pdiags, stop := src.resolveProviders(ld, t, reg); stop {
+		return t, append(diags, pdiags...)
+	} else if diags = append(diags, pdiags...); r != nil {
+		ld.reg, reg = r, r
 	}
 	for _, b := range providerBlocks {
 		if ld.e == nil {
@@ -448,6 +411,7 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 	}
 	diags = append(diags, t.analyze(reg)...)
 	diags = append(diags, t.checkImports(ld.e)...)
+	diags = append(diags, t.checkConfigurationAliases()...) // tfload.go
 	return t, diags
 }
 
