@@ -35,7 +35,7 @@ func bodySchema(schema provider.Schema, extra ...string) (*hcl.BodySchema, map[s
 		}
 		bs.Attributes = append(bs.Attributes, hcl.AttributeSchema{Name: n, Required: p.Required})
 	}
-	return bs, blocks
+	return withDynamic(bs), blocks
 }
 
 // checkBlocks validates the nested blocks of content statically (their
@@ -43,6 +43,10 @@ func bodySchema(schema provider.Schema, extra ...string) (*hcl.BodySchema, map[s
 func checkBlocks(content *hcl.BodyContent, blocks map[string]provider.Property) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	for _, b := range content.Blocks {
+		if b.Type == "dynamic" {
+			diags = append(diags, checkDynamic(b, blockSpecs(blocks))...)
+			continue
+		}
 		p, ok := blocks[b.Type]
 		if !ok {
 			continue
@@ -58,9 +62,13 @@ func checkBlockBody(body hcl.Body, spec hcldec.Spec) hcl.Diagnostics {
 	if spec == nil {
 		return nil
 	}
-	content, diags := body.Content(hcldec.ImpliedSchema(spec))
+	content, diags := body.Content(withDynamic(hcldec.ImpliedSchema(spec)))
 	if obj, ok := spec.(hcldec.ObjectSpec); ok {
 		for _, b := range content.Blocks {
+			if b.Type == "dynamic" {
+				diags = append(diags, checkDynamic(b, hcldec.ChildBlockTypes(spec))...)
+				continue
+			}
 			if inner, ok := obj[b.Type]; ok {
 				diags = append(diags, checkBlockBody(b.Body, nestedSpec(inner))...)
 			}
@@ -99,8 +107,12 @@ func properties(schema provider.Schema, content *hcl.BodyContent, blocks map[str
 	}
 	byType := map[string][]*hcl.Block{}
 	for _, b := range content.Blocks {
-		if _, ok := blocks[b.Type]; ok {
-			byType[b.Type] = append(byType[b.Type], b)
+		typ := b.Type
+		if typ == "dynamic" {
+			typ = b.Labels[0] // a dynamic block stands among the blocks it generates
+		}
+		if _, ok := blocks[typ]; ok {
+			byType[typ] = append(byType[typ], b)
 		}
 	}
 	for n, bl := range byType {
@@ -123,10 +135,10 @@ func (x *blocksExpr) body() hcl.Body {
 }
 
 func (x *blocksExpr) Value(ctx *hcl.EvalContext) (cty.Value, hcl.Diagnostics) {
-	return hcldec.Decode(x.body(), x.spec, ctx)
+	return hcldec.Decode(expandDynamic(x.body(), ctx), x.spec, ctx)
 }
 
-func (x *blocksExpr) Variables() []hcl.Traversal { return hcldec.Variables(x.body(), x.spec) }
+func (x *blocksExpr) Variables() []hcl.Traversal { return dynamicVariables(x.body(), x.spec) }
 
 func (x *blocksExpr) Range() hcl.Range { return x.blocks[0].DefRange }
 

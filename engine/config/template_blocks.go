@@ -70,7 +70,7 @@ func (t *Template) addResource(b *hcl.Block, reg provider.Registry, e Plugins) h
 		})
 	}
 	schema := p.Schema()
-	bs := &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "lifecycle"}, {Type: "update_pattern"}}}
+	bs := withDynamic(&hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "lifecycle"}, {Type: "update_pattern"}}})
 	for _, m := range metaArguments {
 		if _, shadowed := schema.Properties[m]; shadowed {
 			// wait_condition's count is Heat's: the number of signals. A
@@ -141,8 +141,8 @@ func (t *Template) addResource(b *hcl.Block, reg provider.Registry, e Plugins) h
 		})
 	}
 	for _, lb := range content.Blocks {
-		if _, ok := nested[lb.Type]; ok {
-			continue // a property (properties above)
+		if _, ok := nested[lb.Type]; ok || lb.Type == "dynamic" {
+			continue // a property (properties above; dynamic blocks: dynamic.go)
 		}
 		if lb.Type == "update_pattern" {
 			if r.UpdatePattern != nil {
