@@ -257,6 +257,7 @@ func (r *Reconciler) operationEntry(j *job, ss *state.StackSet, op *state.Operat
 	// A rollout's batch boundary is told at once; final statuses wait
 	// a moment for the other operations of their pass.
 	e.urgent = op.Status == state.OperationRunning || op.Status == state.OperationQueued
+	e.opID, e.final = op.ID, !e.urgent
 	if !e.urgent {
 		e.owedOp = op.ID
 	}

@@ -51,6 +51,13 @@ type statusEntry struct {
 	// DRIFTED ..."). A drift document replacing a waiting operation's
 	// keeps the operation's line, status and owed mark, and adds its own.
 	driftLine string
+	// opID is the operation whose document this is; final when it gives
+	// the operation's end. earlier are the lines of the same stack set's
+	// earlier operations that ended while this document waited (their
+	// documents replaced by this one, what they did still told).
+	opID    string
+	final   bool
+	earlier []string
 	// stackSet, rev and status make the summary line of a commit of
 	// several stack sets (stackSet "" for the index).
 	stackSet, rev, status string
@@ -143,8 +150,14 @@ func (q *statusQueue) enqueue(entries ...*statusEntry) {
 // details) and the owed mark it clears once written: the drift document is
 // built from the state after the operation, so it carries both.
 func mergeEntry(older, newer *statusEntry) *statusEntry {
-	if newer.line == "" && older.line != "" {
+	switch {
+	case newer.line == "" && older.line != "":
 		newer.line, newer.body, newer.status, newer.rev = older.line, older.body, older.status, older.rev
+		newer.opID, newer.final, newer.earlier = older.opID, older.final, older.earlier
+	case older.final && older.opID != newer.opID:
+		newer.earlier = append(slices.Clone(older.earlier), older.line)
+	default:
+		newer.earlier = older.earlier
 	}
 	if newer.owedOp == "" {
 		newer.owedOp = older.owedOp
@@ -481,16 +494,16 @@ func statusMessage(batch []*statusEntry) string {
 	return b.String()
 }
 
-// lines are the entry's lines of a commit message: its operation's, then
-// its drift result's.
+// lines are the entry's lines of a commit message: the earlier operations',
+// its operation's, then its drift result's.
 func (e *statusEntry) lines() string {
-	switch {
-	case e.line == "":
-		return e.driftLine
-	case e.driftLine == "":
-		return e.line
+	var ls []string
+	for _, l := range append(slices.Clone(e.earlier), e.line, e.driftLine) {
+		if l != "" {
+			ls = append(ls, l)
+		}
 	}
-	return e.line + "\n" + e.driftLine
+	return strings.Join(ls, "\n")
 }
 
 // statusRank orders the counts of a summary line.

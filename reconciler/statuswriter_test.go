@@ -268,3 +268,52 @@ func firstLines(msgs []string) []string {
 	}
 	return out
 }
+
+// Two operations of one stack set that end while the status push is held
+// write one document (the newer), and the status commits still say what
+// each operation did: the earlier one's line is not lost with its document.
+func TestStatusTellsEveryOperationOfAStackSet(t *testing.T) {
+	c := newCtl()
+	h, g, rev1, _ := gatedHarness(t, c, map[string]string{"web.hcl": stackSetHCL("web", "v1", []string{"eu"}, accountIDs(2), "")})
+	hold := make(chan struct{})
+	g.mu.Lock()
+	g.hold = hold
+	g.mu.Unlock()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(hold)
+		}
+	}
+	d := runDriver(t, h)
+	defer func() { release(); d.stop(t) }()
+	eventually(t, "v1 deployed", opStatusIs(h.store, "web", rev1, state.OperationSucceeded))
+	select {
+	case <-g.started:
+	case <-time.After(waitLimit):
+		t.Fatal("no status push started for v1")
+	}
+	// v1's push is held; v2 and v3 end meanwhile.
+	var revs []string
+	for _, tag := range []string{"v2", "v3"} {
+		rev := commitFiles(t, h.repo, map[string]string{"web.hcl": stackSetHCL("web", tag, []string{"eu"}, accountIDs(2), "")}, tag)
+		d.submit()
+		eventually(t, tag+" deployed", opStatusIs(h.store, "web", rev, state.OperationSucceeded))
+		revs = append(revs, rev)
+	}
+	release()
+	eventually(t, "the status branch to show v3", func() (bool, string) {
+		msg := statusTip(t, h.repo)
+		return strings.Contains(msg, "web DeployStackSet "+revs[1][:7]+" SUCCEEDED"), msg
+	})
+	if doc, _ := statusDoc(t, h.repo, "web"); doc.LastOperation == nil || doc.LastOperation.Revision != revs[1] {
+		t.Errorf("status/web.json last_operation %+v, want v3", doc.LastOperation)
+	}
+	all := strings.Join(statusMessages(t, h.repo), "\n---\n")
+	for _, rev := range revs {
+		if want := "stackd: web DeployStackSet " + rev[:7] + " SUCCEEDED (2/2)"; !strings.Contains(all, want) {
+			t.Errorf("no status commit says %q:\n%s", want, all)
+		}
+	}
+}
