@@ -25,7 +25,19 @@ fleet's files written through that Terraform provider) and tf-provider-floor
 (the same resources made through the provider bridge alone, without the
 reconciler: the least tf-fleet-create can take). With --scenario all (the
 default) each scenario runs in its own process, so that peak RSS is the
-scenario's own.`,
+scenario's own.
+
+Git at scale, on bare remotes made by git fast-import (stack sets of one
+instance each; --accounts sets their number): status-push (status writes of a
+daemon on a remote of 1 and of 20,000 commits, over file:// and git:// on
+127.0.0.1), commit-300 (one commit changes 300 stack sets: push to all
+deployed, and the status commits counted on the remote's status branch),
+next-commit-long-history (the next commit's push to deployed right after a
+first deployment of 50 stack sets on the 20,000-commit remote), and
+rss-long-history, rss-short-history, rss-local-path (resident memory and Go
+heap after a collection of a daemon idle after 50 stack sets and 5 commits,
+on the 20,000-commit remote, a 1-commit remote and a local path; with
+--memprofile they also write <file>.idle, the heap the idle daemon holds).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			self, err := os.Executable()

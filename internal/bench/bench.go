@@ -82,6 +82,12 @@ var scenarios = []scenario{
 	{name: "push-latency-busy", size: onePushSize, run: pushLatencyBusy},
 	{name: "scale", size: scaleSize, run: fleetChange},
 	{name: "drift", run: drift},
+	{name: "status-push", size: stackSetsSize(1), run: statusPush},
+	{name: "commit-300", size: stackSetsSize(commit300Sets), run: commit300},
+	{name: "next-commit-long-history", size: stackSetsSize(nextCommitSets), run: nextCommitLongHistory},
+	{name: "rss-long-history", size: stackSetsSize(nextCommitSets), run: rssAfterDeployment(longHistory, false)},
+	{name: "rss-short-history", size: stackSetsSize(nextCommitSets), run: rssAfterDeployment(1, false)},
+	{name: "rss-local-path", size: stackSetsSize(nextCommitSets), run: rssAfterDeployment(1, true)},
 	{name: "tf-fleet-create", plugins: true, run: tfFleetCreate, throughput: true},
 	{name: "tf-provider-floor", plugins: true, run: tfProviderFloor, throughput: true},
 }

@@ -20,8 +20,8 @@ func TestScenarioTable(t *testing.T) {
 			t.Errorf("%s: needs --plugin-dir %v; the tf- scenarios, and only they, need hashicorp/local", name, sc.plugins)
 		}
 	}
-	if len(seen) < 10 {
-		t.Errorf("%d scenarios, want the 10 of docs/performance.md at least", len(seen))
+	if len(seen) < 16 {
+		t.Errorf("%d scenarios, want the 16 of docs/performance.md at least", len(seen))
 	}
 }
 
@@ -69,6 +69,12 @@ func TestScenarioSizes(t *testing.T) {
 		{"big-template", small, [3]int{1, 1, 4}},
 		{"push-latency", small, [3]int{1, 1, 1}},
 		{"push-latency-busy", def, [3]int{1, 1, 1}},
+		{"commit-300", def, [3]int{1, 300, 1}},
+		{"commit-300", small, [3]int{1, 3, 1}},
+		{"commit-300", def, [3]int{1, 300, 1}},
+		{"next-commit-long-history", def, [3]int{1, 50, 1}},
+		{"rss-long-history", def, [3]int{1, 50, 1}},
+		{"status-push", def, [3]int{1, 1, 1}},
 	} {
 		r := size(tc.name, tc.c)
 		if got := [3]int{r.Regions, r.Accounts, r.ResourcesPerInst}; got != tc.want {

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -49,17 +50,104 @@ type Result struct {
 	// ProviderPeakRSSMB is the largest peak RSS of a provider process.
 	ProviderPeakRSSMB float64 `json:"provider_peak_rss_mb,omitempty"`
 	CPUs              int     `json:"cpus"`
+
+	// The Git-at-scale scenarios (gitscale.go).
+	//
+	// StackSets is how many stack sets the definitions hold (one instance
+	// each); HistoryCommits how many commits main of the repository had.
+	StackSets      int `json:"stack_sets,omitempty"`
+	HistoryCommits int `json:"history_commits,omitempty"`
+	// CreateSeconds is the first deployment, from the daemon's start to
+	// the last operation's end.
+	CreateSeconds float64 `json:"create_seconds,omitempty"`
+	// StatusCommits counts the commits the daemon added to the status
+	// branch in the measured part (counted on the branch with git), and
+	// CreateStatusCommits those of the first deployment.
+	StatusCommits       int `json:"status_commits,omitempty"`
+	CreateStatusCommits int `json:"create_status_commits,omitempty"`
+	// StatusWrittenSeconds is from the push to the status of every stack
+	// set it changed being on the status branch.
+	StatusWrittenSeconds float64 `json:"status_written_seconds,omitempty"`
+	// RSSMB is the resident set size (VmRSS) and HeapMB the Go heap
+	// (HeapAlloc) after a collection, at the end, the daemon idle.
+	RSSMB  float64 `json:"rss_mb,omitempty"`
+	HeapMB float64 `json:"heap_mb,omitempty"`
+	// Where the RSS is: anonymous memory and mapped files (RssAnon,
+	// RssFile), the heap pages the Go runtime holds free without having
+	// returned them (HeapIdle − HeapReleased), and the heap's address
+	// space (HeapSys: the most the heap ever needed, about).
+	RSSAnonMB      float64 `json:"rss_anon_mb,omitempty"`
+	RSSFileMB      float64 `json:"rss_file_mb,omitempty"`
+	HeapFreeHeldMB float64 `json:"heap_free_held_mb,omitempty"`
+	HeapPeakMB     float64 `json:"heap_sys_mb,omitempty"`
+	// Cases are the set-ups a scenario compares (status-push).
+	Cases []Case `json:"cases,omitempty"`
+}
+
+// Case is one set-up of a scenario that compares several: the median and
+// range of its timings.
+type Case struct {
+	Name           string  `json:"name"`
+	Transport      string  `json:"transport,omitempty"`
+	HistoryCommits int     `json:"history_commits,omitempty"`
+	N              int     `json:"n"`
+	MedianSeconds  float64 `json:"median_seconds"`
+	MinSeconds     float64 `json:"min_seconds"`
+	MaxSeconds     float64 `json:"max_seconds"`
+	// VsShortHistory is this case's median over the same transport's
+	// with a one-commit history.
+	VsShortHistory float64 `json:"vs_short_history,omitempty"`
+}
+
+// setLatencies sets the case's figures from its timings (seconds).
+func (c *Case) setLatencies(lat []float64) {
+	s := slices.Sorted(slices.Values(lat))
+	c.N = len(s)
+	if c.N > 0 {
+		c.MedianSeconds, c.MinSeconds, c.MaxSeconds = median(s), s[0], s[len(s)-1]
+	}
 }
 
 // Summary is the human line of a result: the wall time and where it went.
 func (r *Result) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d instances × %d resources on %s", r.Scenario, r.Instances, r.ResourcesPerInst, r.TargetsFS)
+	if r.StackSets > 0 {
+		fmt.Fprintf(&b, " (%d stack sets", r.StackSets)
+		if r.HistoryCommits > 0 {
+			fmt.Fprintf(&b, ", a history of %d commits", r.HistoryCommits)
+		}
+		b.WriteString(")")
+	}
 	switch {
+	case r.WallSeconds > 0 && r.MedianSeconds > 0:
+		fmt.Fprintf(&b, ": %.3f s wall, then median %.3f s (%.3f–%.3f s)", r.WallSeconds, r.MedianSeconds, r.MinSeconds, r.MaxSeconds)
 	case r.WallSeconds > 0:
 		fmt.Fprintf(&b, ": %.3f s wall", r.WallSeconds)
 	case r.MedianSeconds > 0:
 		fmt.Fprintf(&b, ": median %.3f s (%.3f–%.3f s)", r.MedianSeconds, r.MinSeconds, r.MaxSeconds)
+	}
+	if r.CreateSeconds > 0 {
+		fmt.Fprintf(&b, ", first deployment %.3f s", r.CreateSeconds)
+	}
+	if r.StatusWrittenSeconds > 0 {
+		fmt.Fprintf(&b, ", status on the branch after %.3f s", r.StatusWrittenSeconds)
+	}
+	if r.StatusCommits > 0 || r.CreateStatusCommits > 0 {
+		fmt.Fprintf(&b, ", %d status commits", r.StatusCommits)
+		if r.CreateStatusCommits > 0 {
+			fmt.Fprintf(&b, " (first deployment: %d)", r.CreateStatusCommits)
+		}
+	}
+	if r.RSSMB > 0 {
+		fmt.Fprintf(&b, ", RSS %.1f MB (anonymous %.1f, files %.1f), Go heap after GC %.1f MB (free pages held %.1f MB, heap reserved %.1f MB)",
+			r.RSSMB, r.RSSAnonMB, r.RSSFileMB, r.HeapMB, r.HeapFreeHeldMB, r.HeapPeakMB)
+	}
+	for _, c := range r.Cases {
+		fmt.Fprintf(&b, "\n  %-26s median %.4f s (%.4f–%.4f s, %d runs)", c.Name, c.MedianSeconds, c.MinSeconds, c.MaxSeconds, c.N)
+		if c.VsShortHistory > 0 {
+			fmt.Fprintf(&b, ", %.2f× the one-commit history", c.VsShortHistory)
+		}
 	}
 	fmt.Fprintf(&b, ", peak RSS %.0f MB", r.PeakRSSMB)
 	if r.CPUSeconds > 0 && r.WallSeconds > 0 {
