@@ -81,7 +81,7 @@ func (t *table) readFile(p string, marks cty.ValueMarks) ([]byte, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, noFile(name)
 		}
-		return nil, fmt.Errorf("failed to read %s", name)
+		return nil, fmt.Errorf("failed to read %s: %s", name, fsReason(err))
 	}
 	defer f.Close()
 	fi, err := f.Stat()
@@ -102,6 +102,16 @@ func (t *table) readFile(p string, marks cty.ValueMarks) ([]byte, error) {
 		return nil, t.tooBig(name)
 	}
 	return b, nil
+}
+
+// fsReason is why FS refused a path, without the path (which may be
+// sensitive: the caller names it, redacted).
+func fsReason(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return "the file system refused it"
 }
 
 func (t *table) tooBig(name string) error {
@@ -189,7 +199,7 @@ func (t *table) fileExistsFunc() function.Function {
 			case errors.Is(err, fs.ErrNotExist):
 				return cty.False.WithMarks(marks), nil
 			case err != nil:
-				return cty.UnknownVal(cty.Bool), fmt.Errorf("failed to stat %s", name)
+				return cty.UnknownVal(cty.Bool), fmt.Errorf("failed to stat %s: %s", name, fsReason(err))
 			case fi.Mode().IsRegular():
 				return cty.True.WithMarks(marks), nil
 			case fi.IsDir():
@@ -226,7 +236,7 @@ func (t *table) fileSetFunc() function.Function {
 			if t.o.FS != nil {
 				err = fs.WalkDir(t.o.FS, dir, func(name string, d fs.DirEntry, err error) error {
 					if err != nil {
-						if name == dir {
+						if name == dir && errors.Is(err, fs.ErrNotExist) {
 							return fs.SkipAll // no such directory: no match
 						}
 						return err
@@ -249,7 +259,7 @@ func (t *table) fileSetFunc() function.Function {
 					return nil
 				})
 				if err != nil {
-					return cty.UnknownVal(retType), fmt.Errorf("failed to glob pattern %s", t.redact(full, marks...))
+					return cty.UnknownVal(retType), fmt.Errorf("failed to glob pattern %s: %s", t.redact(full, marks...), fsReason(err))
 				}
 			}
 			if len(matches) == 0 {

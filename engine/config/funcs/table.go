@@ -13,6 +13,7 @@ import (
 	ctyfuncscrypto "github.com/hashicorp/go-cty-funcs/crypto"
 	ctyfuncsencoding "github.com/hashicorp/go-cty-funcs/encoding"
 	ctyfuncsuuid "github.com/hashicorp/go-cty-funcs/uuid"
+	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/tryfunc"
 	ctyyaml "github.com/zclconf/go-cty-yaml"
 	"github.com/zclconf/go-cty/cty"
@@ -68,6 +69,12 @@ type Options struct {
 	// that templates rendered by templatefile and templatestring call the
 	// wrapped functions too (the caller's size limits, error hiding).
 	Wrap func(name string, f function.Function) function.Function
+	// Template, when set, is called with the source of each template
+	// templatefile and templatestring render before it is parsed (an
+	// error refuses it: the caller's limits on nesting) and then with the
+	// parsed expression (expr non-nil, src nil) before it is evaluated
+	// (the caller's guards on what evaluating it builds).
+	Template func(src []byte, name string, expr hcl.Expression) error
 }
 
 func (o Options) withDefaults() Options {

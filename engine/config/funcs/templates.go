@@ -26,11 +26,7 @@ func (t *table) templateFileFunc(all func() map[string]function.Function) functi
 		if err != nil {
 			return nil, err
 		}
-		expr, diags := hclsyntax.ParseTemplate(src, p.AsString(), hcl.Pos{Line: 1, Column: 1})
-		if diags.HasErrors() {
-			return nil, diags
-		}
-		return expr, nil
+		return t.parseTemplate(src, p.AsString())
 	}
 	render := makeRender(all, true)
 	return function.New(&function.Spec{
@@ -55,6 +51,26 @@ func (t *table) templateFileFunc(all func() map[string]function.Function) functi
 			return v.WithMarks(args[0].Marks()), err
 		},
 	})
+}
+
+// parseTemplate parses a template's source, passing it and its expression
+// to Options.Template.
+func (t *table) parseTemplate(src []byte, name string) (hcl.Expression, error) {
+	if t.o.Template != nil {
+		if err := t.o.Template(src, name, nil); err != nil {
+			return nil, err
+		}
+	}
+	expr, diags := hclsyntax.ParseTemplate(src, name, hcl.Pos{Line: 1, Column: 1})
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	if t.o.Template != nil {
+		if err := t.o.Template(nil, name, expr); err != nil {
+			return nil, err
+		}
+	}
+	return expr, nil
 }
 
 // makeRender returns a renderer of template expressions with the vars of a
@@ -139,9 +155,9 @@ func (t *table) templateStringFunc(all func() map[string]function.Function) func
 				return cty.UnknownVal(retType), function.NewArgErrorf(0, "invalid template value: a string is required")
 			}
 			tv, marks := tv.Unmark()
-			expr, diags := hclsyntax.ParseTemplate([]byte(tv.AsString()), "<templatestring argument>", hcl.Pos{Line: 1, Column: 1})
-			if diags.HasErrors() {
-				return cty.UnknownVal(retType), function.NewArgErrorf(0, "invalid template: %s", diags.Error())
+			expr, err := t.parseTemplate([]byte(tv.AsString()), "<templatestring argument>")
+			if err != nil {
+				return cty.UnknownVal(retType), function.NewArgErrorf(0, "invalid template: %s", err)
 			}
 			v, err := render(expr, args[1])
 			if err != nil {
