@@ -176,6 +176,8 @@ func (e *Engine) PlanContext(ctx context.Context, inst *Instance, recorded []Res
 	}
 	w.meter = m
 	m.Only = w.tmpl.Funcs
+	m.Template, m.PlanTime = w.tmpl, e.clock.Now().UTC()
+	w.plan.planTime = m.PlanTime // plantimestamp() when applied
 	diags = append(diags, w.walk()...)
 	if diags.HasErrors() {
 		return nil, diags

@@ -218,6 +218,10 @@ func regexArgs(name string, args []cty.Value) (pattern, str string, ok bool) {
 		return stringArg(args[0]), stringArg(args[1]), true
 	case name == "regex_replace" && len(args) == 3:
 		return stringArg(args[1]), stringArg(args[0]), true
+	case name == "replace" && len(args) == 3:
+		if re, ok := replacePattern(stringArg(args[1])); ok {
+			return re, stringArg(args[0]), true
+		}
 	}
 	return "", "", false
 }

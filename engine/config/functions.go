@@ -1,9 +1,6 @@
 package config
 
 import (
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"math"
 	"strings"
@@ -11,59 +8,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/function"
-	"github.com/zclconf/go-cty/cty/function/stdlib"
 )
-
-// functions is the function table of definitions and templates: the go-cty
-// standard library under the names Terraform users know. Every function
-// that builds a collection or a string first estimates the size of its
-// result from its arguments and refuses one over MaxCollectionElements or
-// MaxFunctionStringBytes (limits.go); functions
-// that make numbers refuse numbers out of range (numberOK). A plan
-// evaluates with meter.functions, which also counts every result against
-// MaxBuiltBytes and stops at the plan's deadline. Outermost, an error of a
-// call with a sensitive argument is hidden (hideSensitiveErrors).
-var functions = hideAllSensitiveErrors(limitAll(map[string]function.Function{
-	"abs": stdlib.AbsoluteFunc, "ceil": stdlib.CeilFunc, "chomp": stdlib.ChompFunc,
-	"chunklist": stdlib.ChunklistFunc, "coalesce": stdlib.CoalesceFunc,
-	"coalescelist": stdlib.CoalesceListFunc, "compact": stdlib.CompactFunc,
-	"concat": stdlib.ConcatFunc, "contains": stdlib.ContainsFunc,
-	"csvdecode": stdlib.CSVDecodeFunc, "distinct": stdlib.DistinctFunc,
-	"element": stdlib.ElementFunc, "flatten": stdlib.FlattenFunc, "floor": stdlib.FloorFunc,
-	"format": stdlib.FormatFunc, "formatdate": stdlib.FormatDateFunc,
-	"formatlist": stdlib.FormatListFunc, "indent": stdlib.IndentFunc,
-	"index": stdlib.IndexFunc, "join": stdlib.JoinFunc, "jsondecode": stdlib.JSONDecodeFunc,
-	"jsonencode": stdlib.JSONEncodeFunc, "keys": stdlib.KeysFunc, "length": stdlib.LengthFunc,
-	"log": stdlib.LogFunc, "lookup": stdlib.LookupFunc, "lower": stdlib.LowerFunc,
-	"max": stdlib.MaxFunc, "merge": stdlib.MergeFunc, "min": stdlib.MinFunc,
-	"parseint": stdlib.ParseIntFunc, "pow": stdlib.PowFunc, "range": stdlib.RangeFunc,
-	"regex": stdlib.RegexFunc, "regexall": stdlib.RegexAllFunc,
-	"regex_replace": stdlib.RegexReplaceFunc, "replace": stdlib.ReplaceFunc,
-	"reverse": stdlib.ReverseListFunc, "setintersection": stdlib.SetIntersectionFunc,
-	"setproduct": stdlib.SetProductFunc, "setsubtract": stdlib.SetSubtractFunc,
-	"setunion": stdlib.SetUnionFunc, "signum": stdlib.SignumFunc, "slice": stdlib.SliceFunc,
-	"sort": stdlib.SortFunc, "split": stdlib.SplitFunc, "strrev": stdlib.ReverseFunc,
-	"substr": stdlib.SubstrFunc, "timeadd": stdlib.TimeAddFunc, "title": stdlib.TitleFunc,
-	"trim": stdlib.TrimFunc, "trimprefix": stdlib.TrimPrefixFunc,
-	"trimspace": stdlib.TrimSpaceFunc, "trimsuffix": stdlib.TrimSuffixFunc,
-	"upper": stdlib.UpperFunc, "values": stdlib.ValuesFunc, "zipmap": stdlib.ZipmapFunc,
-	"tostring": stdlib.MakeToFunc(cty.String), "tonumber": stdlib.MakeToFunc(cty.Number),
-	"tobool": stdlib.MakeToFunc(cty.Bool), "tolist": stdlib.MakeToFunc(cty.List(cty.DynamicPseudoType)),
-	"toset":        stdlib.MakeToFunc(cty.Set(cty.DynamicPseudoType)),
-	"tomap":        stdlib.MakeToFunc(cty.Map(cty.DynamicPseudoType)),
-	"sha256":       stringHashFunc(func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }),
-	"base64encode": stringHashFunc(func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }),
-}))
-
-func stringHashFunc(f func(string) string) function.Function {
-	return function.New(&function.Spec{
-		Params: []function.Parameter{{Name: "str", Type: cty.String}},
-		Type:   function.StaticReturnType(cty.String),
-		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
-			return cty.StringVal(f(args[0].AsString())), nil
-		},
-	})
-}
 
 // resultSize is an estimate, made from a function's arguments, of the
 // result it would build: elems, the elements of the collection it
@@ -127,6 +72,12 @@ var sizeOf = map[string]func(args []cty.Value) resultSize{
 	"formatlist": formatListSize,
 	"replace": func(args []cty.Value) resultSize {
 		str, sub, repl := stringArg(args[0]), stringArg(args[1]), stringArg(args[2])
+		if re, ok := replacePattern(sub); ok {
+			return bytesOf(regexReplaceBytes(str, re, repl))
+		}
+		if sub == "" {
+			return bytesOf(satAdd(int64(len(str)), satMul(int64(len(str))+1, int64(len(repl)))))
+		}
 		n := int64(strings.Count(str, sub))
 		return bytesOf(satAdd(int64(len(str)), satMul(n, int64(len(repl)))))
 	},
@@ -159,6 +110,33 @@ var sizeOf = map[string]func(args []cty.Value) resultSize{
 	},
 	"jsonencode": func(args []cty.Value) resultSize { return bytesOf(jsonBytes(args[0], MaxFunctionStringBytes+1)) },
 	"jsondecode": func(args []cty.Value) resultSize { return jsonDecodeSize(stringArg(args[0])) },
+	"yamlencode": encodedSize, "provider::terraform::encode_tfvars": encodedSize,
+	"provider::terraform::encode_expr":   encodedSize,
+	"yamldecode":                         func(args []cty.Value) resultSize { return yamlDecodeSize(stringArg(args[0])) },
+	"provider::terraform::decode_tfvars": func(args []cty.Value) resultSize { return tfvarsDecodeSize(stringArg(args[0])) },
+	"base64gzip": func(args []cty.Value) resultSize {
+		n := int64(len(stringArg(args[0])))
+		return bytesOf(base64Bytes(satAdd(satAdd(n, n/100), 64)))
+	},
+	"base64decode": func(args []cty.Value) resultSize { return bytesOf(int64(len(stringArg(args[0])))*3/4 + 3) },
+	"textencodebase64": func(args []cty.Value) resultSize {
+		return bytesOf(base64Bytes(satMul(int64(len(stringArg(args[0]))), 4)))
+	},
+	"textdecodebase64": func(args []cty.Value) resultSize { return bytesOf(satMul(int64(len(stringArg(args[0])))*3/4+3, 3)) },
+	"urlencode":        func(args []cty.Value) resultSize { return bytesOf(satMul(int64(len(stringArg(args[0]))), 3)) },
+	"base64sha256":     firstStringBytes, "base64sha512": firstStringBytes, "md5": firstStringBytes,
+	"sha1": firstStringBytes, "sha256": firstStringBytes, "sha512": firstStringBytes,
+	"transpose": func(args []cty.Value) resultSize {
+		n := int64(0)
+		if v, ok := known(args[0]); ok && v.CanIterateElements() {
+			for it := v.ElementIterator(); it.Next() && n <= MaxCollectionElements; {
+				_, e := it.Element()
+				n = satAdd(n, length(e))
+			}
+		}
+		return resultSize{elems: n, cost: satMul(satMul(n, 2), elementCost)}
+	},
+	"matchkeys": firstLength,
 	"csvdecode": func(args []cty.Value) resultSize {
 		s := stringArg(args[0])
 		n := int64(strings.Count(s, ",") + strings.Count(s, "\n") + 1)
@@ -168,14 +146,18 @@ var sizeOf = map[string]func(args []cty.Value) resultSize{
 
 // numberResults are the functions that can make a number out of range;
 // their results are checked with numberOK.
-var numberResults = map[string]bool{"pow": true, "parseint": true, "tonumber": true, "jsondecode": true, "log": true}
+var numberResults = map[string]bool{
+	"pow": true, "parseint": true, "tonumber": true, "jsondecode": true, "log": true, "sum": true,
+	"yamldecode": true, "provider::terraform::decode_tfvars": true,
+}
 
-// limitAll wraps every function of fns with the checks of its estimate.
-func limitAll(fns map[string]function.Function) map[string]function.Function {
-	for name, f := range fns {
-		fns[name] = limitFunc(name, f)
-	}
-	return fns
+// checkedAfter are the functions whose results no estimate from their
+// arguments bounds (what they read from files, what a template renders):
+// the result is checked against the function limits once it is built,
+// and counted against MaxBuiltBytes. Their work before is bounded
+// otherwise: files by MaxTemplateFileSize, templates by their guards.
+var checkedAfter = map[string]bool{
+	"file": true, "filebase64": true, "fileset": true, "templatefile": true, "templatestring": true,
 }
 
 // limitFunc returns f refusing results over the function limits, checked
@@ -186,8 +168,9 @@ func limitAll(fns map[string]function.Function) map[string]function.Function {
 func limitFunc(name string, f function.Function) function.Function {
 	est := sizeOf[name]
 	checkNumbers := numberResults[name]
+	after := checkedAfter[name]
 	convs := argConversions(name, f)
-	if est == nil && !checkNumbers && convs == nil {
+	if est == nil && !checkNumbers && !after && convs == nil {
 		return f
 	}
 	conv := func(args []cty.Value) ([]cty.Value, error) {
@@ -271,6 +254,11 @@ func limitFunc(name string, f function.Function) function.Function {
 		v, err := f.Call(args)
 		if err == nil && checkNumbers && badNumber(v) {
 			return cty.NilVal, fmt.Errorf("the result is out of range: numbers must be smaller than 1e%d (and, unless zero, larger than 1e-%d) in magnitude", MaxNumberDigits, MaxNumberDigits)
+		}
+		if err == nil && after {
+			if err := builtSize(v).check(); err != nil {
+				return cty.NilVal, err
+			}
 		}
 		return v, err
 	}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
@@ -35,11 +36,22 @@ type Meter struct {
 	// MaxIterationErrors, and one saying there were more).
 	admitted map[*hcl.Diagnostic]bool
 
-	// only, when set, names the functions the table of functions() needs
+	// Only, when set, names the functions the table of Functions needs
 	// (those the template calls); nil: all.
-	Only      map[string]bool
-	funcsOnce sync.Once
-	funcs     map[string]function.Function
+	Only map[string]bool
+	// Template is the root module of the plan: its files are what the
+	// file functions read (nil: none).
+	Template *Template
+	// Apply makes the impure functions (timestamp, uuid, bcrypt) known:
+	// while planning they are unknown, as in Terraform.
+	Apply bool
+	// PlanTime is what plantimestamp returns (unknown when zero).
+	PlanTime time.Time
+	// ProviderFunctions serves the provider-defined functions
+	// (provider::NAME::FUNC) of the template's providers (nil: none).
+	ProviderFunctions ProviderFunctions
+	funcsOnce         sync.Once
+	funcs             map[string]function.Function
 }
 
 func NewMeter(ctx context.Context) *Meter {
@@ -97,45 +109,58 @@ const meterFunc = " meter"
 
 var meterType = cty.Capsule("meter", reflect.TypeOf((*Meter)(nil)).Elem())
 
-// functions is the function table evaluated under m: every function of
-// functions, counting its result (estimated from its arguments, before it
-// is built) against MaxBuiltBytes and failing once m's context ends.
+// Functions is the function table evaluated under m (newFunctionTable):
+// every function counting its result (estimated from its arguments,
+// before it is built) against MaxBuiltBytes and failing once m's context
+// ends. It is built at the first call: set Only, Template, Apply,
+// PlanTime and ProviderFunctions before.
 func (m *Meter) Functions() map[string]function.Function {
-	m.funcsOnce.Do(func() {
-		m.funcs = make(map[string]function.Function, len(functions)+1)
-		for name, f := range functions {
-			if m.Only != nil && !m.Only[name] {
-				continue
-			}
-			est := sizeOf[name]
-			before := func(args []cty.Value) error {
-				if err := m.Stopped(); err != nil {
-					return stoppedError{err}
-				}
-				return nil
-			}
-			m.funcs[name] = wrapFunc(f, before, func(args []cty.Value) (cty.Value, error) {
-				cost := int64(elementCost)
-				if est != nil {
-					s := est(args)
-					if err := s.check(); err != nil {
-						return cty.NilVal, err // f's own wrapper says so too
-					}
-					cost = s.cost
-				}
-				if err := m.charge(cost); err != nil {
-					return cty.NilVal, err
-				}
-				return f.Call(args)
-			})
-		}
-		self := cty.CapsuleVal(meterType, m)
-		m.funcs[meterFunc] = function.New(&function.Spec{
-			Type: function.StaticReturnType(meterType),
-			Impl: func([]cty.Value, cty.Type) (cty.Value, error) { return self, nil },
-		})
-	})
+	m.funcsOnce.Do(func() { m.funcs = newFunctionTable(m) })
 	return m.funcs
+}
+
+// metered returns f (the function name, without "core::") counting its
+// result against m and failing once m's context ends.
+func (m *Meter) metered(name string, f function.Function) function.Function {
+	est := sizeOf[name]
+	after := checkedAfter[name]
+	before := func(args []cty.Value) error {
+		if err := m.Stopped(); err != nil {
+			return stoppedError{err}
+		}
+		return nil
+	}
+	return wrapFunc(f, before, func(args []cty.Value) (cty.Value, error) {
+		cost := int64(elementCost)
+		if est != nil {
+			s := est(args)
+			if err := s.check(); err != nil {
+				return cty.NilVal, err // f's own wrapper says so too
+			}
+			cost = s.cost
+		}
+		if err := m.charge(cost); err != nil {
+			return cty.NilVal, err
+		}
+		v, err := f.Call(args)
+		if err == nil && after {
+			// What no estimate bounds before (a file read, a template
+			// rendered) counts once it is built.
+			if err := m.charge(inspect(v, MaxBuiltBytes+1).cost); err != nil {
+				return cty.NilVal, err
+			}
+		}
+		return v, err
+	})
+}
+
+// selfFunc is the function meterOf calls to find m.
+func (m *Meter) selfFunc() function.Function {
+	self := cty.CapsuleVal(meterType, m)
+	return function.New(&function.Spec{
+		Type: function.StaticReturnType(meterType),
+		Impl: func([]cty.Value, cty.Type) (cty.Value, error) { return self, nil },
+	})
 }
 
 // stoppedError is a function's error when the plan's context ended.
