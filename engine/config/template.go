@@ -37,9 +37,6 @@ type Template struct {
 	Imports map[string]*Import
 	// Checks are the check blocks, by name (conditions.go).
 	Checks map[string]*Check
-	// Moved and Removed are the moved and removed blocks (moved.go).
-	Moved   []*Moved
-	Removed []*Removed
 	// order is every node ("local.x", "TYPE.NAME", "output.x") in dependency order.
 	Order []string
 	// refs lists, per node, the locals and resources its expressions reference.
@@ -57,13 +54,13 @@ type Template struct {
 	// funcs names the functions the template and its modules call: a plan
 	// builds its function table (meter.functions) of those only.
 	Funcs map[string]bool
+	// files is what its file functions read (function_files.go).
+	files fs.FS
 	// TFVars are the values its variable files set (tfvars.go): used when
 	// it is the root template; ConfigurationAliases the aliased provider
 	// configurations its callers must pass (terraform_block.go).
 	TFVars               map[string]TFVar
 	ConfigurationAliases []string
-	// files is what its file functions read (function_files.go).
-	files fs.FS
 }
 
 // nodeRef is one referenced local (root "local") or resource (root = type).
@@ -175,8 +172,6 @@ var templateSchema = &hcl.BodySchema{
 		{Type: "data", LabelNames: []string{"type", "name"}},
 		{Type: "import"},
 		{Type: "check", LabelNames: []string{"name"}},
-		{Type: "moved"},
-		{Type: "removed"},
 	},
 }
 
@@ -365,10 +360,6 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 				diags = append(diags, t.addImport(b)...)
 			case "check":
 				diags = append(diags, t.addCheck(ld.e, b)...)
-			case "moved":
-				diags = append(diags, t.addMoved(b)...)
-			case "removed":
-				diags = append(diags, t.addRemoved(b)...)
 			}
 		}
 	}
@@ -423,7 +414,6 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 	diags = append(diags, t.bindFiles(ld)...) // function_files.go
 	diags = append(diags, t.analyze(reg)...)
 	diags = append(diags, t.checkImports(ld.e)...)
-	diags = append(diags, t.checkRefactoring()...)
 	diags = append(diags, t.checkConfigurationAliases()...) // tfload.go
 	return t, diags
 }
