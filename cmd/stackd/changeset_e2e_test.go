@@ -101,6 +101,7 @@ resource "file" "config" {
 // 2 when something changes, 0 when nothing does, 1 on an error; without it,
 // 0 whenever it could plan.
 func TestPlanDetailedExitcode(t *testing.T) {
+	t.Parallel()
 	f := csFixture(t, map[string]string{"app.hcl": csStackSet, "tmpl/main.hcl": csTemplate})
 	plan := func(extra ...string) cliResult {
 		return stackd(t, append(append([]string{"plan"}, f.flags()...), extra...)...)
@@ -131,6 +132,7 @@ func TestPlanDetailedExitcode(t *testing.T) {
 // blamed by name, only the variable that changed is blamed, and a counted
 // member keeps its index.
 func TestPlanNamesTheRealCause(t *testing.T) {
+	t.Parallel()
 	const tmpl = `
 variable "image" { type = string }
 variable "tag"   { type = string }
@@ -196,6 +198,7 @@ resource "file" "sum" {
 // "Retain" is shown as retained and not counted as a destroy; a metadata
 // change shows its values before and after.
 func TestPlanRetainAndMetadata(t *testing.T) {
+	t.Parallel()
 	const tmpl = `
 variable "image" { type = string }
 variable "tag"   { type = string }
@@ -274,6 +277,7 @@ resource "file" "labelled" {
 // their full address, and their removals carry the module types too, one
 // per level, even when the module itself is removed.
 func TestPlanModuleAddresses(t *testing.T) {
+	t.Parallel()
 	files := map[string]string{
 		"app.hcl": csStackSet,
 		"tmpl/main.hcl": csTemplate + `
@@ -370,6 +374,7 @@ stack_set "app" {
 // that sends one account to another image is a group of its own, and the
 // text plan of many equal instances is a screen, not a page per instance.
 func TestPlanGroupsOnlyEqualChanges(t *testing.T) {
+	t.Parallel()
 	const n = 20 // accounts: 40 instances
 	f := csFixture(t, map[string]string{"app.hcl": fleetStackSet(n, "nginx:1.25", ""), "tmpl/main.hcl": csTemplate})
 	f.mustApply(t)

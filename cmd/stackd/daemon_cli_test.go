@@ -22,6 +22,7 @@ import (
 // file it writes next to the state, token included — and print what they
 // print without a daemon.
 func TestCLIAgainstRunningDaemon(t *testing.T) {
+	t.Parallel()
 	binary := stackdBinary(t)
 	f := newFixture(t)
 	p, tokenFile := startTokenDaemon(t, binary, f)
@@ -153,6 +154,7 @@ func readDaemonInfo(t *testing.T, stateDir string) daemonInfo {
 // counts as a failed reconcile, stackd_stack_set_revision_rejected is 1 —
 // and all of it clears with the next good revision.
 func TestRejectedRevisionAlerts(t *testing.T) {
+	t.Parallel()
 	binary := stackdBinary(t)
 	f := newFixture(t)
 	// Notifications go to a webhook on 127.0.0.1.

@@ -33,6 +33,7 @@ resource "command" "svc" {
 // kill -9 in the middle of that correction is resumed after the restart
 // until nothing has drifted.
 func TestDriftDaemon(t *testing.T) {
+	t.Parallel()
 	binary := stackdBinary(t)
 	f := newFixture(t)
 	if err := os.WriteFile(filepath.Join(f.repo, "templates", "web", "svc.hcl"), []byte(svcTemplate), 0o644); err != nil {
@@ -143,19 +144,21 @@ func TestDriftDaemon(t *testing.T) {
 	if rep.Status != engine.DriftInSync {
 		t.Errorf("after the correction: %+v", rep)
 	}
-	found := false
-	commits, _, err := readStatusHistory(f.repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range commits {
-		if strings.Contains(c.Message, "web DriftCorrection") && strings.Contains(c.Message, "SUCCEEDED") {
-			found = true
+	// The status writer pushes after the operation ends: its commit comes.
+	eventually(t, 30*time.Second, func() bool {
+		commits, _, err := readStatusHistory(f.repo)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if !found {
-		t.Errorf("no status commit of the DriftCorrection")
-	}
+		for _, c := range commits {
+			for _, l := range strings.Split(c.Message, "\n") {
+				if strings.HasPrefix(l, "stackd: web DriftCorrection ") && strings.Contains(l, " SUCCEEDED") {
+					return true
+				}
+			}
+		}
+		return false
+	}, "no status commit of the DriftCorrection; logs:\n%s", p.log)
 }
 
 // driftCLI runs stackd drift NAME --json through the daemon.

@@ -7,11 +7,14 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,8 +30,25 @@ import (
 
 // Every daemon test stops its `stackd run`; Badger, fsnotify, the health
 // server and the go-git file:// transport end all their goroutines with it.
+//
+// TestMain runs the package's tests testParallel at a time unless -parallel
+// says otherwise. They spend their time waiting for the processes they
+// start (daemons deploying, remotes answering, providers sleeping), not on
+// the CPU: at go test's default of GOMAXPROCS (2 on CI) the package took
+// 410-550 s on a loaded 2-core machine, against a 10-minute timeout.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(testParallel()))
+	}
 	goleak.VerifyTestMain(m)
+}
+
+// testParallel is 2 per CPU, at least 4.
+func testParallel() int {
+	return max(4, 2*runtime.GOMAXPROCS(0))
 }
 
 // wantConf is web/app.conf of the quickstart template at one target.

@@ -124,18 +124,47 @@ func waitBranchDiagnostics(t *testing.T, p *proc, repo, branch, head string) []s
 	return waitDiagnostics(t, p, repo, reconciler.ChangeSetPath(branch, config.ReservedStackSetName, "json"), head)
 }
 
-// waitSucceeded waits for the status commit of stackSet's operation at rev.
+// waitSucceeded waits for the status commit of stackSet's operation at
+// rev: the commit (the newest) one of whose lines is the operation's final
+// status. A pass writes its status documents in one commit, so the line
+// may stand beside others (another stack set's, the index's), and later
+// commits may follow it.
 func waitSucceeded(t *testing.T, p *proc, repo, stackSet, rev string) statusCommit {
 	t.Helper()
-	var head statusCommit
+	var (
+		found statusCommit
+		line  string
+	)
 	eventually(t, 60*time.Second, func() bool {
-		head = statusHead(t, repo)
-		return strings.HasPrefix(head.Message, "stackd: "+stackSet+" ") && strings.Contains(head.Message, rev[:7])
+		h, ok, err := readStatusHistory(repo)
+		if err != nil || !ok {
+			return false
+		}
+		for _, c := range h {
+			if line = operationLine(c.Message, stackSet, rev); line != "" {
+				found = c
+				return true
+			}
+		}
+		return false
 	}, "no status commit of %s at %s; logs:\n%s", stackSet, rev, p.log)
-	if !strings.Contains(head.Message, "SUCCEEDED") {
-		t.Fatalf("status commit %q, want SUCCEEDED; logs:\n%s", head.Message, p.log)
+	if !strings.Contains(line, " SUCCEEDED") {
+		t.Fatalf("status commit line %q, want SUCCEEDED; logs:\n%s", line, p.log)
 	}
-	return head
+	return found
+}
+
+// operationLine is the line of msg (a status commit message) that gives
+// the final status of stackSet's operation at rev ("stackd: web
+// DeployStackSet 1a2b3c4 SUCCEEDED (6/6)"), or "".
+func operationLine(msg, stackSet, rev string) string {
+	for _, l := range strings.Split(msg, "\n") {
+		if strings.HasPrefix(l, "stackd: "+stackSet+" ") && strings.Contains(l, " "+rev[:7]+" ") &&
+			!strings.Contains(l, " RUNNING ") && !strings.Contains(l, " QUEUED ") && !strings.Contains(l, " drift ") {
+			return l
+		}
+	}
+	return ""
 }
 
 func wantDiagnostic(t *testing.T, diags []string, parts ...string) {

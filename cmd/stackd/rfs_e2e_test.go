@@ -16,6 +16,7 @@ import (
 // digest kept in the state (issue 16, item 6); `stackd validate` without
 // the state reports an incomplete override as a warning only.
 func TestOverridesVisibleThroughAPIAndStatus(t *testing.T) {
+	t.Parallel()
 	binary := stackdBinary(t)
 	f := newFixture(t)
 	replaceIn(t, f.repo, "web.hcl", "  operation_preferences {", `  instance_override { # e2e override

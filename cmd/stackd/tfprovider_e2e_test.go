@@ -152,6 +152,7 @@ func p6StackSet(world, name, crashAccount string) string {
 // mid-apply fails its instances and nothing else; deleting the stack set
 // deletes the objects.
 func TestTerraformProviderEndToEnd(t *testing.T) {
+	t.Parallel()
 	plugins := providerPluginDir(t)
 	f, world, dir := p6Fixture(t, p6Template, "things")
 	// Every process serves one use and is replaced: everything below runs
@@ -272,6 +273,7 @@ func TestTerraformProviderEndToEnd(t *testing.T) {
 // would fail on it ("already exists") or, with a cloud that does not
 // refuse, make a second one.
 func TestTerraformProviderKilledMidApply(t *testing.T) {
+	t.Parallel()
 	plugins := providerPluginDir(t)
 	binary := stackdBinary(t)
 	for _, tc := range []struct {
@@ -422,6 +424,7 @@ func registryForP6(t *testing.T, corrupt bool, signedBy ...*signer) (host, caFil
 // locked; a registry serving a package that does not match its checksum
 // is refused and nothing is deployed.
 func TestTerraformProviderFromRegistry(t *testing.T) {
+	t.Parallel()
 	binary := stackdBinary(t)
 	for _, corrupt := range []bool{false, true} {
 		t.Run(fmt.Sprintf("corrupt=%v", corrupt), func(t *testing.T) {
@@ -456,6 +459,7 @@ func TestTerraformProviderFromRegistry(t *testing.T) {
 // registry's SHA256SUMS must carry a signature by that key: one signed by
 // another key, or none, is refused.
 func TestTerraformProviderSignature(t *testing.T) {
+	t.Parallel()
 	binary := stackdBinary(t)
 	trusted, other := newSigner(t, "publisher"), newSigner(t, "someone-else")
 	for _, tc := range []struct {
@@ -490,6 +494,7 @@ func TestTerraformProviderSignature(t *testing.T) {
 // started once, not once per resource call: a process an instance used a
 // moment ago is not ended to make room for another's.
 func TestTerraformProviderMoreConfigurationsThanProcesses(t *testing.T) {
+	t.Parallel()
 	plugins := providerPluginDir(t)
 	dir := t.TempDir()
 	f := &fixture{repo: filepath.Join(dir, "repo"), state: filepath.Join(dir, "stackd", "state"), targets: filepath.Join(dir, "targets")}
@@ -534,9 +539,12 @@ func TestTerraformProviderMoreConfigurationsThanProcesses(t *testing.T) {
 	// One process per target's configuration, plus the schema read and
 	// the validating process (started again when the targets' processes
 	// took its place); one start per resource call would be 4 a target.
+	// A process idle for longer than its start cost may make room (a
+	// loaded machine stretches the pauses between an instance's calls and
+	// so restarts a few): the bound is 2 a target, half the failure's.
 	started := strings.Count(res.stderr, "provider started")
 	t.Logf("%d provider processes started", started)
-	if started > targets+4 {
+	if started > 2*targets {
 		t.Errorf("%d provider processes started for %d configurations of %d resources each: processes were ended between the calls of one instance", started, targets, 4)
 	}
 	objects, _ := filepath.Glob(filepath.Join(world, "*", "*-app*.json"))
@@ -550,6 +558,7 @@ func TestTerraformProviderMoreConfigurationsThanProcesses(t *testing.T) {
 // is asked to stop it (StopProvider) and the daemon exits 0; the next
 // start repeats the interrupted create and leaves one object per target.
 func TestTerraformProviderStoppedOnShutdown(t *testing.T) {
+	t.Parallel()
 	plugins := providerPluginDir(t)
 	// Each create sleeps 6 s: SIGTERM comes well before the calls could
 	// end by themselves, and all 4 instances run at once (2 per region).
@@ -603,6 +612,7 @@ func TestTerraformProviderStoppedOnShutdown(t *testing.T) {
 // does, with the diagnostic at the attribute; the provider is not
 // configured (its validators of the provider block still run).
 func TestValidateRunsProviderValidators(t *testing.T) {
+	t.Parallel()
 	plugins := providerPluginDir(t)
 	bad := strings.Replace(p6Template, `    key   = "owner"`, `    key   = "Not-Lower"`, 1)
 	f, _, dir := p6Fixture(t, bad, "a tag key the provider refuses")
