@@ -13,6 +13,7 @@ import (
 
 	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
+	"github.com/stackd/stackd/engine/provider/tfbuiltin"
 )
 
 // Terraform and OpenTofu providers (DESIGN §7b). A template declares the
@@ -75,6 +76,9 @@ func (e *Engine) lookup(typ string) (provider.Provider, bool) {
 	if p, ok := e.providers[typ]; ok {
 		return p, true
 	}
+	if p, ok := builtinTypes[typ]; ok {
+		return p, true
+	}
 	e.plugins.mu.RLock()
 	defer e.plugins.mu.RUnlock()
 	p, ok := e.plugins.types[typ]
@@ -85,13 +89,21 @@ func (e *Engine) lookup(typ string) (provider.Provider, bool) {
 func (e *Engine) registry() provider.Registry {
 	e.plugins.mu.RLock()
 	defer e.plugins.mu.RUnlock()
-	if len(e.plugins.types) == 0 {
-		return e.providers
-	}
-	reg := maps.Clone(e.providers)
+	reg := maps.Clone(builtinTypes)
+	maps.Copy(reg, e.providers)
 	maps.Copy(reg, e.plugins.types)
 	return reg
 }
+
+// builtinTypes and builtinData are Terraform's built-in provider
+// (terraform_data, terraform_remote_state): every engine has them, by
+// their type names alone, whatever registry it was given and whether or
+// not a template lists terraform.io/builtin/terraform in
+// required_providers.
+var (
+	builtinTypes = tfbuiltin.Resources()
+	builtinData  = tfbuiltin.DataSources()
+)
 
 // providerConfigSchema is the schema of local provider name's blocks.
 func (e *Engine) providerConfigSchema(name string) (provider.Schema, bool) {
@@ -205,6 +217,9 @@ func pluginRequest(req provider.Request, rr *ResourceState, cfg cty.Value) provi
 
 // dataSource is the data source of a type.
 func (e *Engine) dataSource(typ string) (provider.DataSource, bool) {
+	if ds, ok := builtinData[typ]; ok {
+		return ds, true
+	}
 	e.plugins.mu.RLock()
 	defer e.plugins.mu.RUnlock()
 	ds, ok := e.plugins.data[typ]

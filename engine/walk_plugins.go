@@ -5,6 +5,7 @@ package engine
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -156,7 +157,8 @@ func (w *walker) readData(node string) hcl.Diagnostics {
 		// The provider's own validators of the data block (Terraform's
 		// ValidateDataResourceConfig); unknown values are skipped.
 		clean, _ := props.UnmarkDeep()
-		if err := cv.ValidateConfig(w.meter.Ctx, provider.Request{Target: w.inst.providerTarget(), LogicalID: w.prefix + node, Properties: clean, ProviderConfig: unmarked(cfg)}); err != nil {
+		tree, dir := w.root().tmpl.Tree()
+		if err := cv.ValidateConfig(w.meter.Ctx, provider.Request{Target: w.inst.providerTarget(), LogicalID: w.prefix + node, Properties: clean, ProviderConfig: unmarked(cfg), Tree: tree, TreeDir: dir}); err != nil {
 			return diags.Extend(config.ConfigDiags(r.Properties, r.DeclRange, w.prefix+node, "Invalid data source configuration", err, props))
 		}
 	}
@@ -174,7 +176,14 @@ func (w *walker) readData(node string) hcl.Diagnostics {
 		return diags
 	}
 	clean, marks := props.UnmarkDeep()
-	attrs, err := ds.ReadData(w.meter.Ctx, provider.Request{Target: w.inst.providerTarget(), LogicalID: w.prefix + node, Properties: clean, ProviderConfig: unmarked(cfg)})
+	// Built-in data sources that read files (terraform_remote_state)
+	// read the template's tree at the commit, from the root template's
+	// directory.
+	tree, dir := w.root().tmpl.Tree()
+	attrs, err := ds.ReadData(w.meter.Ctx, provider.Request{Target: w.inst.providerTarget(), LogicalID: w.prefix + node, Properties: clean, ProviderConfig: unmarked(cfg), Tree: tree, TreeDir: dir})
+	if _, ok := errors.AsType[provider.AttributeProblems](err); ok {
+		return diags.Extend(config.ConfigDiags(r.Properties, r.DeclRange, w.prefix+node, "Cannot read data source", err, props))
+	}
 	if err != nil {
 		return diags.Append(config.Errorf(r.DeclRange, "Cannot read data source", "%s: %s.", w.prefix+node, strings.TrimSuffix(err.Error(), ".")))
 	}

@@ -64,7 +64,7 @@ func (m *Meter) providerFunctions(only map[string]bool) map[string]function.Func
 func (t *Template) bindFiles(ld *loader) hcl.Diagnostics {
 	dirs := t.fileDirs()
 	t.files = funcFS{fsys: ld.fsys, dirs: dirs}
-	uses := false
+	uses := t.readsRemoteState() // remote_state.go: state files are read like files
 	for name := range t.Funcs {
 		if fileFunctions[strings.TrimPrefix(name, funcs.CorePrefix)] {
 			uses = true
