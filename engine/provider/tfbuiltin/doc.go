@@ -26,7 +26,11 @@
 //     as the local backend does.
 //   - Absolute paths are refused with a diagnostic (an absolute path names
 //     the daemon's disk, which a template never reads), and so are paths
-//     that leave the repository.
+//     that leave the repository. The engine gives the tree the file
+//     functions read (engine/config Template.Tree): only the directories
+//     of the template and of its modules, whose files the template's hash
+//     covers, so a commit changing a state file plans again; a state file
+//     elsewhere is refused with a diagnostic saying so.
 //   - Other backends (s3, remote, http, …) are refused with a diagnostic:
 //     they would read state from outside the repository with credentials
 //     of the daemon's.
