@@ -1047,6 +1047,7 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 	// taken in order: the change set, the works and the first diagnostics
 	// reported are the same as one after another.
 	var plans []instancePlan
+	var warns planWarnings // plan_warnings.go
 	if plan {
 		plans = r.planInstances(ctx, j, dec.instances, prior, keep)
 	}
@@ -1086,6 +1087,7 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 				// One instance's errors are enough to reject the commit.
 				return append(diags, pdiags...), nil
 			}
+			warns.add(pdiags, t)
 			if len(ip.files) > 0 {
 				if j.files == nil {
 					j.files = map[config.Target][]engine.FileClaim{}
@@ -1110,6 +1112,9 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 		}
 	}
 	j.kind, j.changeSet.Action = dec.kind, dec.action
+	if keep && ss != nil {
+		j.changeSet.Diagnostics = append(j.changeSet.Diagnostics, warns.diagnostics(ss.Name)...)
+	}
 	if dec.noChange() {
 		j.works = nil
 	}
