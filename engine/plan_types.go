@@ -62,6 +62,10 @@ type ResourceState struct {
 	// kept while the create is pending, so that a create a crash
 	// interrupted adopts what it made instead of making it twice.
 	Adopt []byte
+	// MovedFrom is set by a plan, never stored: the address the record is
+	// kept at until the apply records it at Address (moved blocks,
+	// moved.go).
+	MovedFrom string
 }
 
 // Deposed is an object superseded by its create_before_destroy
@@ -195,6 +199,9 @@ type ResourcePlan struct {
 	// DeclRange is where the resource is declared (zero for a resource
 	// only recorded: one removed from the template).
 	DeclRange hcl.Range
+	// MovedFrom is the address the resource was recorded at, when a moved
+	// block (or Terraform's implicit move of count) moves it here.
+	MovedFrom string
 }
 
 // InstancePlan is the immutable plan of one stack instance.
@@ -210,7 +217,7 @@ type InstancePlan struct {
 // HasChanges reports whether applying the plan would do anything.
 func (p *InstancePlan) HasChanges() bool {
 	for _, r := range p.Resources {
-		if r.Action != NoOp || r.DeposedCleanup {
+		if r.Action != NoOp || r.DeposedCleanup || r.MovedFrom != "" {
 			return true
 		}
 	}
@@ -221,7 +228,7 @@ func (p *InstancePlan) HasChanges() bool {
 func (p *InstancePlan) Changes() []changeset.Change {
 	var out []changeset.Change
 	for _, r := range p.Resources {
-		if r.Action != NoOp {
+		if r.Action != NoOp || r.MovedFrom != "" {
 			out = append(out, p.change(r))
 		}
 	}

@@ -164,6 +164,7 @@ func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, h
 		rr := &recordedResource{ResourceState: r}
 		w.plan.recorded[r.Address] = rr
 	}
+	diags = append(diags, w.refactor()...) // moved and removed blocks (moved.go)
 	return w, diags
 }
 
@@ -398,6 +399,9 @@ func (w *walker) walk() hcl.Diagnostics {
 		return diags
 	}
 	desired, planned := w.desired, *w.planned
+	if d := w.checkMovedAway(); d.HasErrors() { // moved.go
+		return append(diags, d...)
+	}
 	// Removals: recorded resources no longer desired, dependents first.
 	var removed []*recordedResource
 	for addr, rr := range w.plan.recorded {

@@ -93,6 +93,7 @@ func (w *walker) resource(r *config.Resource) ([]*ResourcePlan, hcl.Diagnostics)
 		w.extra = ex.extra
 		w.providerCfg = pcfg
 		rp := w.diff(r, w.prefix+ex.addr, schema, obj, meta)
+		w.noteMove(rp) // moved.go
 		rp.providerConfig = pcfg
 		if rp.planErr != nil {
 			return nil, diags.Extend(config.ConfigDiags(r.Properties, r.DeclRange, w.prefix+ex.addr, "Provider cannot plan the change", rp.planErr, obj))

@@ -54,6 +54,12 @@ type ResourceChange struct {
 	// details have ChangeSource System, one per property sent again, none
 	// of them changed (RequiresRecreation Never). Not in the seed.
 	RepeatsInterruptedUpdate bool `json:"RepeatsInterruptedUpdate,omitempty"`
+	// MovedFrom is the address (with its module path) the resource was
+	// recorded at before a moved block moved it here: the object is kept,
+	// neither destroyed nor created. A move alone is a Modify with no
+	// Scope, Details or PropertyChanges (Terraform: "# A has moved to
+	// B"). Not in the seed.
+	MovedFrom string `json:"MovedFrom,omitempty"`
 }
 
 // Retained reports whether a Remove keeps the resource in the world.

@@ -37,6 +37,9 @@ type Template struct {
 	Imports map[string]*Import
 	// Checks are the check blocks, by name (conditions.go).
 	Checks map[string]*Check
+	// Moved and Removed are the moved and removed blocks (moved.go).
+	Moved   []*Moved
+	Removed []*Removed
 	// order is every node ("local.x", "TYPE.NAME", "output.x") in dependency order.
 	Order []string
 	// refs lists, per node, the locals and resources its expressions reference.
@@ -172,6 +175,8 @@ var templateSchema = &hcl.BodySchema{
 		{Type: "data", LabelNames: []string{"type", "name"}},
 		{Type: "import"},
 		{Type: "check", LabelNames: []string{"name"}},
+		{Type: "moved"},
+		{Type: "removed"},
 	},
 }
 
@@ -360,6 +365,10 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 				diags = append(diags, t.addImport(b)...)
 			case "check":
 				diags = append(diags, t.addCheck(ld.e, b)...)
+			case "moved":
+				diags = append(diags, t.addMoved(b)...)
+			case "removed":
+				diags = append(diags, t.addRemoved(b)...)
 			}
 		}
 	}
@@ -414,6 +423,7 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 	diags = append(diags, t.bindFiles(ld)...) // function_files.go
 	diags = append(diags, t.analyze(reg)...)
 	diags = append(diags, t.checkImports(ld.e)...)
+	diags = append(diags, t.checkRefactoring()...)
 	diags = append(diags, t.checkConfigurationAliases()...) // tfload.go
 	return t, diags
 }

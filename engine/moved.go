@@ -1,0 +1,283 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
+)
+
+// Refactoring: moved and removed blocks applied to an instance's recorded
+// resources before it is planned, as Terraform applies them to its prior
+// state.
+//
+// A moved record is planned at its new address (no destroy, no create),
+// and its plan carries MovedFrom; the apply records it at the new address
+// before it removes the old one, so a crash between the two leaves two
+// records of one object (the same type and physical id), which the next
+// plan takes for the move it was and finishes. Like Terraform, a move
+// whose destination already holds another object is not made: a warning
+// says so, and the object stays where it was.
+//
+// Beside the moved blocks, Terraform's implicit moves: a resource that
+// gains count takes its recorded object as [0], one that loses count
+// takes [0] as itself.
+
+// moveStmt is a moved block with its module's prefix on both addresses.
+type moveStmt struct {
+	from, to config.Endpoint
+	decl     hcl.Range
+}
+
+// removedStmt is a removed block with its module's prefix.
+type removedStmt struct {
+	from    config.Endpoint
+	destroy bool
+}
+
+// prefixed is ep under the module path prefix.
+func prefixed(ep config.Endpoint, prefix string) config.Endpoint {
+	ep.Module = prefix + ep.Module
+	return ep
+}
+
+// refactoring collects the moved and removed blocks of t and its modules,
+// and its resources by full address.
+func refactoring(t *config.Template, prefix string, moves *[]moveStmt, removed *[]removedStmt, resources map[string]*config.Resource) {
+	for _, m := range t.Moved {
+		*moves = append(*moves, moveStmt{from: prefixed(m.From, prefix), to: prefixed(m.To, prefix), decl: m.DeclRange})
+	}
+	for _, r := range t.Removed {
+		*removed = append(*removed, removedStmt{from: prefixed(r.From, prefix), destroy: r.Destroy})
+	}
+	for addr, r := range t.Resources {
+		resources[prefix+addr] = r
+	}
+	for _, name := range config.SortedKeys(t.Modules) {
+		if mc := t.Modules[name]; mc.Template != nil {
+			refactoring(mc.Template, prefix+"module."+name+".", moves, removed, resources)
+		}
+	}
+}
+
+// move is where addr goes by m, if m concerns it.
+func (m moveStmt) move(addr string) (string, bool) {
+	switch {
+	case m.from.IsModule():
+		if strings.HasPrefix(addr, m.from.Module) {
+			return m.to.Module + addr[len(m.from.Module):], true
+		}
+	case m.from.Key == "" && m.to.Key == "":
+		base := m.from.Module + m.from.Resource
+		if addr == base || strings.HasPrefix(addr, base+"[") {
+			return m.to.Module + m.to.Resource + addr[len(base):], true
+		}
+	default:
+		if addr == m.from.String() {
+			return m.to.String(), true
+		}
+	}
+	return "", false
+}
+
+// destination follows the moved blocks from addr, through chains of
+// them; then, for an address no block moves, the implicit moves of count.
+func destination(addr string, moves []moveStmt, resources map[string]*config.Resource, recorded map[string]*recordedResource) string {
+	cur := addr
+	for range len(moves) + 1 { // chains are acyclic (config checks them); bounded all the same
+		moved := false
+		for _, m := range moves {
+			if next, ok := m.move(cur); ok {
+				cur, moved = next, true
+				break
+			}
+		}
+		if !moved {
+			break
+		}
+	}
+	if cur != addr {
+		return cur
+	}
+	base, key := baseAddr(addr), strings.TrimPrefix(addr, baseAddr(addr))
+	r := resources[base]
+	switch {
+	case r == nil:
+	case key == "" && r.Count != nil && recorded[base+"[0]"] == nil:
+		return base + "[0]"
+	case key == "[0]" && r.Count == nil && r.ForEach == nil && recorded[base] == nil:
+		return base
+	}
+	return addr
+}
+
+// refactor applies the template's moved and removed blocks to the
+// recorded resources of w's plan (the root walker's): what moved is keyed
+// by its new address with MovedFrom set; what a removed block with
+// destroy = false names is retained when it is removed. It returns
+// warnings for moves it could not make.
+func (w *walker) refactor() hcl.Diagnostics {
+	var moves []moveStmt
+	var removed []removedStmt
+	resources := map[string]*config.Resource{}
+	refactoring(w.tmpl, "", &moves, &removed, resources)
+	rec := w.plan.recorded
+	var diags hcl.Diagnostics
+	if len(moves) > 0 || len(resources) > 0 {
+		addrs := config.SortedKeys(rec)
+		dest := make(map[string]string, len(addrs))
+		for _, a := range addrs {
+			if d := destination(a, moves, resources, rec); d != a {
+				dest[a] = d
+			}
+		}
+		next := make(map[string]*recordedResource, len(rec))
+		for _, a := range addrs {
+			if _, moving := dest[a]; !moving {
+				next[a] = rec[a]
+			}
+		}
+		var blocked []string
+		for _, a := range addrs {
+			d, moving := dest[a]
+			if !moving {
+				continue
+			}
+			rr := rec[a]
+			if occ := next[d]; occ != nil {
+				if occ.MovedFrom == "" && occ.Type == rr.Type && occ.PhysicalID != "" && occ.PhysicalID == rr.PhysicalID {
+					// An apply recorded the move and was interrupted before
+					// it removed the old record: finish the move.
+					occ.MovedFrom = a
+					continue
+				}
+				blocked = append(blocked, fmt.Sprintf("%s could not move to %s", a, d))
+				next[a] = rr
+				continue
+			}
+			moved := *rr
+			moved.MovedFrom, moved.Address = a, d
+			if rr.MovedFrom != "" {
+				moved.MovedFrom = rr.MovedFrom
+			}
+			next[d] = &moved
+		}
+		if len(blocked) > 0 {
+			diags = diags.Append(&hcl.Diagnostic{Severity: hcl.DiagWarning, Summary: "Unresolved resource instance address changes",
+				Detail: fmt.Sprintf("stackd tried to adjust resource instance addresses in the recorded state based on change information recorded in the configuration, but some adjustments did not succeed due to existing objects already at the intended addresses: %s. stackd has planned to destroy these objects if they are no longer configured.", strings.Join(blocked, "; "))})
+		}
+		w.plan.recorded = next
+	}
+	for _, rm := range removed {
+		if rm.destroy {
+			continue
+		}
+		for _, rr := range w.plan.recorded {
+			if removedMatches(rm.from, rr.Address) {
+				rr.DeletionPolicy = "Retain"
+			}
+		}
+	}
+	return diags
+}
+
+// checkMovedAway refuses a move from an instance the configuration still
+// has (Terraform's "Moved object still exists"): known only once the
+// resources are expanded.
+func (w *walker) checkMovedAway() hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, addr := range config.SortedKeys(w.plan.recorded) {
+		rr := w.plan.recorded[addr]
+		if rr.MovedFrom == "" || !w.desired[rr.MovedFrom] {
+			continue
+		}
+		var rng hcl.Range
+		if r := w.resourceAt(baseAddr(rr.MovedFrom)); r != nil {
+			rng = r.DeclRange
+		}
+		diags = diags.Append(config.Errorf(rng, "Moved object still exists",
+			"A moved block moves %s to %s, but the configuration still declares %s. Change the configuration so that the object is declared only as %s.", rr.MovedFrom, addr, rr.MovedFrom, addr))
+	}
+	return diags
+}
+
+// resourceAt is the resource block of a full base address, through modules.
+func (w *walker) resourceAt(base string) *config.Resource {
+	t := w.tmpl
+	for strings.HasPrefix(base, "module.") {
+		name, rest, _ := strings.Cut(strings.TrimPrefix(base, "module."), ".")
+		mc := t.Modules[name]
+		if mc == nil || mc.Template == nil {
+			return nil
+		}
+		t, base = mc.Template, rest
+	}
+	return t.Resources[base]
+}
+
+// removedMatches reports whether a removed block's from names addr.
+func removedMatches(from config.Endpoint, addr string) bool {
+	if from.IsModule() {
+		return strings.HasPrefix(addr, from.Module)
+	}
+	base := from.Module + from.Resource
+	return addr == base || strings.HasPrefix(addr, base+"[")
+}
+
+// movedChange is the change of a resource that moved and changes nothing
+// else: a Modify of no property, naming where it moved from.
+func movedChange(rp *ResourcePlan, prefix string) changeset.Change {
+	return changeset.Change{Type: "Resource", ResourceChange: changeset.ResourceChange{
+		Action: changeset.Modify, LogicalResourceId: strings.TrimPrefix(rp.Address, prefix), PhysicalResourceId: rp.PhysicalID,
+		ResourceType: rp.Type, Replacement: changeset.ReplacementFalse, ModuleInfo: rp.Module,
+	}}
+}
+
+// noteMove marks rp as moved when its record moved: every change of it
+// names the address it moved from (full, with its module path).
+func (w *walker) noteMove(rp *ResourcePlan) {
+	rr := w.plan.recorded[rp.Address]
+	if rr == nil || rr.MovedFrom == "" {
+		return
+	}
+	rp.MovedFrom = rr.MovedFrom
+	if rp.Action == NoOp {
+		rp.Change = movedChange(rp, w.prefix)
+	}
+	rp.Change.ResourceChange.MovedFrom = rr.MovedFrom
+}
+
+// settleMove records a moved resource at its new address, then forgets
+// the old one (in that order: see above).
+func settleMove(ctx context.Context, j Journal, rr *recordedResource) error {
+	if rr == nil || rr.MovedFrom == "" {
+		return nil
+	}
+	rec := rr.ResourceState
+	rec.MovedFrom = ""
+	if err := j.Save(ctx, rec); err != nil {
+		return fmt.Errorf("%s: record the move from %s: %w", rr.Address, rr.MovedFrom, err)
+	}
+	if err := j.Remove(ctx, rr.MovedFrom); err != nil {
+		return fmt.Errorf("%s: forget %s after the move: %w", rr.Address, rr.MovedFrom, err)
+	}
+	rr.MovedFrom = ""
+	return nil
+}
+
+// sortedMoves is the moves of a plan, for tests and renderers: "FROM -> TO".
+func (p *InstancePlan) sortedMoves() []string {
+	var out []string
+	for _, rp := range p.Resources {
+		if rp.MovedFrom != "" {
+			out = append(out, rp.MovedFrom+" -> "+rp.Address)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
