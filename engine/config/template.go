@@ -212,7 +212,7 @@ func readHCLFiles(parser *hclparse.Parser, fsys fs.FS, dir string, rng *hcl.Rang
 	h := sha256.New()
 	var files []*hcl.File
 	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".hcl") {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".hcl") || e.Name() == LockFileName {
 			continue
 		}
 		name := path.Join(dir, e.Name())

@@ -34,10 +34,12 @@ type tfPlan struct {
 }
 
 type tfResourceChange struct {
-	Address string `json:"address"`
-	Mode    string `json:"mode"`
-	Type    string `json:"type"`
-	Change  struct {
+	// PreviousAddress is where a moved block moved the resource from.
+	PreviousAddress string `json:"previous_address"`
+	Address         string `json:"address"`
+	Mode            string `json:"mode"`
+	Type            string `json:"type"`
+	Change          struct {
 		Actions      []string `json:"actions"`
 		After        any      `json:"after"`
 		AfterUnknown any      `json:"after_unknown"`
@@ -154,7 +156,7 @@ func comparePlan(tf tfPlan, p *engine.InstancePlan, recorded []engine.ResourceSt
 		if wa == "delete" || wa == "forget" {
 			continue
 		}
-		compareValue(addr, rc.Change.After, rc.Change.AfterUnknown, plannedValue(rp, recorded, &diffs), world, &diffs)
+		compareValue(addr, rc.Change.After, rc.Change.AfterUnknown, plannedValue(rp, rc.PreviousAddress, recorded, &diffs), world, &diffs)
 	}
 	for _, addr := range sortedKeys(got) {
 		if _, ok := want[addr]; !ok {
@@ -244,10 +246,10 @@ func compareState(tf tfState, recorded []engine.ResourceState, outputs map[strin
 // is recorded; for an update, its properties as planned with the recorded
 // attributes it does not plan (an id stays); otherwise its planned
 // properties (attributes it does not plan are absent, not null).
-func plannedValue(rp *engine.ResourcePlan, recorded []engine.ResourceState, diffs *[]string) any {
+func plannedValue(rp *engine.ResourcePlan, from string, recorded []engine.ResourceState, diffs *[]string) any {
 	var rec map[string]any
 	for _, r := range recorded {
-		if r.Address == rp.Address {
+		if r.Address == rp.Address || from != "" && r.Address == from {
 			v, err := recordedValue(r)
 			if err != nil {
 				*diffs = append(*diffs, fmt.Sprintf("%s: %v", rp.Address, err))
