@@ -99,8 +99,10 @@ type Output struct {
 	Expr      hcl.Expression
 	Sensitive bool
 	DeclRange hcl.Range
-	// Preconditions are its precondition blocks (conditions.go).
+	// Preconditions are its precondition blocks; Ephemeral is its
+	// ephemeral argument (conditions.go).
 	Preconditions []*CheckRule
+	Ephemeral     bool
 }
 
 // ModuleCall is a module block: another template directory evaluated with
@@ -182,7 +184,7 @@ var templateSchema = &hcl.BodySchema{
 
 var outputSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
-		{Name: "value", Required: true}, {Name: "sensitive"}, {Name: "description"},
+		{Name: "value", Required: true}, {Name: "sensitive"}, {Name: "description"}, {Name: "ephemeral"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "precondition"}},
 }
