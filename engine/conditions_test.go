@@ -383,3 +383,76 @@ check "token" {
 		}
 	}
 }
+
+// An ephemeral value crosses a module call only into an ephemeral
+// variable and out of an ephemeral output, as in Terraform; the root
+// template's outputs are recorded and never ephemeral.
+func TestEphemeralModuleBoundaries(t *testing.T) {
+	reg := provider.Registry{"rec": newRecorder()}
+	root := func(varEphemeral, outEphemeral, rootOut string) map[string]string {
+		return map[string]string{"defs.hcl": `
+stack_set "web" {
+  template = "./t"
+  vars     = { token = "s3cr3t-long" }
+  deployment_targets {
+    regions  = ["eu"]
+    accounts = ["111"]
+  }
+}`, "t/main.hcl": `
+variable "token" {
+  type      = string
+  ephemeral = true
+}
+module "m" {
+  source = "./mod"
+  token  = var.token
+}
+resource "rec" "app" { name = "app" }
+check "token" {
+  assert {
+    condition     = module.m.ok
+    error_message = "bad token"
+  }
+}
+` + rootOut, "t/mod/main.hcl": `
+variable "token" {
+  type      = string
+  ephemeral = ` + varEphemeral + `
+}
+output "ok" {
+  value     = substr(var.token, 0, 6) == "s3cr3t"
+  ephemeral = ` + outEphemeral + `
+}
+`}
+	}
+	e := New(reg)
+	tests := []struct {
+		name                     string
+		varEph, outEph, rootOut  string
+		wantSummary, wantMessage string
+	}{
+		{name: "ephemeral variable and output", varEph: "true", outEph: "true"},
+		{name: "module variable not ephemeral", varEph: "false", outEph: "true", wantSummary: "Invalid use of ephemeral value", wantMessage: "not declared as accepting ephemeral values"},
+		{name: "module output not ephemeral", varEph: "true", outEph: "false", wantSummary: "Invalid use of ephemeral value", wantMessage: "not declared as returning an ephemeral value"},
+		{name: "root output ephemeral", varEph: "true", outEph: "true", rootOut: `output "x" {
+  value     = 1
+  ephemeral = true
+}`, wantSummary: "Ephemeral output not allowed", wantMessage: "root module"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			defs := mustLoad(t, root(tc.varEph, tc.outEph, tc.rootOut), reg)
+			_, diags := e.Plan(condInst(defs.StackSets[0], "111"), nil)
+			if tc.wantSummary == "" {
+				if len(diags) != 0 {
+					t.Errorf("got %v, want no diagnostics", diags)
+				}
+				return
+			}
+			got := diagsOf(diags, hcl.DiagError, tc.wantSummary)
+			if len(got) != 1 || !strings.Contains(got[0].Detail, tc.wantMessage) {
+				t.Errorf("got %v, want one error %q saying %q", diags, tc.wantSummary, tc.wantMessage)
+			}
+		})
+	}
+}

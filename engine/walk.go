@@ -260,7 +260,8 @@ func (w *walker) walkNode(node string) hcl.Diagnostics {
 		if d.HasErrors() {
 			return d
 		}
-		if e := config.RefuseEphemeral(v, o.Expr.Range(), "Output %q cannot be set to a result derived from an ephemeral value: stackd records outputs.", o.Name); e != nil {
+		v, e := config.EphemeralOutput(o, v, w.rootW == nil)
+		if e != nil {
 			return d.Append(e)
 		}
 		if o.Sensitive {

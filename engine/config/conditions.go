@@ -96,9 +96,10 @@ func (s selfless) Variables() []hcl.Traversal {
 	return out
 }
 
-// decodeOutputPreconditions adds an output block's precondition blocks.
+// decodeOutputPreconditions adds an output block's precondition blocks
+// and its ephemeral argument.
 func (o *Output) decodeOutputPreconditions(content *hcl.BodyContent) hcl.Diagnostics {
-	var diags hcl.Diagnostics
+	diags := boolAttr(content.Attributes["ephemeral"], &o.Ephemeral)
 	for _, b := range content.Blocks {
 		if b.Type != "precondition" {
 			continue

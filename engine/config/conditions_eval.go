@@ -186,3 +186,19 @@ func EphemeralProperties(props map[string]*hcl.Attribute, obj cty.Value, declRan
 	return Errorf(declRange, "Invalid use of ephemeral value",
 		"%s: ephemeral values are not valid in its arguments, because stackd records them (state, change sets, status); use them only in locals and conditions.", what)
 }
+
+// EphemeralOutput is the value v of output o: an ephemeral output (ephemeral
+// = true, allowed in modules only, as in Terraform) passes ephemeral
+// values to its caller and is itself ephemeral; any other output refuses
+// them, since stackd records outputs. root tells o is the instance
+// template's own.
+func EphemeralOutput(o *Output, v cty.Value, root bool) (cty.Value, *hcl.Diagnostic) {
+	if !o.Ephemeral {
+		return v, RefuseEphemeral(v, o.Expr.Range(), "Output %q is not declared as returning an ephemeral value (ephemeral = true), so it cannot be set to a result derived from one.", o.Name)
+	}
+	if root {
+		return v, Errorf(o.DeclRange, "Ephemeral output not allowed",
+			"Ephemeral outputs are not allowed in context of a root module: stackd records the outputs of a stack set's template. Remove ephemeral = true from output %q.", o.Name)
+	}
+	return v.Mark(EphemeralMark), nil
+}
