@@ -151,7 +151,7 @@ func newBridgeEngine(t *testing.T, proto int) (*engine.Engine, *Pool, string) {
 	lock := filepath.Join(t.TempDir(), ".terraform.lock.hcl")
 	e := engine.New(provider.Registry{"file": file.New(file.Options{Root: t.TempDir()})})
 	r := &Resolver{
-		Installer: &install.Installer{PluginDirs: []string{pluginDir(t, proto)}, CacheDir: t.TempDir(), Log: zerolog.Nop()},
+		Installer: &install.Installer{PluginDirs: []string{pluginDir(t, proto)}, CacheDir: t.TempDir(), DisableRegistry: true, Log: zerolog.Nop()},
 		LockFile:  lock, Pool: pool, Log: zerolog.Nop(),
 	}
 	t.Cleanup(func() { r.Close() })

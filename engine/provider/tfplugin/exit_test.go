@@ -106,7 +106,7 @@ func TestCallsOfAKilledProviderFail(t *testing.T) {
 func TestBridgeValidationCrashIsAProviderFailure(t *testing.T) {
 	pool := newTestPool(t, PoolOptions{})
 	r := &Resolver{
-		Installer: &install.Installer{PluginDirs: []string{pluginDir(t, 6)}, CacheDir: t.TempDir(), Log: zerolog.Nop()},
+		Installer: &install.Installer{PluginDirs: []string{pluginDir(t, 6)}, CacheDir: t.TempDir(), DisableRegistry: true, Log: zerolog.Nop()},
 		Pool:      pool, Log: zerolog.Nop(),
 	}
 	t.Cleanup(func() { _ = r.Close() })
