@@ -1,6 +1,8 @@
 package gitsource
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -45,7 +47,7 @@ type objectInfo struct {
 type headers struct {
 	dg    *dotgit.DotGit
 	packs []plumbing.Hash
-	idx   map[plumbing.Hash]*idxfile.MemoryIndex
+	idx   map[plumbing.Hash]*packIndex
 	alts  []*headers
 	// altsRead: alts was looked up (there may be none).
 	altsRead bool
@@ -64,7 +66,7 @@ func (s *Source) objectHeaders() *headers {
 }
 
 func newHeaders(dg *dotgit.DotGit) *headers {
-	return &headers{dg: dg, idx: map[plumbing.Hash]*idxfile.MemoryIndex{}}
+	return &headers{dg: dg, idx: map[plumbing.Hash]*packIndex{}}
 }
 
 // objectStat returns the type and size of object h from its header alone. With limit >= 0
@@ -111,8 +113,12 @@ func (hd *headers) stat(h plumbing.Hash, limit int64, alt, hops int) (objectInfo
 			if err != nil {
 				return objectInfo{}, err
 			}
-			if off, err := idx.FindOffset(h); err == nil {
+			off, err := hd.findOffset(p, idx, h)
+			if err == nil {
 				return hd.packed(p, idx, off, limit, hops)
+			}
+			if !errors.Is(err, plumbing.ErrObjectNotFound) {
+				return objectInfo{}, err
 			}
 		}
 	}
@@ -134,8 +140,28 @@ func (hd *headers) stat(h plumbing.Hash, limit int64, alt, hops int) (objectInfo
 	return objectInfo{}, plumbing.ErrObjectNotFound
 }
 
-// index returns the decoded index of pack p (packs never change under their name).
-func (hd *headers) index(p plumbing.Hash) (*idxfile.MemoryIndex, error) {
+// packIndex is what headers keep of a pack's index (.idx, version 2): its fan-out table
+// alone. Objects are looked up in the file on disk by binary search; the rest of the index
+// (20 bytes of name and 8 of CRC and offset per object: megabytes for a long history) is
+// not copied into memory, where go-git keeps its own copy already.
+type packIndex struct {
+	// fanout[b] is the number of objects whose name's first byte is at most b.
+	fanout [256]uint32
+}
+
+// The layout of a version 2 pack index: a header, the fan-out table, then per object (in
+// name order) its name, its CRC and its 31-bit offset (or, high bit set, the position of
+// its offset in the table of 64-bit offsets after them).
+const (
+	idxHeaderLen = 8
+	idxFanoutLen = 256 * 4
+	idxNamesAt   = idxHeaderLen + idxFanoutLen
+)
+
+var idxMagic = []byte{0xff, 't', 'O', 'c', 0, 0, 0, 2}
+
+// index returns pack p's fan-out table (packs never change under their name).
+func (hd *headers) index(p plumbing.Hash) (*packIndex, error) {
 	if idx, ok := hd.idx[p]; ok {
 		return idx, nil
 	}
@@ -144,12 +170,75 @@ func (hd *headers) index(p plumbing.Hash) (*idxfile.MemoryIndex, error) {
 		return nil, err
 	}
 	defer f.Close()
-	idx := idxfile.NewMemoryIndex()
-	if err := idxfile.NewDecoder(f).Decode(idx); err != nil {
+	var head [idxNamesAt]byte
+	if _, err := io.ReadFull(f, head[:]); err != nil {
 		return nil, fmt.Errorf("read index of pack %s: %w", p, err)
+	}
+	if !bytes.Equal(head[:idxHeaderLen], idxMagic) {
+		return nil, fmt.Errorf("read index of pack %s: %w", p, idxfile.ErrUnsupportedVersion)
+	}
+	idx := &packIndex{}
+	for i := range idx.fanout {
+		idx.fanout[i] = binary.BigEndian.Uint32(head[idxHeaderLen+4*i:])
+		if i > 0 && idx.fanout[i] < idx.fanout[i-1] {
+			return nil, fmt.Errorf("read index of pack %s: %w", p, idxfile.ErrMalformedIdxFile)
+		}
 	}
 	hd.idx[p] = idx
 	return idx, nil
+}
+
+// findOffset returns the offset in pack p of object h, looked up in the pack's index on
+// disk (plumbing.ErrObjectNotFound if the pack does not hold h).
+func (hd *headers) findOffset(p plumbing.Hash, idx *packIndex, h plumbing.Hash) (int64, error) {
+	lo := uint32(0)
+	if h[0] > 0 {
+		lo = idx.fanout[h[0]-1]
+	}
+	hi := idx.fanout[h[0]]
+	if lo == hi {
+		return 0, plumbing.ErrObjectNotFound
+	}
+	f, err := hd.dg.ObjectPackIdx(p)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	n := int64(idx.fanout[255])
+	read := func(at int64, b []byte) error {
+		if _, err := f.ReadAt(b, at); err != nil {
+			return fmt.Errorf("read index of pack %s: %w", p, err)
+		}
+		return nil
+	}
+	var name plumbing.Hash
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if err := read(idxNamesAt+int64(mid)*20, name[:]); err != nil {
+			return 0, err
+		}
+		switch c := bytes.Compare(name[:], h[:]); {
+		case c < 0:
+			lo = mid + 1
+		case c > 0:
+			hi = mid
+		default:
+			var b [8]byte
+			offsets := idxNamesAt + n*24 // after the names and the CRCs
+			if err := read(offsets+int64(mid)*4, b[:4]); err != nil {
+				return 0, err
+			}
+			off := binary.BigEndian.Uint32(b[:4])
+			if off&0x80000000 == 0 {
+				return int64(off), nil
+			}
+			if err := read(offsets+n*4+int64(off&0x7fffffff)*8, b[:]); err != nil {
+				return 0, err
+			}
+			return int64(binary.BigEndian.Uint64(b[:]) & (1<<63 - 1)), nil
+		}
+	}
+	return 0, plumbing.ErrObjectNotFound
 }
 
 // loose reads the header of loose object h: its type and size are the first bytes of its
@@ -185,7 +274,7 @@ func (hd *headers) loose(h plumbing.Hash, limit int64) (objectInfo, error) {
 // read the object: the base and each intermediate result) must be at most limit bytes, and
 // so must the delta data on the chain together: reading the object then inflates at most
 // about three times limit.
-func (hd *headers) packed(p plumbing.Hash, idx *idxfile.MemoryIndex, off, limit int64, hops int) (objectInfo, error) {
+func (hd *headers) packed(p plumbing.Hash, idx *packIndex, off, limit int64, hops int) (objectInfo, error) {
 	f, err := hd.dg.ObjectPack(p)
 	if err != nil {
 		return objectInfo{}, err
@@ -238,8 +327,8 @@ func (hd *headers) packed(p plumbing.Hash, idx *idxfile.MemoryIndex, off, limit 
 		case oh.Type == plumbing.OFSDeltaObject:
 			off = oh.OffsetReference
 		default:
-			base, err := idx.FindOffset(oh.Reference)
-			if err != nil {
+			base, err := hd.findOffset(p, idx, oh.Reference)
+			if errors.Is(err, plumbing.ErrObjectNotFound) {
 				// A base outside this pack (go-git completes thin packs, so this is
 				// rare): look it up from the start, with what is left of the budget.
 				bi, err := hd.stat(oh.Reference, limit-deltas, 0, hops+depth+1)
@@ -248,6 +337,9 @@ func (hd *headers) packed(p plumbing.Hash, idx *idxfile.MemoryIndex, off, limit 
 				}
 				info.typ = bi.typ
 				return info, nil
+			}
+			if err != nil {
+				return info, err
 			}
 			off = base
 		}
