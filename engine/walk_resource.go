@@ -93,6 +93,9 @@ func (w *walker) resource(r *config.Resource) ([]*ResourcePlan, hcl.Diagnostics)
 		w.extra = ex.extra
 		w.providerCfg = pcfg
 		rp := w.diff(r, w.prefix+ex.addr, schema, obj, meta)
+		if d := w.replaceTriggered(r, rp, ctx); d.HasErrors() { // replace_triggers.go
+			return nil, append(diags, d...)
+		}
 		w.noteMove(rp) // moved.go
 		rp.providerConfig = pcfg
 		if rp.planErr != nil {

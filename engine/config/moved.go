@@ -85,7 +85,7 @@ func parseEndpoint(expr hcl.Expression, what string) (Endpoint, *hcl.Diagnostic)
 		case hcl.TraverseAttr:
 			names = append(names, s.Name)
 		case hcl.TraverseIndex:
-			k, err := instanceKey(s.Key)
+			k, err := InstanceKey(s.Key)
 			if err != nil || len(names) == 0 || keys[len(names)-1] != "" {
 				return bad(fmt.Sprintf("%s: an instance key is a whole number or a string (step %d).", what, i+1))
 			}
@@ -125,8 +125,8 @@ func parseEndpoint(expr hcl.Expression, what string) (Endpoint, *hcl.Diagnostic)
 	return ep, nil
 }
 
-// instanceKey formats an index as addresses carry it.
-func instanceKey(v cty.Value) (string, error) {
+// InstanceKey formats an index as addresses carry it.
+func InstanceKey(v cty.Value) (string, error) {
 	switch {
 	case v.IsNull() || !v.IsKnown():
 		return "", fmt.Errorf("null or unknown key")

@@ -130,6 +130,8 @@ type Lifecycle struct {
 	CreateBeforeDestroy bool
 	PreventDestroy      bool
 	IgnoreChanges       []string
+	// ReplaceTriggeredBy is replace_triggered_by (replace_triggers.go).
+	ReplaceTriggeredBy []ReplaceTrigger
 	// Preconditions and Postconditions are its precondition and
 	// postcondition blocks (conditions.go).
 	Preconditions, Postconditions []*CheckRule
@@ -191,7 +193,7 @@ var outputSchema = &hcl.BodySchema{
 
 var lifecycleSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
-		{Name: "create_before_destroy"}, {Name: "prevent_destroy"}, {Name: "ignore_changes"},
+		{Name: "create_before_destroy"}, {Name: "prevent_destroy"}, {Name: "ignore_changes"}, {Name: "replace_triggered_by"},
 	},
 	Blocks: conditionBlocks,
 }

@@ -167,6 +167,7 @@ func (t *Template) addResource(b *hcl.Block, reg provider.Registry, e Plugins) h
 		diags = append(diags, boolAttr(lc.Attributes["create_before_destroy"], &r.Lifecycle.CreateBeforeDestroy)...)
 		diags = append(diags, boolAttr(lc.Attributes["prevent_destroy"], &r.Lifecycle.PreventDestroy)...)
 		diags = append(diags, r.Lifecycle.decodeConditions(lc)...)
+		diags = append(diags, r.addReplaceTriggers(lc.Attributes["replace_triggered_by"], reg)...) // replace_triggers.go
 		if a, ok := lc.Attributes["ignore_changes"]; ok {
 			exprs, ldiags := hcl.ExprList(a.Expr)
 			diags = append(diags, ldiags...)
