@@ -301,7 +301,7 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *config.Resource, t
 		obs(ev)
 		return cty.NilVal, nil, err
 	}
-	clean, sensitive := unmarkObject(rp.After)
+	clean, sensitive := unmarkObject(rp.props())
 	inputs, err := config.EncodeValue(clean)
 	if err != nil {
 		return fail(err)

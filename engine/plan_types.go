@@ -170,6 +170,11 @@ type ResourcePlan struct {
 	providerConfig cty.Value
 	// planErr is why a provider could not plan the change (ChangePlanner).
 	planErr error
+	// configured, when the provider planned a create (plan_create.go), is
+	// the properties as configured (After is the object as planned), and
+	// planned the attributes it planned.
+	configured cty.Value
+	planned    map[string]cty.Value
 	// importID, on a Create, is the id of the existing object an import
 	// block adopts.
 	importID    string

@@ -197,6 +197,9 @@ func (w *walker) value(p provider.Provider, schema provider.Schema, rp *Resource
 	if schema.OpenAttributes {
 		return cty.DynamicVal
 	}
+	if rp.planned != nil {
+		return rp.plannedValue(schema, attrs) // plan_create.go
+	}
 	var planned map[string]cty.Value
 	if ap, ok := p.(provider.AttributePlanner); ok {
 		clean, marks := props.UnmarkDeep()

@@ -302,6 +302,9 @@ type PlannedChange struct {
 	// RequiresReplace names the properties whose change makes the
 	// provider replace the resource.
 	RequiresReplace []string
+	// Sensitive names the attributes of Attributes the provider's schema
+	// declares sensitive.
+	Sensitive []string
 }
 
 // DataSource reads data from the world: a Terraform provider's data

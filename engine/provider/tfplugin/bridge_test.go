@@ -233,6 +233,11 @@ func testBridgeLifecycle(t *testing.T, proto int) {
 	if v := res.Outputs["seen_content"]; !v.IsKnown() || v.AsString() != "one" {
 		t.Errorf("data source output = %#v, want \"one\"", v)
 	}
+	// A create is planned by the provider, as Terraform plans it: what
+	// it fills in (region) is known at plan.
+	if v := p.Outputs["region"]; !v.IsKnown() || v.IsNull() || v.AsString() != "eu-west-1" {
+		t.Errorf("at plan time the provider plans region; output = %#v", v)
+	}
 	if v := p.Outputs["seen_content"]; v.IsKnown() {
 		t.Errorf("at plan time the data source's id is unknown, so must be its content: %#v", v)
 	}

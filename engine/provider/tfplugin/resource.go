@@ -358,20 +358,20 @@ func (rt *resourceType) Read(ctx context.Context, req provider.Request) (provide
 }
 
 // PlanChange asks the provider to plan the update of req.OldProperties to
-// req.Properties: which changed properties replace the resource.
+// req.Properties (a create when req.Attributes is empty): which changed
+// properties replace the resource, and the attributes as planned.
 func (rt *resourceType) PlanChange(ctx context.Context, req provider.Request) (provider.PlannedChange, error) {
 	cfg, err := rt.config(req.Properties)
 	if err != nil {
 		return provider.PlannedChange{}, err
-	}
-	if len(req.Attributes) == 0 {
-		return provider.PlannedChange{}, nil
 	}
 	lease, err := rt.p.client(ctx, req.ProviderConfig)
 	if err != nil {
 		return provider.PlannedChange{}, err
 	}
 	defer lease.Release()
+	// No recorded attributes: a create, planned as Terraform plans one,
+	// with a null prior state.
 	prior, err := rt.prior(ctx, lease, req)
 	if err != nil {
 		return provider.PlannedChange{}, err
@@ -385,6 +385,12 @@ func (rt *resourceType) PlanChange(ctx context.Context, req provider.Request) (p
 	if plan.Planned.Type().IsObjectType() && !plan.Planned.IsNull() {
 		out.Attributes = plan.Planned.AsValueMap()
 	}
+	for name := range out.Attributes {
+		if rt.schema.Block.IsSensitive(cty.GetAttrPath(name)) {
+			out.Sensitive = append(out.Sensitive, name)
+		}
+	}
+	sort.Strings(out.Sensitive)
 	for _, p := range plan.RequiresReplace {
 		if len(p) == 0 {
 			continue
