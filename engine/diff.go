@@ -61,6 +61,7 @@ func (w *walker) diff(r *config.Resource, addr string, schema provider.Schema, a
 			rp.PhysicalID = rr.PhysicalID
 			rp.Before = markAttrs(rr.inputs(), rr.Sensitive)
 		}
+		w.planCreate(r, rp, schema) // plan_create.go
 		rp.Change = w.addChange(r, rp, schema)
 		return rp
 	}
