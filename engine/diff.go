@@ -3,10 +3,8 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"strings"
 
-	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
@@ -47,9 +45,11 @@ func (w *walker) diff(r *config.Resource, addr string, schema provider.Schema, a
 	}
 	if rr == nil || rr.Status == StatusPendingCreate || rr.Type != r.Type {
 		rp.Action = Create
-		if im := w.tmpl.Imports[strings.TrimPrefix(addr, w.prefix)]; im != nil && (rr == nil || rr.Status == StatusPendingCreate) {
-			// An import block: the existing object is adopted.
-			rp.importID, rp.planErr = w.importID(im)
+		if im, each, err := w.importFor(strings.TrimPrefix(addr, w.prefix)); err != nil {
+			rp.planErr = err
+		} else if im != nil && (rr == nil || rr.Status == StatusPendingCreate) {
+			// An import block: the existing object is adopted (imports.go).
+			rp.importID, rp.planErr = w.importID(im, each)
 		}
 		if rr != nil && rr.Status == StatusPendingCreate {
 			rp.RequestID = rr.RequestID
@@ -285,22 +285,4 @@ func unmarked(v cty.Value) cty.Value {
 	}
 	u, _ := v.UnmarkDeep()
 	return u
-}
-
-// importID evaluates an import block's id for this instance.
-func (w *walker) importID(im *config.Import) (string, error) {
-	ctx := &hcl.EvalContext{Variables: map[string]cty.Value{}, Functions: w.meter.Functions()}
-	for k, v := range w.base {
-		ctx.Variables[k] = v
-	}
-	ctx.Variables["local"] = cty.ObjectVal(w.locals)
-	v, diags := im.ID.Value(ctx)
-	if diags.HasErrors() {
-		return "", diags
-	}
-	v, _ = v.Unmark()
-	if v.IsNull() || !v.IsKnown() || v.Type() != cty.String || v.AsString() == "" {
-		return "", fmt.Errorf("import to = %s: the id must be a known, non-empty string", im.To)
-	}
-	return v.AsString(), nil
 }

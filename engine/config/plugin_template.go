@@ -175,9 +175,15 @@ type Import struct {
 	To        string
 	ID        hcl.Expression
 	DeclRange hcl.Range
+	// ForEach, Resource and Key are an import block's for_each, the
+	// resource ("TYPE.NAME") its to names and the expression of its
+	// instance key (import_foreach.go); Provider its provider argument.
+	ForEach, Key hcl.Expression
+	Resource     string
+	Provider     string
 }
 
-var importSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "to", Required: true}, {Name: "id", Required: true}}}
+var importSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "to", Required: true}, {Name: "id", Required: true}, {Name: "for_each"}, {Name: "provider"}}}
 
 // addImport records an import block; what it imports to is checked once
 // the template's resources are known (checkImports).
@@ -185,6 +191,9 @@ func (t *Template) addImport(b *hcl.Block) hcl.Diagnostics {
 	content, diags := b.Body.Content(importSchema)
 	if diags.HasErrors() {
 		return diags
+	}
+	if content.Attributes["for_each"] != nil || content.Attributes["provider"] != nil {
+		return append(diags, t.addImportForEach(b, content)...) // import_foreach.go
 	}
 	tr, d := hcl.AbsTraversalForExpr(content.Attributes["to"].Expr)
 	if d.HasErrors() || len(tr) < 2 {
@@ -235,8 +244,9 @@ func (t *Template) checkImports(e Plugins) hcl.Diagnostics {
 		if im, ok := p.(provider.Importer); !ok || !im.CanImport() {
 			diags = diags.Append(Errorf(t.Imports[to].DeclRange, "Resource type cannot import", "%s resources cannot adopt existing objects; only Terraform providers' resource types can.", r.Type))
 		}
+		diags = append(diags, im.check(r, e)...) // import_foreach.go
 		for _, tr := range im.ID.Variables() {
-			if root := tr.RootName(); root != "var" && root != "target" && root != "stack_set" && root != "local" {
+			if root := tr.RootName(); root != "var" && root != "target" && root != "stack_set" && root != "local" && (root != "each" || im.ForEach == nil) {
 				diags = diags.Append(Errorf(tr.SourceRange(), "Invalid import id", "An import id may use var, local, target and stack_set only: it must be known when the instance is planned."))
 			}
 		}
