@@ -456,3 +456,75 @@ output "ok" {
 		})
 	}
 }
+
+// Data sources have preconditions and postconditions (self is what was
+// read); a check block's scoped data source that cannot be read is a
+// warning, and it cannot be referenced from outside its check block.
+func TestDataConditionsAndScopedData(t *testing.T) {
+	e := New(provider.Registry{"rec": newRecorder()})
+	tmpl := `
+variable "want" { type = string }
+data "terraform_remote_state" "net" {
+  backend = "local"
+  config  = { path = "network/terraform.tfstate" }
+  lifecycle {
+    precondition {
+      condition     = var.want != ""
+      error_message = "want is empty."
+    }
+    postcondition {
+      condition     = self.outputs.vpc_id == var.want
+      error_message = "vpc is ${self.outputs.vpc_id}, want ${var.want}."
+    }
+  }
+}
+check "missing" {
+  data "terraform_remote_state" "gone" {
+    backend = "local"
+    config  = { path = "nowhere/terraform.tfstate" }
+  }
+  assert {
+    condition     = data.terraform_remote_state.gone.outputs.vpc_id == "x"
+    error_message = "unreached"
+  }
+}
+resource "rec" "app" { name = "app" }
+`
+	plan := func(want, extra string) hcl.Diagnostics {
+		t.Helper()
+		inst, err := builtinInstance(t, e, map[string]string{
+			"defs.hcl": webDefs(`{ want = "` + want + `" }`), "t/main.hcl": tmpl + extra,
+			"t/network/terraform.tfstate": strings.Replace(remoteStateJSON, "%s", "1", 1),
+		})
+		if err != nil {
+			return err.(hcl.Diagnostics)
+		}
+		_, diags := e.Plan(inst, nil)
+		return diags
+	}
+	diags := plan("vpc-1", "")
+	if diags.HasErrors() {
+		t.Fatalf("want vpc-1: %s", diags.Error())
+	}
+	warned := false
+	for _, d := range diags {
+		warned = warned || d.Severity == hcl.DiagWarning
+		if d.Detail == "unreached" {
+			t.Errorf("an assert on a data source that could not be read was evaluated: %v", d)
+		}
+	}
+	t.Logf("warnings of the check block: %v", diags)
+	if !warned {
+		t.Errorf("want vpc-1: got %v, want a warning for the scoped data source", diags)
+	}
+	if got := diagsOf(plan("vpc-2", ""), hcl.DiagError, "Resource postcondition failed"); len(got) != 1 || got[0].Detail != "vpc is vpc-1, want vpc-2." {
+		t.Errorf("want vpc-2: got %v, want the data source's postcondition error", got)
+	}
+	if got := diagsOf(plan("", ""), hcl.DiagError, "Resource precondition failed"); len(got) != 1 || got[0].Detail != "want is empty." {
+		t.Errorf("want empty: got %v, want the data source's precondition error", got)
+	}
+	outside := `output "leak" { value = data.terraform_remote_state.gone.outputs }`
+	if got := diagsOf(plan("vpc-1", outside), hcl.DiagError, "Reference to scoped resource"); len(got) != 1 {
+		t.Errorf("reference from outside the check: got %v, want one error", plan("vpc-1", outside))
+	}
+}
