@@ -1,13 +1,16 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/config"
+	"github.com/stackd/stackd/engine/provider"
 )
 
 // Import blocks per instance: an import to one address, or one with
@@ -107,4 +110,66 @@ func (w *walker) importID(im *config.Import, each cty.Value) (string, error) {
 		return "", fmt.Errorf("import to = %s: the id must be a known, non-empty string", strings.TrimSuffix(im.To, "[each]"))
 	}
 	return v.AsString(), nil
+}
+
+// importPlanner is a provider that plans an import block's change as
+// Terraform does: import the object, then plan bringing it to the
+// configuration (tfplugin's resource types).
+type importPlanner interface {
+	PlanImport(ctx context.Context, req provider.Request) (cty.Value, provider.PlannedChange, error)
+}
+
+// planImport completes the plan of an import (rp.importID set, after its
+// change): with a provider that plans imports, an object that differs in
+// a property the provider replaces on change plans a replacement after
+// the import, named in the change (Import, Replacement True, a detail per
+// such property); a ref anyone can push makes no provider call, and the
+// import may replace (Replacement Conditional).
+func (w *walker) planImport(r *config.Resource, rp *ResourcePlan) {
+	ip, ok := w.lookupProvider(r.Type).(importPlanner)
+	if !ok || rp.importID == "" || rp.planErr != nil {
+		return
+	}
+	rc := &rp.Change.ResourceChange
+	if w.inst.Untrusted {
+		rc.Replacement = changeset.ReplacementConditional
+		return
+	}
+	if pc := unmarked(w.providerCfg); pc != cty.NilVal && !pc.IsWhollyKnown() {
+		rc.Replacement = changeset.ReplacementConditional
+		return
+	}
+	clean, _ := rp.After.UnmarkDeep()
+	found, pc, err := ip.PlanImport(w.meter.Ctx, provider.Request{
+		Target: w.inst.providerTarget(), LogicalID: rp.Address, ImportID: rp.importID,
+		Properties: clean, ProviderConfig: unmarked(w.providerCfg),
+	})
+	if err != nil {
+		rp.planErr = err
+		return
+	}
+	if len(pc.RequiresReplace) == 0 {
+		return
+	}
+	rp.Action, rp.Replacement = Replace, changeset.ReplacementTrue
+	if found != cty.NilVal && found.Type().IsObjectType() {
+		rp.Before = found
+	}
+	rc.Replacement = changeset.ReplacementTrue
+	rc.Scope = []string{"Properties"}
+	for _, name := range pc.RequiresReplace {
+		eval := "Static"
+		if v := rp.After; v.Type().IsObjectType() && v.Type().HasAttribute(name) && !v.GetAttr(name).IsWhollyKnown() {
+			eval = "Dynamic"
+		}
+		rc.Details = append(rc.Details, changeset.ResourceChangeDetail{ChangeSource: changeset.SourceDirectModification, Evaluation: eval,
+			Target: changeset.ResourceTargetDefinition{Attribute: "Properties", Name: name, RequiresRecreation: provider.Always.String()}})
+		if found != cty.NilVal && found.Type().IsObjectType() && found.Type().HasAttribute(name) {
+			for i := range rc.PropertyChanges {
+				if rc.PropertyChanges[i].Name == name {
+					rc.PropertyChanges[i].BeforeValue = jsonValue(found.GetAttr(name))
+				}
+			}
+		}
+	}
 }

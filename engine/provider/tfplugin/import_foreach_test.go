@@ -111,3 +111,85 @@ import {
 		}
 	}
 }
+
+// TestBridgeImportThenReplace: an imported object that differs from the
+// configuration in a replacement-forcing attribute (name) plans a
+// replacement after the import, as Terraform's plan does, and the apply
+// replaces it.
+func TestBridgeImportThenReplace(t *testing.T) {
+	e, _, _ := newBridgeEngine(t, 6)
+	world := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(world, "111"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	defs, diags := e.Load(forEachImportDefs(world, ""), ".")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: config.Target{Region: "eu-west-1", Account: "111"}}
+	p, _ := e.PlanContext(ctx, inst, nil)
+	if _, err := e.Apply(ctx, p, &memJournal{recs: map[string]engine.ResourceState{}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// p6_thing.a["x"] adopts the object made as "y": its name differs.
+	defs, diags = e.Load(forEachImportDefs(world, `
+import {
+  for_each = toset(["x"])
+  to       = p6_thing.a[each.key]
+  id       = "prey-eu-west-1"
+}
+`), ".")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	inst.StackSet = defs.StackSet("s")
+	j := &memJournal{recs: map[string]engine.ResourceState{}}
+	p, diags = e.PlanContext(ctx, inst, nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	var rcx *string
+	for _, rp := range p.Resources {
+		if rp.Address == `p6_thing.a["x"]` && rp.Action != engine.Replace {
+			t.Errorf(`p6_thing.a["x"]: got %s, want Replace (imported, then replaced)`, rp.Action)
+		}
+	}
+	for _, c := range p.Changes() {
+		rc := c.ResourceChange
+		if rc.LogicalResourceId != `p6_thing.a["x"]` {
+			continue
+		}
+		s := string(rc.Action) + " " + rc.PhysicalResourceId + " " + rc.Replacement
+		rcx = &s
+		named := false
+		for _, d := range rc.Details {
+			named = named || d.Target.Name == "name" && d.Target.RequiresRecreation == "Always"
+		}
+		if !named {
+			t.Errorf("details %+v: want name, RequiresRecreation Always", rc.Details)
+		}
+	}
+	if rcx == nil || *rcx != "Import prey-eu-west-1 True" {
+		t.Fatalf(`change of p6_thing.a["x"]: got %v, want "Import prey-eu-west-1 True"`, rcx)
+	}
+	if _, err := e.Apply(ctx, p, j, nil); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	if rec := j.recs[`p6_thing.a["x"]`]; rec.PhysicalID != "prex-eu-west-1" {
+		t.Errorf(`p6_thing.a["x"] recorded with physical id %q, want the new object prex-eu-west-1`, rec.PhysicalID)
+	}
+	if _, err := os.Stat(filepath.Join(world, "111", "prey-eu-west-1")); !os.IsNotExist(err) {
+		entries, _ := os.ReadDir(filepath.Join(world, "111"))
+		t.Errorf("the imported object was not destroyed by the replacement: %v, world %v", err, entries)
+	}
+	again, diags := e.PlanContext(ctx, inst, j.list())
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	for _, rp := range again.Resources {
+		if rp.Address == `p6_thing.a["x"]` && rp.Action != engine.NoOp {
+			t.Errorf(`plan after apply: p6_thing.a["x"] %s, want NoOp`, rp.Action)
+		}
+	}
+}

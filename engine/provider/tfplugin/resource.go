@@ -118,6 +118,9 @@ func (rt *resourceType) bringTo(ctx context.Context, lease Client, req provider.
 	if err != nil {
 		return provider.Result{}, err
 	}
+	if !prior.IsNull() && req.ImportID != "" && len(plan.RequiresReplace) > 0 {
+		return rt.replaceImported(ctx, lease, req, cfg, prior, private) // import_plan.go
+	}
 	if !prior.IsNull() && plan.Planned.RawEquals(prior) {
 		// Nothing to change (an imported object as configured).
 		return rt.result(prior, plan.PlannedPrivate, either(plan.PlannedIdentity, identity), req.RequestID), nil
