@@ -47,6 +47,60 @@ func readManifest(t *testing.T) map[string]string {
 	return out
 }
 
+// knownPath lists the silent differences from Terraform that are known
+// and open (each a defect to fix, never a supported behaviour), one a
+// line: "CASE: DIFFERENCE", DIFFERENCE exactly as the test reports it. A
+// case whose differences are all listed is counted as a silent difference
+// in the figure but does not fail the test; a difference not listed, or a
+// listed one that no longer occurs, fails it, so the list only shrinks.
+var knownPath = filepath.Join("testdata", "known-differences.txt")
+
+func readKnown(t *testing.T) map[string]map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(knownPath)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]bool{}
+	for n, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, diff, ok := strings.Cut(line, ": ")
+		if !ok {
+			t.Fatalf("%s:%d: want \"CASE: DIFFERENCE\", got %q", knownPath, n+1, line)
+		}
+		if out[name] == nil {
+			out[name] = map[string]bool{}
+		}
+		out[name][diff] = true
+	}
+	return out
+}
+
+// unknownDiffs returns the differences of a case not listed in known, and
+// the listed ones that did not occur.
+func unknownDiffs(known map[string]bool, diffs []string) (unlisted, gone []string) {
+	seen := map[string]bool{}
+	for _, d := range diffs {
+		seen[d] = true
+		if !known[d] {
+			unlisted = append(unlisted, d)
+		}
+	}
+	for d := range known {
+		if !seen[d] {
+			gone = append(gone, d)
+		}
+	}
+	sort.Strings(gone)
+	return unlisted, gone
+}
+
 func writeManifest(t *testing.T, m map[string]string) {
 	t.Helper()
 	var b strings.Builder
@@ -74,6 +128,7 @@ const (
 // Terraform's recording (with -record, records it first).
 func TestConformance(t *testing.T) {
 	manifest := readManifest(t)
+	known := readKnown(t)
 	verdicts := map[string]string{}
 	failures := map[string]*failure{}
 	for _, c := range cases(t) {
@@ -87,7 +142,15 @@ func TestConformance(t *testing.T) {
 			switch {
 			case len(diffs) > 0:
 				verdicts[c.name] = verdictDiffers
-				t.Errorf("stackd differs from Terraform without a diagnostic:\n  %s", strings.Join(diffs, "\n  "))
+				unlisted, gone := unknownDiffs(known[c.name], diffs)
+				if len(unlisted) > 0 {
+					t.Errorf("stackd differs from Terraform without a diagnostic:\n  %s", strings.Join(unlisted, "\n  "))
+				} else {
+					t.Logf("known silent differences (open defects, %s):\n  %s", knownPath, strings.Join(diffs, "\n  "))
+				}
+				if len(gone) > 0 {
+					t.Errorf("listed in %s but no longer seen (remove them):\n  %s", knownPath, strings.Join(gone, "\n  "))
+				}
 			case fail != nil && len(fail.unclear) > 0:
 				verdicts[c.name] = verdictUnclear
 				t.Errorf("stackd refuses the case with diagnostics that say not where (%s): %v", strings.Join(fail.unclear, "; "), fail)
@@ -105,6 +168,9 @@ func TestConformance(t *testing.T) {
 				}
 			default:
 				verdicts[c.name] = verdictPass
+				if len(known[c.name]) > 0 {
+					t.Errorf("the case passes: remove its lines from %s", knownPath)
+				}
 				if listed && !*updateManifest {
 					t.Errorf("the case passes: remove it from %s (or run with -update-manifest)", manifestPath)
 				}
