@@ -124,8 +124,11 @@ var sizeOf = map[string]func(args []cty.Value) resultSize{
 	},
 	"textdecodebase64": func(args []cty.Value) resultSize { return bytesOf(satMul(int64(len(stringArg(args[0])))*3/4+3, 3)) },
 	"urlencode":        func(args []cty.Value) resultSize { return bytesOf(satMul(int64(len(stringArg(args[0]))), 3)) },
-	"base64sha256":     firstStringBytes, "base64sha512": firstStringBytes, "md5": firstStringBytes,
-	"sha1": firstStringBytes, "sha256": firstStringBytes, "sha512": firstStringBytes,
+	// A hash is a fixed-size string whatever it hashes (sha512's hex is the
+	// longest, 128 bytes): hashing a large value is time, which the plan's
+	// deadline bounds, not a value built.
+	"base64sha256": hashSize, "base64sha512": hashSize, "md5": hashSize,
+	"sha1": hashSize, "sha256": hashSize, "sha512": hashSize,
 	"transpose": func(args []cty.Value) resultSize {
 		n := int64(0)
 		if v, ok := known(args[0]); ok && v.CanIterateElements() {
@@ -387,3 +390,6 @@ func permissiveSpec(f function.Function) *function.Spec {
 	}
 	return spec
 }
+
+// hashSize is the result of a hash function: at most 128 bytes.
+func hashSize([]cty.Value) resultSize { return bytesOf(128) }
