@@ -118,7 +118,7 @@ func (e *Engine) apply(ctx context.Context, p *InstancePlan, j Journal, obs Obse
 			continue
 		}
 		rr := p.recorded[rp.Address]
-		if err := settleMove(ctx, j, rr); err != nil { // moved.go
+		if err := settleMove(ctx, j, rr); err != nil { // refactor.go
 			return res, err
 		}
 		if err := e.remove(ctx, target, rr, rp.RequestID, j, obs); err != nil {
@@ -278,7 +278,7 @@ func (e *Engine) provider(typ string) (provider.Provider, error) {
 
 func (e *Engine) applyOne(ctx context.Context, w *walker, tr *config.Resource, target provider.Target, rp *ResourcePlan, props cty.Value, j Journal, obs Observer) (cty.Value, *ResourceState, error) {
 	rr := w.plan.recorded[rp.Address]
-	if err := settleMove(ctx, j, rr); err != nil { // moved.go
+	if err := settleMove(ctx, j, rr); err != nil { // refactor.go
 		return cty.NilVal, nil, err
 	}
 	if rp.Action == NoOp {

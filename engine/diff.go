@@ -48,7 +48,7 @@ func (w *walker) diff(r *config.Resource, addr string, schema provider.Schema, a
 		if im, each, err := w.importFor(strings.TrimPrefix(addr, w.prefix)); err != nil {
 			rp.planErr = err
 		} else if im != nil && (rr == nil || rr.Status == StatusPendingCreate) {
-			// An import block: the existing object is adopted (imports.go).
+			// An import block: the existing object is adopted (refactor.go).
 			rp.importID, rp.planErr = w.importID(im, each)
 		}
 		if rr != nil && rr.Status == StatusPendingCreate {
@@ -63,7 +63,7 @@ func (w *walker) diff(r *config.Resource, addr string, schema provider.Schema, a
 		}
 		w.planCreate(r, rp, schema) // plan_create.go
 		rp.Change = w.addChange(r, rp, schema)
-		w.planImport(r, rp) // imports.go
+		w.planImport(r, rp) // refactor.go
 		return rp
 	}
 	rp.PhysicalID = rr.PhysicalID

@@ -64,7 +64,7 @@ type ResourceState struct {
 	Adopt []byte
 	// MovedFrom is set by a plan, never stored: the address the record is
 	// kept at until the apply records it at Address (moved blocks,
-	// moved.go).
+	// refactor.go).
 	MovedFrom string
 }
 

@@ -164,7 +164,7 @@ func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, h
 		rr := &recordedResource{ResourceState: r}
 		w.plan.recorded[r.Address] = rr
 	}
-	diags = append(diags, w.refactor()...) // moved and removed blocks (moved.go)
+	diags = append(diags, w.refactor()...) // moved and removed blocks (refactor.go)
 	return w, diags
 }
 
@@ -400,7 +400,7 @@ func (w *walker) walk() hcl.Diagnostics {
 		return diags
 	}
 	desired, planned := w.desired, *w.planned
-	if d := w.checkMovedAway(); d.HasErrors() { // moved.go
+	if d := w.checkMovedAway(); d.HasErrors() { // refactor.go
 		return append(diags, d...)
 	}
 	// Removals: recorded resources no longer desired, dependents first.

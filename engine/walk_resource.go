@@ -93,10 +93,10 @@ func (w *walker) resource(r *config.Resource) ([]*ResourcePlan, hcl.Diagnostics)
 		w.extra = ex.extra
 		w.providerCfg = pcfg
 		rp := w.diff(r, w.prefix+ex.addr, schema, obj, meta)
-		if d := w.replaceTriggered(r, rp, ctx); d.HasErrors() { // replace_triggers.go
+		if d := w.replaceTriggered(r, rp, ctx); d.HasErrors() { // refactor.go
 			return nil, append(diags, d...)
 		}
-		w.noteMove(rp) // moved.go
+		w.noteMove(rp) // refactor.go
 		rp.providerConfig = pcfg
 		if rp.planErr != nil {
 			return nil, diags.Extend(config.ConfigDiags(r.Properties, r.DeclRange, w.prefix+ex.addr, "Provider cannot plan the change", rp.planErr, obj))

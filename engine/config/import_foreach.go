@@ -3,7 +3,7 @@ package config
 // import blocks with for_each (Terraform 1.7+) and the provider argument:
 // to = TYPE.NAME[each.key] (or any key expression of each), id using
 // each.key and each.value; the engine expands them per instance
-// (engine/imports.go).
+// (engine/refactor.go).
 
 import (
 	"fmt"

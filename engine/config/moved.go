@@ -5,7 +5,7 @@ package config
 // of its instances, or a module call), and removed { from, lifecycle {
 // destroy } } that a resource or module left the configuration, its
 // objects kept in the world (destroy = false) or destroyed. The engine
-// applies them to an instance's recorded resources (engine/moved.go).
+// applies them to an instance's recorded resources (engine/refactor.go).
 
 import (
 	"fmt"
@@ -237,7 +237,7 @@ func (t *Template) checkRefactoring() hcl.Diagnostics {
 		}
 		// A whole resource or module still declared cannot have moved
 		// away, nor the instance without key of a resource declared
-		// without count or for_each (a keyed instance: engine/moved.go).
+		// without count or for_each (a keyed instance: engine/refactor.go).
 		if from.Key == "" {
 			if rng, ok := declared(from); ok && (to.Key == "" || t.singleInstance(from)) {
 				diags = diags.Append(Errorf(m.DeclRange, "Moved object still exists",

@@ -2,7 +2,7 @@ package config
 
 // lifecycle { replace_triggered_by = [...] } (Terraform's): the resource
 // is replaced when a resource it names, or an attribute of one, is
-// updated or replaced. The engine decides it (engine/replace_triggers.go).
+// updated or replaced. The engine decides it (engine/refactor.go).
 
 import (
 	"strings"
