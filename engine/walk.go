@@ -260,7 +260,7 @@ func (w *walker) walkNode(node string) hcl.Diagnostics {
 		if d.HasErrors() {
 			return d
 		}
-		v, e := config.EphemeralOutput(o, v, w.rootW == nil)
+		v, e := w.tmpl.EphemeralOutput(o, v, w.rootW == nil)
 		if e != nil {
 			return d.Append(e)
 		}
@@ -343,7 +343,7 @@ func (w *walker) module(mc *config.ModuleCall) hcl.Diagnostics {
 				return diags.Append(config.Errorf(a.Expr.Range(), "Invalid value for module variable",
 					"Module %q: variable %q must be %s: %s.", mc.Name, name, config.TypeName(decl.Type), err))
 			}
-			if d := config.RefuseEphemeral(conv, a.Expr.Range(), "Module %q: variable %q is not declared as accepting ephemeral values (ephemeral = true).", mc.Name, name); d != nil && !decl.Ephemeral {
+			if d := w.tmpl.RefuseEphemeral(conv, a.Expr.Range(), "Module %q: variable %q is not declared as accepting ephemeral values (ephemeral = true).", mc.Name, name); d != nil && !decl.Ephemeral {
 				return diags.Append(d)
 			}
 			if d := config.CheckValue(w.meter, conv, fmt.Sprintf("module %q's variable %q", mc.Name, name), a.Expr.Range()); d != nil {

@@ -63,7 +63,7 @@ func (w *walker) providerConfigFor(typ, ref string, rng hcl.Range) (cty.Value, h
 	if diags.HasErrors() {
 		return cty.NilVal, diags
 	}
-	if d := config.EphemeralProperties(props, v, rng, "provider "+key); d != nil {
+	if d := w.root().tmpl.EphemeralProperties(props, v, rng, "provider "+key); d != nil {
 		return cty.NilVal, diags.Append(d)
 	}
 	if pv, ok := w.lookupProvider(typ).(provider.ProviderConfigValidator); ok && w.mode != modeApply && w.inst.validates() && v.IsWhollyKnown() {
@@ -150,7 +150,7 @@ func (w *walker) readData(node string) hcl.Diagnostics {
 	if diags.HasErrors() {
 		return diags
 	}
-	if d := config.EphemeralProperties(r.Properties, props, r.DeclRange, node); d != nil {
+	if d := w.tmpl.EphemeralProperties(r.Properties, props, r.DeclRange, node); d != nil {
 		return diags.Append(d)
 	}
 	if cv, ok := ds.(provider.ConfigValidator); ok && w.mode != modeApply && w.inst.validates() && (cfg == cty.NilVal || cfg.IsWhollyKnown()) {

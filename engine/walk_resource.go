@@ -49,7 +49,7 @@ func (w *walker) resource(r *config.Resource) ([]*ResourcePlan, hcl.Diagnostics)
 		if diags.HasErrors() {
 			return nil, diags
 		}
-		if d := config.EphemeralProperties(r.Properties, obj, r.DeclRange, w.prefix+ex.addr); d != nil {
+		if d := w.tmpl.EphemeralProperties(r.Properties, obj, r.DeclRange, w.prefix+ex.addr); d != nil {
 			return nil, diags.Append(d)
 		}
 		// Change sets copy the properties of every resource: they count.
@@ -78,7 +78,7 @@ func (w *walker) resource(r *config.Resource) ([]*ResourcePlan, hcl.Diagnostics)
 			if d.HasErrors() {
 				return nil, diags
 			}
-			if d := config.RefuseEphemeral(mv, r.Metadata.Range(), "%s: metadata cannot use ephemeral values; stackd records it.", ex.addr); d != nil {
+			if d := w.tmpl.RefuseEphemeral(mv, r.Metadata.Range(), "%s: metadata cannot use ephemeral values; stackd records it.", ex.addr); d != nil {
 				return nil, diags.Append(d)
 			}
 			if !mv.IsWhollyKnown() {

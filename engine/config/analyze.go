@@ -148,6 +148,7 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 			}
 		}
 	}
+	t.ephemeral = t.ephemeral || t.modulesReturnEphemeral()
 	for _, cn := range t.conditionNodes() {
 		g.Add(cn.node)
 		ranges[cn.node] = cn.rng

@@ -154,12 +154,13 @@ func OutputPreconditions(o *Output, ctx *hcl.EvalContext) hcl.Diagnostics {
 	return evalRules(o.Preconditions, ctx, hcl.DiagError, SummaryOutput, conditionRange, nil)
 }
 
-// RefuseEphemeral is an error at rng when v holds a value derived from an
-// ephemeral variable (nil otherwise): stackd records what it plans (state,
+// RefuseEphemeral is an error at rng when v, a value of t's evaluation,
+// holds a value derived from an ephemeral variable (nil otherwise; at
+// once for a template where none can occur: EphemeralValues): stackd records what it plans (state,
 // change sets, status) as Terraform persists resource arguments and
 // outputs, so ephemeral values may flow only into locals and conditions.
-func RefuseEphemeral(v cty.Value, rng hcl.Range, detail string, args ...any) *hcl.Diagnostic {
-	if v == cty.NilVal || !v.HasMarkDeep(EphemeralMark) {
+func (t *Template) RefuseEphemeral(v cty.Value, rng hcl.Range, detail string, args ...any) *hcl.Diagnostic {
+	if !t.ephemeral || v == cty.NilVal || !v.HasMarkDeep(EphemeralMark) {
 		return nil
 	}
 	return Errorf(rng, "Invalid use of ephemeral value", detail, args...)
@@ -168,8 +169,8 @@ func RefuseEphemeral(v cty.Value, rng hcl.Range, detail string, args ...any) *hc
 // EphemeralProperties refuses ephemeral values in obj, the evaluated
 // properties of props (a resource, a data source or a provider block),
 // naming the first property that holds one.
-func EphemeralProperties(props map[string]*hcl.Attribute, obj cty.Value, declRange hcl.Range, what string) *hcl.Diagnostic {
-	if obj == cty.NilVal || !obj.HasMarkDeep(EphemeralMark) {
+func (t *Template) EphemeralProperties(props map[string]*hcl.Attribute, obj cty.Value, declRange hcl.Range, what string) *hcl.Diagnostic {
+	if !t.ephemeral || obj == cty.NilVal || !obj.HasMarkDeep(EphemeralMark) {
 		return nil
 	}
 	if obj.Type().IsObjectType() && obj.IsKnown() && !obj.IsNull() {
@@ -177,7 +178,7 @@ func EphemeralProperties(props map[string]*hcl.Attribute, obj cty.Value, declRan
 			if !obj.Type().HasAttribute(name) {
 				continue
 			}
-			if d := RefuseEphemeral(obj.GetAttr(name), props[name].Expr.Range(),
+			if d := t.RefuseEphemeral(obj.GetAttr(name), props[name].Expr.Range(),
 				"%s: ephemeral values are not valid for %q, because stackd records it (state, change sets, status); use them only in locals and conditions.", what, name); d != nil {
 				return d
 			}
@@ -192,13 +193,35 @@ func EphemeralProperties(props map[string]*hcl.Attribute, obj cty.Value, declRan
 // values to its caller and is itself ephemeral; any other output refuses
 // them, since stackd records outputs. root tells o is the instance
 // template's own.
-func EphemeralOutput(o *Output, v cty.Value, root bool) (cty.Value, *hcl.Diagnostic) {
+func (t *Template) EphemeralOutput(o *Output, v cty.Value, root bool) (cty.Value, *hcl.Diagnostic) {
 	if !o.Ephemeral {
-		return v, RefuseEphemeral(v, o.Expr.Range(), "Output %q is not declared as returning an ephemeral value (ephemeral = true), so it cannot be set to a result derived from one.", o.Name)
+		return v, t.RefuseEphemeral(v, o.Expr.Range(), "Output %q is not declared as returning an ephemeral value (ephemeral = true), so it cannot be set to a result derived from one.", o.Name)
 	}
 	if root {
 		return v, Errorf(o.DeclRange, "Ephemeral output not allowed",
 			"Ephemeral outputs are not allowed in context of a root module: stackd records the outputs of a stack set's template. Remove ephemeral = true from output %q.", o.Name)
 	}
 	return v.Mark(EphemeralMark), nil
+}
+
+// EphemeralValues reports whether values derived from ephemeral variables
+// can occur in t's evaluation: it declares an ephemeral variable or calls
+// a module with an ephemeral output. Plans of other templates never look
+// for them (a deep walk of every value).
+func (t *Template) EphemeralValues() bool { return t.ephemeral }
+
+// modulesReturnEphemeral reports whether a module t calls has an
+// ephemeral output.
+func (t *Template) modulesReturnEphemeral() bool {
+	for _, mc := range t.Modules {
+		if mc.Template == nil {
+			continue
+		}
+		for _, o := range mc.Template.Outputs {
+			if o.Ephemeral {
+				return true
+			}
+		}
+	}
+	return false
 }

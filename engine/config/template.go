@@ -37,6 +37,9 @@ type Template struct {
 	Imports map[string]*Import
 	// Checks are the check blocks, by name (conditions.go).
 	Checks map[string]*Check
+	// ephemeral: values derived from ephemeral variables can occur in its
+	// evaluation (EphemeralValues).
+	ephemeral bool
 	// Moved and Removed are the moved and removed blocks (moved.go).
 	Moved   []*Moved
 	Removed []*Removed

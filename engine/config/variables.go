@@ -84,6 +84,7 @@ func (t *Template) addVariable(b *hcl.Block) hcl.Diagnostics {
 	diags = append(diags, stringAttr(content.Attributes["description"], &v.Description)...)
 	diags = append(diags, boolAttr(content.Attributes["nullable"], &v.Nullable)...)
 	diags = append(diags, boolAttr(content.Attributes["ephemeral"], &v.Ephemeral)...)
+	t.ephemeral = t.ephemeral || v.Ephemeral
 	if a, ok := content.Attributes["default"]; ok {
 		val, vdiags := evalConst(a.Expr, fmt.Sprintf("the default of variable %q", name))
 		diags = append(diags, vdiags...)
