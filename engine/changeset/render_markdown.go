@@ -429,6 +429,9 @@ func mdResourceLine(rc ResourceChange) string {
 		return s + " — **retained**: removed from the stack, not destroyed (`deletion_policy = \"Retain\"`)"
 	}
 	s += strings.ReplaceAll(driftNote(rc), " # ", " — ")
+	if rc.MovedFrom != "" {
+		s += " — moved from " + mdCode(rc.MovedFrom)
+	}
 	if rc.Action != Modify {
 		return s
 	}

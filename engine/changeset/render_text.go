@@ -101,6 +101,9 @@ func RenderText(w io.Writer, cs *StackSetChangeSet, color bool) error {
 				note = ` will be retained: removed from the stack, not destroyed (deletion_policy = "Retain")`
 			}
 			note += driftNote(rc) + repeatNote(rc)
+			if rc.MovedFrom != "" {
+				note += " has moved from " + printableLine(rc.MovedFrom)
+			}
 			if rc.Action == Import {
 				note += " will be imported (id " + printableLine(rc.PhysicalResourceId) + ")"
 			}
