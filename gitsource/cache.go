@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 
 	"github.com/go-git/go-git/v5"
@@ -43,6 +44,9 @@ func (s *Source) openRemote(ctx context.Context) error {
 	created, err := s.initCache()
 	if err == nil {
 		err = s.fetchRemote(ctx)
+		if err == nil && created {
+			releaseCloneMemory()
+		}
 		if err != nil && !created && s.straggler == nil {
 			// The remote is down, but the cache clone holds what was
 			// fetched before: open on it (DESIGN §9: keep the last good
@@ -230,8 +234,22 @@ func (s *Source) reclone(ctx context.Context, why string) error {
 	if _, err := s.initCache(); err != nil {
 		return err
 	}
-	return s.fetchOnce(ctx)
+	err := s.fetchOnce(ctx)
+	if err == nil {
+		releaseCloneMemory()
+	}
+	return err
 }
+
+// releaseCloneMemory returns to the operating system the memory a clone
+// used and freed. go-git indexes a cloned pack in memory (on a remote of
+// 20,000 commits its live heap peaks near 70 MB, the delta bases it
+// inflates), and the Go runtime keeps those pages after they are free: a
+// daemon on a long history stayed near 180 MB resident against 95 MB on a
+// short one, for the same live heap within 10 MB. A clone is rare (the
+// first start, a damaged cache), so one forced collection after it costs
+// nothing that matters.
+func releaseCloneMemory() { debug.FreeOSMemory() }
 
 // cacheDamage says how the cache clone is damaged, or returns "". The cheap checks (run
 // before every fetch and status write) look for the files every repository has and for
