@@ -1,8 +1,6 @@
 package config
 
 import (
-	"strings"
-
 	"github.com/hashicorp/hcl/v2"
 )
 
@@ -227,9 +225,4 @@ func (t *Template) checkScopedRefs(ranges map[string]hcl.Range) hcl.Diagnostics 
 		}
 	}
 	return diags
-}
-
-// isConditionNode tells the nodes conditionNodes adds.
-func isConditionNode(node string) bool {
-	return strings.HasPrefix(node, "var.") || strings.HasPrefix(node, "check.")
 }

@@ -23,15 +23,6 @@ import (
 // failed: the error message is hidden because an argument is sensitive.`
 var ErrSensitiveArgument = errors.New("the error message is hidden because an argument is sensitive")
 
-// hideAllSensitiveErrors wraps every function of fns with
-// hideSensitiveErrors.
-func hideAllSensitiveErrors(fns map[string]function.Function) map[string]function.Function {
-	for name, f := range fns {
-		fns[name] = hideSensitiveErrors(f)
-	}
-	return fns
-}
-
 // hideSensitiveErrors returns f with the errors of calls that have a
 // sensitive argument replaced by ErrSensitiveArgument; results, marks and
 // the errors of other calls are f's own.
