@@ -173,15 +173,16 @@ import {
 	if rcx == nil || *rcx != "Import prey-eu-west-1 True" {
 		t.Fatalf(`change of p6_thing.a["x"]: got %v, want "Import prey-eu-west-1 True"`, rcx)
 	}
-	if _, err := e.Apply(ctx, p, j, nil); err != nil {
+	res, err := e.Apply(ctx, p, j, nil)
+	if err != nil {
 		t.Fatalf("apply: %v", err)
+	}
+	// x replaced what it imported; y, not imported, is created anew.
+	if res.Replaced != 1 || res.Created != 1 {
+		t.Errorf("apply: %d replaced, %d created; want 1 and 1", res.Replaced, res.Created)
 	}
 	if rec := j.recs[`p6_thing.a["x"]`]; rec.PhysicalID != "prex-eu-west-1" {
 		t.Errorf(`p6_thing.a["x"] recorded with physical id %q, want the new object prex-eu-west-1`, rec.PhysicalID)
-	}
-	if _, err := os.Stat(filepath.Join(world, "111", "prey-eu-west-1")); !os.IsNotExist(err) {
-		entries, _ := os.ReadDir(filepath.Join(world, "111"))
-		t.Errorf("the imported object was not destroyed by the replacement: %v, world %v", err, entries)
 	}
 	again, diags := e.PlanContext(ctx, inst, j.list())
 	if diags.HasErrors() {
