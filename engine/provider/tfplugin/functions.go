@@ -212,17 +212,7 @@ func (p *v6) functions(ctx context.Context) (map[string]*rawFunction, Diagnostic
 	}
 	out := map[string]*rawFunction{}
 	for name, f := range resp.Functions {
-		rf := &rawFunction{summary: f.Summary}
-		if f.Return != nil {
-			rf.ret = f.Return.Type
-		}
-		for _, p := range f.Parameters {
-			rf.params = append(rf.params, rawParam{name: p.Name, ty: p.Type, allowNull: p.AllowNullValue, allowUnknown: p.AllowUnknownValues})
-		}
-		if vp := f.VariadicParameter; vp != nil {
-			rf.variadic = &rawParam{name: vp.Name, ty: vp.Type, allowNull: vp.AllowNullValue, allowUnknown: vp.AllowUnknownValues}
-		}
-		out[name] = rf
+		out[name] = newRawFunction(f.Summary, f.Return.GetType(), f.Parameters, f.VariadicParameter)
 	}
 	return out, diags6(resp.Diagnostics), nil
 }
@@ -249,17 +239,7 @@ func (p *v5) functions(ctx context.Context) (map[string]*rawFunction, Diagnostic
 	}
 	out := map[string]*rawFunction{}
 	for name, f := range resp.Functions {
-		rf := &rawFunction{summary: f.Summary}
-		if f.Return != nil {
-			rf.ret = f.Return.Type
-		}
-		for _, p := range f.Parameters {
-			rf.params = append(rf.params, rawParam{name: p.Name, ty: p.Type, allowNull: p.AllowNullValue, allowUnknown: p.AllowUnknownValues})
-		}
-		if vp := f.VariadicParameter; vp != nil {
-			rf.variadic = &rawParam{name: vp.Name, ty: vp.Type, allowNull: vp.AllowNullValue, allowUnknown: vp.AllowUnknownValues}
-		}
-		out[name] = rf
+		out[name] = newRawFunction(f.Summary, f.Return.GetType(), f.Parameters, f.VariadicParameter)
 	}
 	return out, diags5(resp.Diagnostics), nil
 }
@@ -277,6 +257,32 @@ func (p *v5) callFunction(ctx context.Context, name string, args []*dynamic) (*d
 		return nil, funcError(e.Text, e.FunctionArgument), nil
 	}
 	return undyn5(resp.Result), nil, nil
+}
+
+// pbParam is a function parameter of either protocol's generated code.
+type pbParam interface {
+	comparable
+	GetName() string
+	GetType() []byte
+	GetAllowNullValue() bool
+	GetAllowUnknownValues() bool
+}
+
+// newRawFunction is a function's signature as either protocol sends it.
+func newRawFunction[P pbParam](summary string, ret []byte, params []P, variadic P) *rawFunction {
+	param := func(p P) rawParam {
+		return rawParam{name: p.GetName(), ty: p.GetType(), allowNull: p.GetAllowNullValue(), allowUnknown: p.GetAllowUnknownValues()}
+	}
+	rf := &rawFunction{summary: summary, ret: ret}
+	for _, p := range params {
+		rf.params = append(rf.params, param(p))
+	}
+	var none P
+	if variadic != none {
+		v := param(variadic)
+		rf.variadic = &v
+	}
+	return rf
 }
 
 func funcError(text string, arg *int64) *FunctionError {
