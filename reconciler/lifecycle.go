@@ -26,6 +26,23 @@ func (s stopSignal) Stopped() bool {
 	}
 }
 
+// StopProviderCalls is the shutdown's stop of the provider calls in flight
+// (Terraform's StopProvider, engine.StopProviderCalls), for when the grace
+// period is over: from now on a call that fails was stopped by the daemon,
+// so its instance is left to the resumed operation (interrupted), never
+// recorded OPERATION_FAILED. It waits for the providers' answer or ctx.
+func (r *Reconciler) StopProviderCalls(ctx context.Context) {
+	r.callsStopped.Store(true)
+	r.opts.Engine.StopProviderCalls(ctx)
+}
+
+// stopping reports whether an instance's provider or plan error comes from
+// the daemon stopping it (its context ended, or StopProviderCalls), not
+// from the instance: it is then interrupted, not failed.
+func (r *Reconciler) stopping(ctx context.Context) bool {
+	return ctx.Err() != nil || r.callsStopped.Load()
+}
+
 // passLock serializes the reconcile passes of the deploy branch; unlike a
 // sync.Mutex, waiting for it ends with the caller's context, so that an
 // API call's deadline holds while another pass runs.

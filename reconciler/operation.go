@@ -500,6 +500,9 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 		plan = engine.PlanDestroy(&engine.Instance{Name: o.j.name, StackSetID: ssID, Target: t, DeclaredTypes: o.r.declaredTypes(o.j), Caller: config.CallerAccount(o.j.desired)}, recorded)
 	default:
 		if err := o.plan(ctx, t, recorded, &plan); err != nil {
+			if o.r.stopping(ctx) {
+				return false // stopping: left to the resumed operation
+			}
 			return o.fail(w, log, err)
 		}
 	}
@@ -528,8 +531,10 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 		}
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			// Stopping: leave the instance to the resumed operation.
+		if o.r.stopping(ctx) {
+			// Stopping (the context ended, or shutdown stopped the
+			// provider calls): leave the instance to the resumed
+			// operation.
 			return false
 		}
 		return o.fail(w, log, err)

@@ -252,9 +252,13 @@ type Reconciler struct {
 	// before the state changed is not reused.
 	stateGen atomic.Int64
 	// stop fires when Run's context ends: no new instance starts.
-	stop     stopSignal
-	healthMu sync.Mutex
-	health   Health
+	stop stopSignal
+	// callsStopped is set once shutdown has asked the providers to stop
+	// their calls in flight (StopProviderCalls): a call failing from then
+	// on was stopped by the daemon, not failed by the world.
+	callsStopped atomic.Bool
+	healthMu     sync.Mutex
+	health       Health
 	// passes counts Run's passes: started and ended, the outcome of the
 	// last, and a channel closed (and replaced) when one ends (WaitPass).
 	passes passLog

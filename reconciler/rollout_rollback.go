@@ -398,7 +398,7 @@ func (rr *rolloutRun) rollbackBatch(ctx context.Context, items []rollbackItem) (
 				switch {
 				case err == nil:
 					restored++
-				case ctx.Err() == nil:
+				case !rr.o.r.stopping(ctx):
 					failures = append(failures, fmt.Sprintf("%s/%s: %v", it.target.Region, it.target.Account, err))
 				}
 			}()
@@ -486,7 +486,7 @@ func (rr *rolloutRun) rollbackOne(ctx context.Context, it rollbackItem) error {
 		err = ferr
 	}
 	if err != nil {
-		if ctx.Err() != nil {
+		if o.r.stopping(ctx) {
 			return err // stopping: the resumed operation rolls back again
 		}
 		return failWith(err)

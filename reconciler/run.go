@@ -76,6 +76,7 @@ func (r *Reconciler) Run(ctx context.Context, trigger <-chan struct{}, grace tim
 	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	r.stop = stopSignal{done: ctx.Done()}
+	r.callsStopped.Store(false)
 	r.opsCtx.Store(&work)
 	go func() {
 		select {
@@ -90,9 +91,11 @@ func (r *Reconciler) Run(ctx context.Context, trigger <-chan struct{}, grace tim
 			r.log.Warn().Str("grace", grace.String()).Msg("grace period over: stopping and cancelling provider calls in flight")
 			// Terraform providers are asked to stop first (StopProvider),
 			// so that they wind down what they started, then the calls'
-			// contexts end.
+			// contexts end. A call that fails from the stop is an
+			// interruption, not a failure (StopProviderCalls marks it so
+			// before the providers are asked).
 			stop, done := context.WithTimeout(context.WithoutCancel(ctx), stopProvidersTimeout)
-			r.opts.Engine.StopProviderCalls(stop)
+			r.StopProviderCalls(stop)
 			done()
 			cancel()
 		case <-work.Done():
