@@ -93,7 +93,7 @@ func (s *Store) writeBackup(w io.Writer) (BackupInfo, error) {
 
 // writePlainBackup writes the backup format to w.
 func (s *Store) writePlainBackup(w io.Writer) (BackupInfo, error) {
-	if s.db.IsClosed() {
+	if s.kv.closed() {
 		return BackupInfo{}, ErrClosed
 	}
 	info := BackupInfo{Version: backupVersion, Created: time.Now().UTC()}
@@ -109,38 +109,24 @@ func (s *Store) writePlainBackup(w io.Writer) (BackupInfo, error) {
 	if _, err := out.Write(head[:]); err != nil {
 		return info, err
 	}
-	err := s.db.View(func(txn *badger.Txn) error {
-		// Values are read one at a time: prefetching 100 of them could
-		// hold 100 large values in memory at once.
-		opts := badger.DefaultIteratorOptions
-		opts.PrefetchValues = false
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		var lenBuf [binary.MaxVarintLen64]byte
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			err := item.Value(func(v []byte) error {
-				k := item.Key()
-				if _, err := out.Write([]byte{tagRecord}); err != nil {
-					return err
-				}
-				for _, b := range [][]byte{k, v} {
-					n := binary.PutUvarint(lenBuf[:], uint64(len(b)))
-					if _, err := out.Write(lenBuf[:n]); err != nil {
-						return err
-					}
-					if _, err := out.Write(b); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-			if err != nil {
+	var lenBuf [binary.MaxVarintLen64]byte
+	err := s.view(func(txn kvTxn) error {
+		return txn.Scan(nil, false, func(k, v []byte) error {
+			if _, err := out.Write([]byte{tagRecord}); err != nil {
 				return err
 			}
+			for _, b := range [][]byte{k, v} {
+				n := binary.PutUvarint(lenBuf[:], uint64(len(b)))
+				if _, err := out.Write(lenBuf[:n]); err != nil {
+					return err
+				}
+				if _, err := out.Write(b); err != nil {
+					return err
+				}
+			}
 			info.Records++
-		}
-		return nil
+			return nil
+		})
 	})
 	if err != nil {
 		return info, convertErr(err)

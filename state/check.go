@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
-
-	"github.com/dgraph-io/badger/v4"
 )
 
 // Check verifies the state's invariants on one consistent snapshot and
@@ -33,7 +31,7 @@ func (s *Store) Check() []error {
 		active:    map[string]bool{},
 		instances: map[string]bool{},
 	}
-	err := s.view(func(txn *badger.Txn) error {
+	err := s.view(func(txn kvTxn) error {
 		steps := []checkStep{
 			{prefixStackSet, c.checkStackSet},
 			{prefixStackSetName, c.checkStackSetName},
@@ -56,8 +54,7 @@ func (s *Store) Check() []error {
 				return err
 			}
 		}
-		c.unknownKeys(txn, steps)
-		return nil
+		return c.unknownKeys(txn, steps)
 	})
 	if err != nil {
 		return []error{fmt.Errorf("check state: %w", err)}
@@ -68,7 +65,7 @@ func (s *Store) Check() []error {
 // checkStep checks every record with one prefix.
 type checkStep struct {
 	prefix string
-	fn     func(txn *badger.Txn, key, val []byte)
+	fn     func(txn kvTxn, key, val []byte)
 }
 
 // checker accumulates what Check has seen and the problems it found.
@@ -96,7 +93,7 @@ func (c *checker) record(key, val []byte, v any) bool {
 	return true
 }
 
-func (c *checker) checkStackSet(txn *badger.Txn, key, val []byte) {
+func (c *checker) checkStackSet(txn kvTxn, key, val []byte) {
 	id := string(key[len(prefixStackSet):])
 	var ss StackSet
 	if !c.record(key, val, &ss) {
@@ -116,7 +113,7 @@ func (c *checker) checkStackSet(txn *badger.Txn, key, val []byte) {
 	}
 }
 
-func (c *checker) checkStackSetName(_ *badger.Txn, key, val []byte) {
+func (c *checker) checkStackSetName(_ kvTxn, key, val []byte) {
 	name := string(key[len(prefixStackSetName):])
 	id := string(val)
 	got, ok := c.stackSets[id]
@@ -128,7 +125,7 @@ func (c *checker) checkStackSetName(_ *badger.Txn, key, val []byte) {
 	}
 }
 
-func (c *checker) checkOperation(txn *badger.Txn, key, val []byte) {
+func (c *checker) checkOperation(txn kvTxn, key, val []byte) {
 	p, ok := splitKey(key, prefixOperation, 2)
 	if !ok {
 		c.malformed(key)
@@ -158,14 +155,14 @@ func (c *checker) checkOperation(txn *badger.Txn, key, val []byte) {
 	}
 }
 
-func (c *checker) checkOperationID(_ *badger.Txn, key, val []byte) {
+func (c *checker) checkOperationID(_ kvTxn, key, val []byte) {
 	opID := string(key[len(prefixOperationID):])
 	if owner, ok := c.opOwner[opID]; !ok || owner != string(val) {
 		c.add(key, "points at missing operation op/%s/%s", val, opID)
 	}
 }
 
-func (c *checker) checkOperationKey(txn *badger.Txn, key, val []byte) {
+func (c *checker) checkOperationKey(txn kvTxn, key, val []byte) {
 	p, ok := splitKey(key, prefixOperationKey, 2)
 	if !ok {
 		c.malformed(key)
@@ -181,7 +178,7 @@ func (c *checker) checkOperationKey(txn *badger.Txn, key, val []byte) {
 	}
 }
 
-func (c *checker) checkEvent(_ *badger.Txn, key, val []byte) {
+func (c *checker) checkEvent(_ kvTxn, key, val []byte) {
 	opID, seq, ok := parseEventKey(key)
 	if !ok || strings.Contains(opID, "/") {
 		c.malformed(key)
@@ -196,7 +193,7 @@ func (c *checker) checkEvent(_ *badger.Txn, key, val []byte) {
 	}
 }
 
-func (c *checker) checkInstance(_ *badger.Txn, key, val []byte) {
+func (c *checker) checkInstance(_ kvTxn, key, val []byte) {
 	p, ok := splitKey(key, prefixInstance, 3)
 	if !ok || strings.Contains(p[2], "/") {
 		c.malformed(key)
@@ -219,7 +216,7 @@ func (c *checker) checkInstance(_ *badger.Txn, key, val []byte) {
 	}
 }
 
-func (c *checker) checkResource(_ *badger.Txn, key, val []byte) {
+func (c *checker) checkResource(_ kvTxn, key, val []byte) {
 	p, ok := splitKey(key, prefixResource, 4)
 	if !ok {
 		c.malformed(key)
@@ -245,33 +242,28 @@ func (c *checker) checkResource(_ *badger.Txn, key, val []byte) {
 	}
 }
 
-func (c *checker) checkResourceType(_ *badger.Txn, key, val []byte) {
+func (c *checker) checkResourceType(_ kvTxn, key, val []byte) {
 	var rt ResourceType
 	if c.record(key, val, &rt) && rt.Name != string(key[len(prefixResourceType):]) {
 		c.add(key, "record has name %q", rt.Name)
 	}
 }
 
-func (c *checker) checkOpaque(_ *badger.Txn, key, val []byte) {
+func (c *checker) checkOpaque(_ kvTxn, key, val []byte) {
 	if _, err := decodeRaw(val); err != nil {
 		c.add(key, "%v", err)
 	}
 }
 
 // unknownKeys records every key that has none of the known prefixes.
-func (c *checker) unknownKeys(txn *badger.Txn, steps []checkStep) {
-	opts := badger.DefaultIteratorOptions
-	opts.PrefetchValues = false
-	it := txn.NewIterator(opts)
-	defer it.Close()
-outer:
-	for it.Rewind(); it.Valid(); it.Next() {
-		k := it.Item().Key()
+func (c *checker) unknownKeys(txn kvTxn, steps []checkStep) error {
+	return txn.Scan(nil, true, func(k, _ []byte) error {
 		for _, st := range steps {
 			if bytes.HasPrefix(k, []byte(st.prefix)) {
-				continue outer
+				return nil
 			}
 		}
 		c.add(k, "unknown key prefix")
-	}
+		return nil
+	})
 }

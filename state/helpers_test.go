@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -43,7 +42,7 @@ func openAt(t testing.TB, dir string) *Store {
 // rawSet writes val at key, bypassing every rule of the store.
 func rawSet(t testing.TB, s *Store, key string, val []byte) {
 	t.Helper()
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte(key), val) }); err != nil {
+	if err := s.kv.update(func(txn kvTxn) error { return txn.Set([]byte(key), val) }); err != nil {
 		t.Fatalf("raw set %q: %v", key, err)
 	}
 }
@@ -61,7 +60,7 @@ func rawPut(t testing.TB, s *Store, key string, v any) {
 // rawDelete deletes key, bypassing every rule of the store.
 func rawDelete(t testing.TB, s *Store, key string) {
 	t.Helper()
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete([]byte(key)) }); err != nil {
+	if err := s.kv.update(func(txn kvTxn) error { return txn.Delete([]byte(key)) }); err != nil {
 		t.Fatalf("raw delete %q: %v", key, err)
 	}
 }
@@ -70,7 +69,7 @@ func rawDelete(t testing.TB, s *Store, key string) {
 func rawKeys(t testing.TB, s *Store, prefix string) []string {
 	t.Helper()
 	var out []string
-	err := s.db.View(func(txn *badger.Txn) error {
+	err := s.view(func(txn kvTxn) error {
 		for _, k := range scanKeys(txn, []byte(prefix)) {
 			out = append(out, string(k))
 		}
@@ -86,17 +85,11 @@ func rawKeys(t testing.TB, s *Store, prefix string) []string {
 func dump(t testing.TB, s *Store) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.DefaultIteratorOptions)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			v, err := it.Item().ValueCopy(nil)
-			if err != nil {
-				return err
-			}
-			out[string(it.Item().KeyCopy(nil))] = string(v)
-		}
-		return nil
+	err := s.view(func(txn kvTxn) error {
+		return txn.Scan(nil, false, func(k, v []byte) error {
+			out[string(k)] = string(v)
+			return nil
+		})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +101,10 @@ func dump(t testing.TB, s *Store) map[string]string {
 // (fast fixture for big states).
 func putResourcesBatch(t testing.TB, s *Store, ins []Instance, n int) {
 	t.Helper()
+	if s.db == nil {
+		putResourcesTxn(t, s, ins, n)
+		return
+	}
 	wb := s.db.NewWriteBatch()
 	defer wb.Cancel()
 	for _, in := range ins {
@@ -124,6 +121,30 @@ func putResourcesBatch(t testing.TB, s *Store, ins []Instance, n int) {
 	}
 	if err := wb.Flush(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// putResourcesTxn is putResourcesBatch for a backend without write
+// batches: one transaction per instance.
+func putResourcesTxn(t testing.TB, s *Store, ins []Instance, n int) {
+	t.Helper()
+	for _, in := range ins {
+		err := s.kv.update(func(txn kvTxn) error {
+			for i := range n {
+				r := testResource(i)
+				b, err := encode(r)
+				if err != nil {
+					return err
+				}
+				if err := txn.Set(resourceKey(in.StackSetID, in.Region, in.Account, r.Address), b); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-
-	"github.com/dgraph-io/badger/v4"
 )
 
 // Instance returns the instance (ssID, region, account).
@@ -17,7 +15,7 @@ func (s *Store) Instance(ssID, region, account string) (Instance, error) {
 		return Instance{}, err
 	}
 	var in Instance
-	err := s.view(func(txn *badger.Txn) error {
+	err := s.view(func(txn kvTxn) error {
 		var err error
 		in, err = getRecord[Instance](txn, instanceKey(ssID, region, account))
 		return err
@@ -37,7 +35,7 @@ func (s *Store) Instances(ssID string) ([]Instance, error) {
 		return nil, err
 	}
 	var out []Instance
-	err := s.view(func(txn *badger.Txn) error {
+	err := s.view(func(txn kvTxn) error {
 		var err error
 		out, err = scanRecords[Instance](txn, instancesPrefix(ssID))
 		return err
@@ -76,7 +74,7 @@ func (s *Store) PutInstances(ins []Instance) error {
 	}
 	for start := 0; start < len(ins); {
 		n := 0
-		err := s.update(func(txn *badger.Txn) error {
+		err := s.update(func(txn kvTxn) error {
 			n = 0
 			checked := map[string]bool{}
 			for _, in := range ins[start:] {
@@ -91,7 +89,7 @@ func (s *Store) PutInstances(ins []Instance) error {
 					checked[in.StackSetID] = true
 				}
 				err := putRecord(txn, instanceKey(in.StackSetID, in.Region, in.Account), in)
-				if errors.Is(err, badger.ErrTxnTooBig) && n > 0 {
+				if errors.Is(err, ErrTooLarge) && n > 0 {
 					return nil // commit what fits; the next round goes on
 				}
 				if err != nil {
@@ -130,7 +128,7 @@ func (s *Store) WriteInstance(in Instance, writes []ResourceWrite) error {
 			return err
 		}
 	}
-	err := s.update(func(txn *badger.Txn) error {
+	err := s.update(func(txn kvTxn) error {
 		ok, err := exists(txn, stackSetKey(in.StackSetID))
 		if err != nil {
 			return err
@@ -171,7 +169,7 @@ func (s *Store) DeleteInstance(ssID, region, account string) error {
 		return err
 	}
 	missing := false
-	err := s.deleteInOrder(func(txn *badger.Txn) (keys, final [][]byte, err error) {
+	err := s.deleteInOrder(func(txn kvTxn) (keys, final [][]byte, err error) {
 		ok, err := exists(txn, instanceKey(ssID, region, account))
 		if err != nil {
 			return nil, nil, err
@@ -208,7 +206,7 @@ func (s *Store) Resources(ssID, region, account string) ([]Resource, error) {
 		return nil, err
 	}
 	var out []Resource
-	err := s.view(func(txn *badger.Txn) error {
+	err := s.view(func(txn kvTxn) error {
 		var err error
 		// Addresses are the last key component: key order is address order.
 		out, err = scanRecords[Resource](txn, resourcesPrefix(ssID, region, account))
@@ -231,7 +229,7 @@ func (s *Store) PutResource(ssID, region, account string, r Resource) error {
 	if err := checkResourceKey(ssID, region, account, r.Address); err != nil {
 		return err
 	}
-	err := s.update(func(txn *badger.Txn) error {
+	err := s.update(func(txn kvTxn) error {
 		ok, err := exists(txn, instanceKey(ssID, region, account))
 		if err != nil {
 			return err
@@ -256,7 +254,7 @@ func (s *Store) DeleteResource(ssID, region, account, address string) error {
 		return err
 	}
 	key := resourceKey(ssID, region, account, address)
-	err := s.update(func(txn *badger.Txn) error {
+	err := s.update(func(txn kvTxn) error {
 		ok, err := exists(txn, key)
 		if err != nil {
 			return err
@@ -294,7 +292,7 @@ func (s *Store) WriteResources(ssID, region, account string, writes []ResourceWr
 			return err
 		}
 	}
-	err := s.update(func(txn *badger.Txn) error {
+	err := s.update(func(txn kvTxn) error {
 		ok, err := exists(txn, instanceKey(ssID, region, account))
 		if err != nil {
 			return err
@@ -342,7 +340,7 @@ func (s *Store) SetDrift(ssID string, drifts []InstanceDrift) error {
 	const batch = 256 // instances per transaction: well below Badger's limits
 	for start := 0; start < len(drifts); start += batch {
 		part := drifts[start:min(start+batch, len(drifts))]
-		err := s.update(func(txn *badger.Txn) error {
+		err := s.update(func(txn kvTxn) error {
 			for _, d := range part {
 				key := instanceKey(ssID, d.Region, d.Account)
 				in, err := getRecord[Instance](txn, key)

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/dgraph-io/badger/v4"
 )
 
 // PutIdem is create-or-verify for idempotency key key: if key is new it
@@ -22,7 +20,7 @@ func (s *Store) PutIdem(key string, value []byte) (created bool, existing []byte
 		return false, nil, err
 	}
 	k := idemKey(key)
-	err = s.update(func(txn *badger.Txn) error {
+	err = s.update(func(txn kvTxn) error {
 		created, existing = false, nil
 		old, err := getOpaque(txn, k)
 		if err == nil {
@@ -58,7 +56,7 @@ func (s *Store) SetMeta(key string, value []byte) error {
 	if err := checkLast("meta key", key); err != nil {
 		return err
 	}
-	err := s.update(func(txn *badger.Txn) error {
+	err := s.update(func(txn kvTxn) error {
 		return txn.Set(metaKey(key), encodeRaw(value))
 	})
 	if err != nil {
@@ -79,23 +77,17 @@ func (s *Store) Meta(key string) ([]byte, error) {
 
 // getOpaque reads a caller's opaque value stored with encodeRaw.
 // Errors: ErrNotFound, ErrCorrupt.
-func getOpaque(txn *badger.Txn, key []byte) ([]byte, error) {
-	item, err := txn.Get(key)
+func getOpaque(txn kvTxn, key []byte) ([]byte, error) {
+	b, err := txn.Get(key)
 	if err != nil {
-		return nil, convertErr(err)
+		return nil, err
 	}
-	var v []byte
-	err = item.Value(func(b []byte) error {
-		var err error
-		v, err = decodeRaw(b)
-		return err
-	})
-	return v, err
+	return decodeRaw(b)
 }
 
 func (s *Store) getRawValue(k []byte, what, name string) ([]byte, error) {
 	var v []byte
-	err := s.view(func(txn *badger.Txn) error {
+	err := s.view(func(txn kvTxn) error {
 		var err error
 		v, err = getOpaque(txn, k)
 		return err
@@ -121,7 +113,7 @@ func (s *Store) PutResourceType(rt ResourceType) (ResourceType, bool, error) {
 		got     ResourceType
 		created bool
 	)
-	err := s.update(func(txn *badger.Txn) error {
+	err := s.update(func(txn kvTxn) error {
 		var err error
 		got, err = getRecord[ResourceType](txn, resourceTypeKey(rt.Name))
 		created = errors.Is(err, ErrNotFound)
@@ -145,7 +137,7 @@ func (s *Store) ResourceType(name string) (ResourceType, error) {
 		return ResourceType{}, err
 	}
 	var rt ResourceType
-	err := s.view(func(txn *badger.Txn) error {
+	err := s.view(func(txn kvTxn) error {
 		var err error
 		rt, err = getRecord[ResourceType](txn, resourceTypeKey(name))
 		return err
@@ -161,7 +153,7 @@ func (s *Store) ResourceType(name string) (ResourceType, error) {
 // Errors: ErrCorrupt, ErrClosed.
 func (s *Store) ResourceTypes() ([]ResourceType, error) {
 	var out []ResourceType
-	err := s.view(func(txn *badger.Txn) error {
+	err := s.view(func(txn kvTxn) error {
 		var err error
 		out, err = scanRecords[ResourceType](txn, []byte(prefixResourceType))
 		return err
@@ -182,7 +174,7 @@ func (s *Store) DeleteResourceType(name string) error {
 		return err
 	}
 	k := resourceTypeKey(name)
-	err := s.update(func(txn *badger.Txn) error {
+	err := s.update(func(txn kvTxn) error {
 		ok, err := exists(txn, k)
 		if err != nil {
 			return err
@@ -201,14 +193,11 @@ func (s *Store) DeleteResourceType(name string) error {
 // MetaKeys lists the metadata keys that start with prefix, sorted.
 func (s *Store) MetaKeys(prefix string) ([]string, error) {
 	var keys []string
-	err := s.db.View(func(txn *badger.Txn) error {
-		p := metaKey(prefix)
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			keys = append(keys, strings.TrimPrefix(string(it.Item().Key()), prefixMeta))
-		}
-		return nil
+	err := s.view(func(txn kvTxn) error {
+		return txn.Scan(metaKey(prefix), true, func(k, _ []byte) error {
+			keys = append(keys, strings.TrimPrefix(string(k), prefixMeta))
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list meta keys %q: %w", prefix, err)
@@ -221,5 +210,5 @@ func (s *Store) DeleteMeta(key string) error {
 	if err := checkLast("meta key", key); err != nil {
 		return err
 	}
-	return s.update(func(txn *badger.Txn) error { return txn.Delete(metaKey(key)) })
+	return s.update(func(txn kvTxn) error { return txn.Delete(metaKey(key)) })
 }

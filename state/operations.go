@@ -1,7 +1,6 @@
 package state
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/google/uuid"
 )
 
@@ -30,7 +28,7 @@ func checkOperation(op Operation) error {
 
 // putOperation writes op and its id index, refusing to move an existing
 // operation to another stack set.
-func putOperation(txn *badger.Txn, op Operation) error {
+func putOperation(txn kvTxn, op Operation) error {
 	owner, err := getRaw(txn, operationIDKey(op.ID))
 	switch {
 	case err == nil && string(owner) != op.StackSetID:
@@ -55,7 +53,7 @@ func (s *Store) PutOperation(op Operation) error {
 	if err := checkOperation(op); err != nil {
 		return err
 	}
-	err := s.update(func(txn *badger.Txn) error { return putOperation(txn, op) })
+	err := s.update(func(txn kvTxn) error { return putOperation(txn, op) })
 	if err != nil {
 		return fmt.Errorf("put operation %s: %w", op.ID, err)
 	}
@@ -76,7 +74,7 @@ func (s *Store) EndOperation(op Operation, ss StackSet) error {
 	if ss.ID != op.StackSetID {
 		return fmt.Errorf("%w: operation %s belongs to stack set %s, not %s", ErrInvalid, op.ID, op.StackSetID, ss.ID)
 	}
-	err := s.update(func(txn *badger.Txn) error {
+	err := s.update(func(txn kvTxn) error {
 		if err := putOperation(txn, op); err != nil {
 			return err
 		}
@@ -96,7 +94,7 @@ func (s *Store) Operation(id string) (Operation, error) {
 		return Operation{}, err
 	}
 	var op Operation
-	err := s.view(func(txn *badger.Txn) error {
+	err := s.view(func(txn kvTxn) error {
 		ssID, err := getRaw(txn, operationIDKey(id))
 		if err != nil {
 			return err
@@ -120,7 +118,7 @@ func (s *Store) Operations(ssID string) ([]Operation, error) {
 		return nil, err
 	}
 	var out []Operation
-	err := s.view(func(txn *badger.Txn) error {
+	err := s.view(func(txn kvTxn) error {
 		var err error
 		out, err = scanRecords[Operation](txn, operationsPrefix(ssID))
 		return err
@@ -138,7 +136,7 @@ func (s *Store) Operations(ssID string) ([]Operation, error) {
 // Errors: ErrCorrupt, ErrClosed.
 func (s *Store) OperationsByStatus(statuses ...string) ([]Operation, error) {
 	var out []Operation
-	err := s.view(func(txn *badger.Txn) error {
+	err := s.view(func(txn kvTxn) error {
 		out = nil
 		return scan(txn, []byte(prefixOperation), func(key, val []byte) error {
 			if len(statuses) > 0 {
@@ -180,7 +178,7 @@ func (s *Store) OperationForRevision(ssID, revision string) (Operation, error) {
 		return Operation{}, err
 	}
 	var op Operation
-	err := s.view(func(txn *badger.Txn) error {
+	err := s.view(func(txn kvTxn) error {
 		opID, err := getRaw(txn, operationRevisionKey(ssID, revision))
 		if err != nil {
 			return err
@@ -218,7 +216,7 @@ func (s *Store) ClaimOperation(op Operation) (Operation, bool, error) {
 		got     Operation
 		created bool
 	)
-	err := s.update(func(txn *badger.Txn) error {
+	err := s.update(func(txn kvTxn) error {
 		got, created = Operation{}, false
 		revKey := operationRevisionKey(op.StackSetID, claim)
 		opID, err := getRaw(txn, revKey)
@@ -280,6 +278,18 @@ func (s *Store) AppendEvent(ev Event) (Event, error) {
 	fail := func(err error) (Event, error) {
 		return Event{}, fmt.Errorf("append event to operation %s: %w", ev.OperationID, err)
 	}
+	if ea, ok := s.kv.(eventAppender); ok {
+		seq, err := ea.appendEvent(operationIDKey(ev.OperationID), eventsPrefix(ev.OperationID), func(seq uint64) ([]byte, []byte, error) {
+			ev.Seq = seq
+			b, err := encode(ev)
+			return eventKey(ev.OperationID, seq), b, err
+		})
+		if err != nil {
+			return fail(err)
+		}
+		ev.Seq = seq
+		return ev, nil
+	}
 	// A write-only transaction: it cannot conflict, so the number taken is
 	// the one committed. It is made before the lock is taken: making one
 	// waits until the commits before it are applied (its read timestamp),
@@ -326,7 +336,7 @@ func (s *Store) AppendEvent(ev Event) (Event, error) {
 func (s *Store) nextEventSeq(stripe *eventStripe, opID string) (uint64, error) {
 	last, ok := stripe.next[opID]
 	if !ok {
-		err := s.view(func(txn *badger.Txn) error {
+		err := s.view(func(txn kvTxn) error {
 			found, err := exists(txn, operationIDKey(opID))
 			if err != nil {
 				return err
@@ -349,25 +359,23 @@ func (s *Store) nextEventSeq(stripe *eventStripe, opID string) (uint64, error) {
 }
 
 // lastEventSeq returns the highest sequence number recorded for opID, or 0.
-func lastEventSeq(txn *badger.Txn, opID string) uint64 {
+func lastEventSeq(txn kvTxn, opID string) uint64 {
 	prefix := eventsPrefix(opID)
-	opts := badger.DefaultIteratorOptions
-	opts.Prefix = prefix
-	opts.PrefetchValues = false
-	opts.Reverse = true
-	it := txn.NewIterator(opts)
-	defer it.Close()
-	// In reverse, Seek finds the largest key <= the seek key.
-	seek := append(bytes.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
-	it.Seek(seek)
-	if !it.ValidForPrefix(prefix) {
-		return 0
-	}
-	k := it.Item().Key()
-	if len(k) != len(prefix)+8 {
+	k, err := txn.Last(prefix)
+	if err != nil || len(k) != len(prefix)+8 {
 		return 0
 	}
 	return binary.BigEndian.Uint64(k[len(prefix):])
+}
+
+// eventAppender is a backend that numbers an operation's events itself
+// (several stores share it, so the store's counters cannot): appendEvent
+// takes the next number after the operation's last event, writes what
+// build makes of it, and commits, with appends of one operation
+// serialised until their commit. Errors: ErrNotFound (wrapped) if
+// opIDKey does not exist.
+type eventAppender interface {
+	appendEvent(opIDKey, prefix []byte, build func(seq uint64) (key, val []byte, err error)) (uint64, error)
 }
 
 func stripe(id string) int {
@@ -384,7 +392,7 @@ func (s *Store) Events(opID string) ([]Event, error) {
 		return nil, err
 	}
 	var out []Event
-	err := s.view(func(txn *badger.Txn) error {
+	err := s.view(func(txn kvTxn) error {
 		var err error
 		out, err = scanRecords[Event](txn, eventsPrefix(opID))
 		return err

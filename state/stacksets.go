@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/google/uuid"
 )
 
@@ -37,7 +36,7 @@ func (s *Store) CreateStackSetWithID(name, id string, now time.Time) (StackSet, 
 		Created: now.Round(0), // strip the monotonic reading: stored as written
 		Status:  StackSetActive,
 	}
-	err := s.update(func(txn *badger.Txn) error {
+	err := s.update(func(txn kvTxn) error {
 		taken, err := exists(txn, stackSetNameKey(name))
 		if err != nil {
 			return err
@@ -69,7 +68,7 @@ func (s *Store) StackSet(id string) (StackSet, error) {
 		return StackSet{}, err
 	}
 	var ss StackSet
-	err := s.view(func(txn *badger.Txn) error {
+	err := s.view(func(txn kvTxn) error {
 		var err error
 		ss, err = getRecord[StackSet](txn, stackSetKey(id))
 		return err
@@ -88,7 +87,7 @@ func (s *Store) StackSetByName(name string) (StackSet, error) {
 		return StackSet{}, err
 	}
 	var ss StackSet
-	err := s.view(func(txn *badger.Txn) error {
+	err := s.view(func(txn kvTxn) error {
 		id, err := getRaw(txn, stackSetNameKey(name))
 		if err != nil {
 			return err
@@ -112,7 +111,7 @@ func (s *Store) PutStackSet(ss StackSet) error {
 	if err := checkComponent("stack set id", ss.ID); err != nil {
 		return err
 	}
-	err := s.update(func(txn *badger.Txn) error { return putStackSet(txn, ss) })
+	err := s.update(func(txn kvTxn) error { return putStackSet(txn, ss) })
 	if err != nil {
 		return fmt.Errorf("put stack set %s: %w", ss.ID, err)
 	}
@@ -120,7 +119,7 @@ func (s *Store) PutStackSet(ss StackSet) error {
 }
 
 // putStackSet replaces the existing stack set ss.ID, refusing a rename.
-func putStackSet(txn *badger.Txn, ss StackSet) error {
+func putStackSet(txn kvTxn, ss StackSet) error {
 	old, err := getRecord[StackSet](txn, stackSetKey(ss.ID))
 	if err != nil {
 		return err
@@ -136,7 +135,7 @@ func putStackSet(txn *badger.Txn, ss StackSet) error {
 // Errors: ErrCorrupt, ErrClosed.
 func (s *Store) ListStackSets() ([]StackSet, error) {
 	var out []StackSet
-	err := s.view(func(txn *badger.Txn) error {
+	err := s.view(func(txn kvTxn) error {
 		var err error
 		out, err = scanRecords[StackSet](txn, []byte(prefixStackSet))
 		return err
@@ -162,7 +161,7 @@ func (s *Store) DeleteStackSet(id string) error {
 	if err := checkComponent("stack set id", id); err != nil {
 		return err
 	}
-	err := s.deleteInOrder(func(txn *badger.Txn) (keys, final [][]byte, err error) {
+	err := s.deleteInOrder(func(txn kvTxn) (keys, final [][]byte, err error) {
 		ss, err := getRecord[StackSet](txn, stackSetKey(id))
 		if err != nil {
 			return nil, nil, err

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -88,6 +89,9 @@ const (
 // concurrent use by many goroutines. Close it when done; no method may be
 // called after (or while) Close runs.
 type Store struct {
+	// kv is where records are kept; db is its Badger database when the
+	// state is a directory (nil on PostgreSQL).
+	kv backend
 	db *badger.DB
 	// key encrypts the state and its backups at rest (nil: not).
 	key []byte
@@ -212,7 +216,7 @@ func open(dir string, c config) (s *Store, err error) {
 	if err != nil {
 		return nil, classifyOpenError(dir, err)
 	}
-	s = &Store{db: db, dir: dir, free: c.free, minFree: c.minFree, stop: make(chan struct{}), key: c.key}
+	s = &Store{kv: badgerBackend{db}, db: db, dir: dir, free: c.free, minFree: c.minFree, stop: make(chan struct{}), key: c.key}
 	s.space.ttl = c.spaceRecheck
 	s.wg.Add(1)
 	go s.gcLoop(c.gcInterval, c.gcDone)
@@ -281,6 +285,12 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		s.wg.Wait()
+		if s.db == nil {
+			if err := s.kv.close(); err != nil {
+				s.closeErr = fmt.Errorf("close state: %w", err)
+			}
+			return
+		}
 		if s.free != nil {
 			if err := spaceFor(s.dir, s.free, s.minFree); err != nil {
 				s.closeErr = fmt.Errorf("close state: %w; its log is synced and replays at the next start", err)
@@ -303,10 +313,10 @@ func (s *Store) Close() error {
 //
 // Errors: ErrClosed, or a wrapped I/O error.
 func (s *Store) Sync() error {
-	if s.db.IsClosed() {
+	if s.kv.closed() {
 		return ErrClosed
 	}
-	if err := s.db.Sync(); err != nil {
+	if err := s.kv.sync(); err != nil {
 		return fmt.Errorf("sync state: %w", err)
 	}
 	return nil
@@ -333,15 +343,15 @@ func convertErr(err error) error {
 // be safe to run more than once: reset anything it captures at its start.
 //
 // Errors: ErrNoSpace (wrapped) when the disk is nearly full (see
-// MinFreeSpace), else what fn or Badger returned, converted.
-func (s *Store) update(fn func(txn *badger.Txn) error) error {
+// MinFreeSpace), else what fn or the backend returned, converted.
+func (s *Store) update(fn func(txn kvTxn) error) error {
 	if err := s.checkSpace(); err != nil {
 		return err
 	}
 	for attempt := 0; ; attempt++ {
-		err := s.db.Update(fn)
-		if !errors.Is(err, badger.ErrConflict) || attempt == maxRetries {
-			return convertErr(err)
+		err := s.kv.update(fn)
+		if !errors.Is(err, ErrConflict) || attempt == maxRetries {
+			return err
 		}
 		// Back off a little, with jitter, so the retries spread out.
 		d := time.Duration(attempt+1) * 50 * time.Microsecond
@@ -350,47 +360,43 @@ func (s *Store) update(fn func(txn *badger.Txn) error) error {
 }
 
 // view runs fn in a read-only transaction.
-func (s *Store) view(fn func(txn *badger.Txn) error) error {
-	return convertErr(s.db.View(fn))
+func (s *Store) view(fn func(txn kvTxn) error) error {
+	return s.kv.view(fn)
 }
 
 // getRecord reads and decodes the record at key.
 // Errors: ErrNotFound, ErrCorrupt.
-func getRecord[T any](txn *badger.Txn, key []byte) (T, error) {
+func getRecord[T any](txn kvTxn, key []byte) (T, error) {
 	var v T
-	item, err := txn.Get(key)
+	b, err := txn.Get(key)
 	if err != nil {
-		return v, convertErr(err)
+		return v, err
 	}
-	err = item.Value(func(b []byte) error { return decode(b, &v) })
+	err = decode(b, &v)
 	return v, err
 }
 
 // getRaw returns a copy of the raw value at key.
 // Errors: ErrNotFound.
-func getRaw(txn *badger.Txn, key []byte) ([]byte, error) {
-	item, err := txn.Get(key)
-	if err != nil {
-		return nil, convertErr(err)
-	}
-	return item.ValueCopy(nil)
+func getRaw(txn kvTxn, key []byte) ([]byte, error) {
+	return txn.Get(key)
 }
 
 // exists reports whether key exists. In a read-write transaction the read is
 // tracked, so a concurrent write of key makes the commit conflict.
-func exists(txn *badger.Txn, key []byte) (bool, error) {
+func exists(txn kvTxn, key []byte) (bool, error) {
 	_, err := txn.Get(key)
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, badger.ErrKeyNotFound):
+	case errors.Is(err, ErrNotFound):
 		return false, nil
 	}
-	return false, convertErr(err)
+	return false, err
 }
 
 // putRecord encodes v and sets it at key.
-func putRecord(txn *badger.Txn, key []byte, v any) error {
+func putRecord(txn kvTxn, key []byte, v any) error {
 	b, err := encode(v)
 	if err != nil {
 		return err
@@ -400,37 +406,23 @@ func putRecord(txn *badger.Txn, key []byte, v any) error {
 
 // scan calls fn for every key with prefix, in key order. key and val are
 // only valid during the call.
-func scan(txn *badger.Txn, prefix []byte, fn func(key, val []byte) error) error {
-	opts := badger.DefaultIteratorOptions
-	opts.Prefix = prefix
-	it := txn.NewIterator(opts)
-	defer it.Close()
-	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
-		item := it.Item()
-		if err := item.Value(func(v []byte) error { return fn(item.Key(), v) }); err != nil {
-			return err
-		}
-	}
-	return nil
+func scan(txn kvTxn, prefix []byte, fn func(key, val []byte) error) error {
+	return txn.Scan(prefix, false, fn)
 }
 
 // scanKeys returns copies of all keys with prefix, in key order, without
 // reading values.
-func scanKeys(txn *badger.Txn, prefix []byte) [][]byte {
-	opts := badger.DefaultIteratorOptions
-	opts.Prefix = prefix
-	opts.PrefetchValues = false
-	it := txn.NewIterator(opts)
-	defer it.Close()
+func scanKeys(txn kvTxn, prefix []byte) [][]byte {
 	var keys [][]byte
-	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
-		keys = append(keys, it.Item().KeyCopy(nil))
-	}
+	_ = txn.Scan(prefix, true, func(k, _ []byte) error {
+		keys = append(keys, bytes.Clone(k))
+		return nil
+	})
 	return keys
 }
 
 // scanRecords decodes every record with prefix, in key order.
-func scanRecords[T any](txn *badger.Txn, prefix []byte) ([]T, error) {
+func scanRecords[T any](txn kvTxn, prefix []byte) ([]T, error) {
 	var out []T
 	err := scan(txn, prefix, func(key, val []byte) error {
 		var v T
@@ -450,9 +442,9 @@ func scanRecords[T any](txn *badger.Txn, prefix []byte) ([]T, error) {
 // then collect runs again in one last transaction that deletes whatever it
 // lists now (normally only final). Callers order keys so that every prefix
 // of the deletion leaves the state consistent.
-func (s *Store) deleteInOrder(collect func(txn *badger.Txn) (keys, final [][]byte, err error)) error {
+func (s *Store) deleteInOrder(collect func(txn kvTxn) (keys, final [][]byte, err error)) error {
 	var keys, final [][]byte
-	err := s.update(func(txn *badger.Txn) error {
+	err := s.update(func(txn kvTxn) error {
 		var err error
 		keys, final, err = collect(txn)
 		if err != nil {
@@ -465,7 +457,7 @@ func (s *Store) deleteInOrder(collect func(txn *badger.Txn) (keys, final [][]byt
 		}
 		return nil
 	})
-	if !errors.Is(err, ErrTooLarge) {
+	if !errors.Is(err, ErrTooLarge) || s.db == nil {
 		return err
 	}
 	// Too big for one transaction: chunk. Blind deletes do not conflict.
@@ -492,7 +484,7 @@ func (s *Store) deleteInOrder(collect func(txn *badger.Txn) (keys, final [][]byt
 	}
 	// The last step re-collects: anything written meanwhile is deleted too,
 	// if it fits.
-	return s.update(func(txn *badger.Txn) error {
+	return s.update(func(txn kvTxn) error {
 		keys, final, err := collect(txn)
 		if err != nil {
 			return err
