@@ -249,8 +249,17 @@ func sameKind(a, b cty.Type) bool {
 // the properties as configured, which are what the apply sends and
 // records. An error is rp.planErr.
 func (w *walker) planCreate(r *config.Resource, rp *ResourcePlan, schema provider.Schema) {
+	if rp.importID != "" {
+		return // planned by planImport (refactor.go)
+	}
+	w.planNew(r, rp, schema)
+}
+
+// planNew asks the provider to plan rp as a new object (a null prior
+// state): a create, or the object that replaces an imported one.
+func (w *walker) planNew(r *config.Resource, rp *ResourcePlan, schema provider.Schema) {
 	cp, ok := w.lookupProvider(r.Type).(provider.ChangePlanner)
-	if !ok || w.inst.Untrusted || rp.importID != "" || rp.planErr != nil {
+	if !ok || w.inst.Untrusted || rp.planErr != nil {
 		return
 	}
 	if pc := unmarked(w.providerCfg); pc != cty.NilVal && !pc.IsWhollyKnown() {
@@ -268,6 +277,16 @@ func (w *walker) planCreate(r *config.Resource, rp *ResourcePlan, schema provide
 	if len(pc.Attributes) == 0 {
 		return
 	}
+	planned := plannedAttrs(pc)
+	m := withPlanned(rp.After, schema, planned)
+	rp.configured = rp.After
+	rp.After = cty.ObjectVal(m)
+	rp.planned = planned
+}
+
+// plannedAttrs are the attributes a provider planned, its sensitive ones
+// marked.
+func plannedAttrs(pc provider.PlannedChange) map[string]cty.Value {
 	planned := make(map[string]cty.Value, len(pc.Attributes))
 	for name, v := range pc.Attributes {
 		if slices.Contains(pc.Sensitive, name) {
@@ -275,7 +294,16 @@ func (w *walker) planCreate(r *config.Resource, rp *ResourcePlan, schema provide
 		}
 		planned[name] = v
 	}
-	m := rp.After.AsValueMap()
+	return planned
+}
+
+// withPlanned is the planned object of a resource whose configured
+// properties are after: the provider's planned values stand where the
+// configuration left the choice to it (null properties), and the
+// attributes only the provider sets (computed-only: p6's region) are as
+// it planned them, known or not, as in Terraform's plan.
+func withPlanned(after cty.Value, schema provider.Schema, planned map[string]cty.Value) map[string]cty.Value {
+	m := after.AsValueMap()
 	for name, ps := range schema.Properties {
 		pv, ok := planned[name]
 		if !ok {
@@ -291,9 +319,15 @@ func (w *walker) planCreate(r *config.Resource, rp *ResourcePlan, schema provide
 			m[name] = conv
 		}
 	}
-	rp.configured = rp.After
-	rp.After = cty.ObjectVal(m)
-	rp.planned = planned
+	for _, name := range schema.Attributes {
+		if _, isProp := schema.Properties[name]; isProp {
+			continue
+		}
+		if pv, ok := planned[name]; ok {
+			m[name] = pv
+		}
+	}
+	return m
 }
 
 // props is what the apply sends and records of rp: its properties as

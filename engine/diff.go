@@ -63,7 +63,7 @@ func (w *walker) diff(r *config.Resource, addr string, schema provider.Schema, a
 		}
 		w.planCreate(r, rp, schema) // plan_create.go
 		rp.Change = w.addChange(r, rp, schema)
-		w.planImport(r, rp) // refactor.go
+		w.planImport(r, rp, schema) // refactor.go
 		return rp
 	}
 	rp.PhysicalID = rr.PhysicalID

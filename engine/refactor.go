@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/config"
@@ -397,12 +398,17 @@ type importPlanner interface {
 }
 
 // planImport completes the plan of an import (rp.importID set, after its
-// change): with a provider that plans imports, an object that differs in
-// a property the provider replaces on change plans a replacement after
-// the import, named in the change (Import, Replacement True, a detail per
-// such property); a ref anyone can push makes no provider call, and the
+// change) as Terraform plans one: the provider plans the change from the
+// imported object (its prior state) to the configuration. The planned
+// object is rp.After (the configured properties are rp.configured, what
+// the apply sends); an object that differs in properties the provider
+// changes in place plans an update after the import (Import with those
+// properties' changes from the imported values), one that differs in a
+// property the provider replaces on change a replacement (Import,
+// Replacement True, a detail per such property, the new object planned
+// as a create). A ref anyone can push makes no provider call, and the
 // import may replace (Replacement Conditional).
-func (w *walker) planImport(r *config.Resource, rp *ResourcePlan) {
+func (w *walker) planImport(r *config.Resource, rp *ResourcePlan, schema provider.Schema) {
 	ip, ok := w.lookupProvider(r.Type).(importPlanner)
 	if !ok || rp.importID == "" || rp.planErr != nil {
 		return
@@ -425,13 +431,24 @@ func (w *walker) planImport(r *config.Resource, rp *ResourcePlan) {
 		rp.planErr = err
 		return
 	}
+	hasFound := found != cty.NilVal && found.Type().IsObjectType() && !found.IsNull()
 	if len(pc.RequiresReplace) == 0 {
+		if len(pc.Attributes) > 0 {
+			planned := plannedAttrs(pc)
+			rp.configured = rp.After
+			rp.After = cty.ObjectVal(withPlanned(rp.After, schema, planned))
+			rp.planned = planned
+		}
+		if hasFound {
+			w.importUpdate(rp, schema, found)
+		}
 		return
 	}
 	rp.Action, rp.Replacement = Replace, changeset.ReplacementTrue
-	if found != cty.NilVal && found.Type().IsObjectType() {
+	if hasFound {
 		rp.Before = found
 	}
+	w.planNew(r, rp, schema)
 	rc.Replacement = changeset.ReplacementTrue
 	rc.Scope = []string{"Properties"}
 	for _, name := range pc.RequiresReplace {
@@ -441,11 +458,56 @@ func (w *walker) planImport(r *config.Resource, rp *ResourcePlan) {
 		}
 		rc.Details = append(rc.Details, changeset.ResourceChangeDetail{ChangeSource: changeset.SourceDirectModification, Evaluation: eval,
 			Target: changeset.ResourceTargetDefinition{Attribute: "Properties", Name: name, RequiresRecreation: provider.Always.String()}})
-		if found != cty.NilVal && found.Type().IsObjectType() && found.Type().HasAttribute(name) {
+		if hasFound && found.Type().HasAttribute(name) {
 			for i := range rc.PropertyChanges {
 				if rc.PropertyChanges[i].Name == name {
 					rc.PropertyChanges[i].BeforeValue = jsonValue(found.GetAttr(name))
 				}
+			}
+		}
+	}
+}
+
+// importUpdate completes the change of an import whose planned object
+// differs from the imported one (found, its properties) in properties
+// the provider changes in place: Terraform's import+update. The change
+// stays an Import (rp.Action Create: the apply imports, then brings the
+// object to the configuration), with the changed properties in its scope
+// and their imported values as the values before.
+func (w *walker) importUpdate(rp *ResourcePlan, schema provider.Schema, found cty.Value) {
+	var changed []string
+	configured := rp.props()
+	for _, name := range config.SortedKeys(schema.Properties) {
+		if !found.Type().HasAttribute(name) || !rp.After.Type().HasAttribute(name) {
+			continue
+		}
+		if cv := configured.GetAttr(name); cv.IsNull() && !cv.IsMarked() {
+			continue // not configured: the provider's to choose (found has it null)
+		}
+		ov, nv := found.GetAttr(name), rp.After.GetAttr(name)
+		if conv, err := convert.Convert(ov, schema.Properties[name].Type); err == nil {
+			ov = conv
+		}
+		if !valuesEqual(nv, ov) {
+			changed = append(changed, name)
+		}
+	}
+	if len(changed) == 0 {
+		return
+	}
+	rp.Before = found
+	rc := &rp.Change.ResourceChange
+	rc.Scope = []string{"Properties"}
+	for _, name := range changed {
+		eval := "Static"
+		if !rp.After.GetAttr(name).IsWhollyKnown() {
+			eval = "Dynamic"
+		}
+		rc.Details = append(rc.Details, changeset.ResourceChangeDetail{ChangeSource: changeset.SourceDirectModification, Evaluation: eval,
+			Target: changeset.ResourceTargetDefinition{Attribute: "Properties", Name: name, RequiresRecreation: provider.Never.String()}})
+		for i := range rc.PropertyChanges {
+			if rc.PropertyChanges[i].Name == name {
+				rc.PropertyChanges[i].BeforeValue = jsonValue(found.GetAttr(name))
 			}
 		}
 	}

@@ -118,6 +118,10 @@ func tfAction(rc tfResourceChange) string {
 func stackdAction(rp *engine.ResourcePlan) string {
 	rc := rp.Change.ResourceChange
 	switch {
+	case rc.Action == changeset.Import && rp.Action == engine.Replace:
+		return "import+replace"
+	case rc.Action == changeset.Import && len(rc.Details) > 0:
+		return "import+update" // the changes after the import are its details
 	case rc.Action == changeset.Import:
 		return "import"
 	case rp.Action == engine.Delete && rc.Retained():

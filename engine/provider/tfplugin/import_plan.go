@@ -42,6 +42,12 @@ func (rt *resourceType) PlanImport(ctx context.Context, req provider.Request) (c
 	if plan.Planned.Type().IsObjectType() && !plan.Planned.IsNull() {
 		out.Attributes = plan.Planned.AsValueMap()
 	}
+	for name := range out.Attributes {
+		if rt.schema.Block.IsSensitive(cty.GetAttrPath(name)) {
+			out.Sensitive = append(out.Sensitive, name)
+		}
+	}
+	sort.Strings(out.Sensitive)
 	for _, p := range plan.RequiresReplace {
 		if step, ok := firstAttr(p); ok && !slices.Contains(out.RequiresReplace, step) {
 			out.RequiresReplace = append(out.RequiresReplace, step)
