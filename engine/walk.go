@@ -144,6 +144,7 @@ func (e *Engine) newWalker(inst *Instance, recorded []ResourceState) (*walker, h
 			"var":       cty.ObjectVal(vars),
 			"target":    cty.ObjectVal(map[string]cty.Value{"region": cty.StringVal(inst.Target.Region), "account": cty.StringVal(inst.Target.Account), "ou": cty.StringVal(ss.OU(inst.Target.Account))}),
 			"stack_set": cty.ObjectVal(map[string]cty.Value{"name": cty.StringVal(ss.Name), "id": id}),
+			"path":      config.PathValue(t, t), "terraform": config.TerraformValue(ss.Name),
 		},
 		locals:    map[string]cty.Value{},
 		resources: map[string]cty.Value{},
@@ -364,6 +365,7 @@ func (w *walker) module(mc *config.ModuleCall) hcl.Diagnostics {
 		groups: map[string][]*member{}, waiters: w.waiters, meter: w.meter,
 		base: map[string]cty.Value{
 			"var": cty.ObjectVal(vars), "target": w.base["target"], "stack_set": w.base["stack_set"],
+			"path": config.PathValue(w.root().tmpl, mc.Template), "terraform": w.base["terraform"],
 		},
 		locals: map[string]cty.Value{}, resources: map[string]cty.Value{},
 		changing: map[string]bool{}, modules: map[string]cty.Value{}, outputs: map[string]cty.Value{},

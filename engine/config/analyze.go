@@ -251,6 +251,9 @@ func (t *Template) resolve(tr hcl.Traversal, reg provider.Registry, allowCount, 
 	bad := func(summary, detail string) (string, string, *hcl.Diagnostic) {
 		return "", "", &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: tr.SourceRange().Ptr()}
 	}
+	if d, ok := resolveNamedValue(tr); ok { // path.*, terraform.workspace (path_values.go)
+		return "", "", d
+	}
 	switch root {
 	case "var":
 		n := attr(1)
@@ -325,7 +328,7 @@ func (t *Template) resolve(tr hcl.Traversal, reg provider.Registry, allowCount, 
 		}
 		return entityPath(addr, tr[2:]), addr, nil
 	}
-	return bad("Unknown reference", fmt.Sprintf("%q is not something a template can refer to. Valid roots are var, local, target, stack_set, count, each, module and resource types (%s).", root, strings.Join(registryNames(reg), ", ")))
+	return bad("Unknown reference", fmt.Sprintf("%q is not something a template can refer to. Valid roots are var, local, target, stack_set, path, terraform, count, each, module, data and resource types (%s).", root, strings.Join(registryNames(reg), ", ")))
 }
 
 func registryNames(reg provider.Registry) []string { return SortedKeys(reg) }
