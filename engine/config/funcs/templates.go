@@ -175,6 +175,10 @@ func (t *table) templateStringFunc(all func() map[string]function.Function) func
 // checkTemplateStringExpr refuses, as Terraform does, a template argument
 // that is not a reference to a string defined elsewhere.
 func checkTemplateStringExpr(expr hcl.Expression) error {
+	// What wraps the argument without being syntax (the guards a caller
+	// puts around expressions, a dynamic block's iterator) is seen
+	// through; parentheses are syntax, and refused as in Terraform.
+	expr = hcl.UnwrapExpression(expr)
 	switch e := expr.(type) {
 	case *hclsyntax.TemplateWrapExpr:
 		return function.NewArgErrorf(0, "invalid template expression: templatestring is only for rendering templates retrieved dynamically from elsewhere; to treat the inner expression as template syntax, write the reference expression directly without any template interpolation syntax")
