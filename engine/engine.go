@@ -91,6 +91,8 @@ type Engine struct {
 	// plugins are the resource types of Terraform/OpenTofu providers
 	// templates required (plugins.go).
 	plugins plugins
+	// modules fetches remote module sources (SetModuleFetcher).
+	modules config.ModuleFetcher
 }
 
 // New returns an engine using the given providers.

@@ -249,3 +249,10 @@ func (p enginePlugins) ProviderConfigSchema(name string) (provider.Schema, bool)
 func (p enginePlugins) DataSource(typ string) (provider.DataSource, bool) { return p.e.dataSource(typ) }
 func (p enginePlugins) Registry() provider.Registry                       { return p.e.registry() }
 func (p enginePlugins) Lookup(typ string) (provider.Provider, bool)       { return p.e.lookup(typ) }
+
+// ModuleFetcher is the fetcher of remote module sources loading uses.
+func (p enginePlugins) ModuleFetcher() config.ModuleFetcher { return p.e.modules }
+
+// SetModuleFetcher lets templates call modules by Git and registry
+// sources, fetched through f. Call it before the engine is used.
+func (e *Engine) SetModuleFetcher(f config.ModuleFetcher) { e.modules = f }

@@ -321,7 +321,7 @@ func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provide
 			} else if t, ok := templates[dir]; ok {
 				ss.Template = t
 			} else {
-				ld := &loader{parser: parser, fsys: fsys, reg: reg, cache: templates, e: e, untrusted: untrusted}
+				ld := &loader{parser: parser, fsys: fsys, reg: reg, cache: templates, e: e, untrusted: untrusted, modules: moduleLoader{defsDir: path.Dir(b.DefRange.Filename)}}
 				t, tdiags := ld.load(dir, a.Expr.Range().Ptr())
 				diags = append(diags, tdiags...)
 				if !tdiags.HasErrors() {

@@ -284,6 +284,8 @@ type loader struct {
 	cache     map[string]*Template
 	// stack is the chain of template directories being loaded (cycles).
 	stack []string
+	// modules is what it knows of remote module sources (module_source_load.go).
+	modules moduleLoader
 }
 
 // load returns the template in dir, loading and validating it on first use.
@@ -456,14 +458,11 @@ func (t *Template) addModule(ld *loader, b *hcl.Block) hcl.Diagnostics {
 	if diags.HasErrors() {
 		return diags
 	}
-	if mc.Source == "" || path.IsAbs(mc.Source) {
-		return diags.Append(Errorf(src.Expr.Range(), "Invalid module source", "Module %q: source %q must be a directory relative to the template, like \"./modules/monitoring\".", name, mc.Source))
+	dir, ddiags := ld.moduleDir(t, name, src, attrs["version"], mc.Source) // module_source_load.go
+	if diags = append(diags, ddiags...); ddiags.HasErrors() {
+		return diags
 	}
-	dir := path.Clean(path.Join(t.Dir, mc.Source))
-	if dir == ".." || strings.HasPrefix(dir, "../") {
-		return diags.Append(Errorf(src.Expr.Range(), "Invalid module source", "Module %q: source %q leaves the repository.", name, mc.Source))
-	}
-	child, cdiags := ld.load(dir, src.Expr.Range().Ptr())
+	child, cdiags := ld.loadCall(name, dir, src.Expr.Range().Ptr())
 	diags = append(diags, cdiags...)
 	if cdiags.HasErrors() {
 		return diags
@@ -485,7 +484,7 @@ func (t *Template) addModule(ld *loader, b *hcl.Block) hcl.Diagnostics {
 		diags = append(diags, moduleProviders(a, mc.Providers)...)
 	}
 	for n, a := range attrs {
-		if n == "source" || n == "providers" {
+		if n == "source" || n == "providers" || n == "version" {
 			continue
 		}
 		if _, ok := child.Variables[n]; !ok {
