@@ -95,6 +95,8 @@ type Source struct {
 	// it (guarded by sem), to tell a force-push from a fast-forward.
 	deployHead plumbing.Hash
 	faults     faultLog
+	// idle drops go-git's in-memory indexes when the handle is unused (see idle.go).
+	idle idleTrim
 }
 
 // CommitInfo describes one commit.
@@ -283,7 +285,10 @@ func (s *Source) acquire(ctx context.Context) error {
 	}
 }
 
-func (s *Source) release() { <-s.sem }
+func (s *Source) release() {
+	s.noteUse()
+	<-s.sem
+}
 
 // bounded runs op, a go-git network call given ctx, and returns what it returns, or
 // ctx's error as soon as ctx ends even if op has not returned. go-git's git:// transport
