@@ -331,8 +331,17 @@ func rssAfterDeployment(commits int, local bool) func(ctx context.Context, r *ru
 			}
 		}
 		r.res.WallSeconds = time.Since(start).Seconds()
-		// The daemon is idle and still open: what it holds now is what it
-		// keeps between commits.
+		// The daemon is idle and still open: what it holds once its Git
+		// source has been unused for gitsource.IdleTrimAfter (go-git's pack
+		// indexes dropped, freed pages returned) is what it keeps between
+		// commits.
+		for !g.d.Source.Trimmed() {
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
