@@ -1,51 +1,57 @@
 package forge
 
 import (
-	"github.com/stackd/stackd/internal/version"
-
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/stackd/stackd/internal/backoff"
 	"github.com/stackd/stackd/internal/clock"
+	"github.com/stackd/stackd/internal/version"
 )
 
 // Errors returned by this package (wrapped; check with errors.Is).
 var (
 	// ErrInvalidOptions is returned by Options.Validate and New.
 	ErrInvalidOptions = errors.New("invalid forge options")
-	// ErrCommentTooLarge is returned by Upsert for a body the forge would
-	// refuse (over MaxCommentChars characters with its marker).
-	ErrCommentTooLarge = errors.New("comment too large")
 	// ErrForeignLink is returned when a pagination link points to another
 	// host than Options.BaseURL: the token is not sent there.
 	ErrForeignLink = errors.New("pagination link to another host")
 )
 
-// MaxCommentChars is GitHub's limit on the length of a comment body.
-const MaxCommentChars = 65536
+// Comment size limits, in characters. GitHub documents 65,536 for a
+// comment body; GitLab 1,000,000 for a note. Gitea and Forgejo document
+// none (the column is unbounded text), so stackd keeps GitHub's: a comment
+// that long is unreadable anyway, and reverse proxies in front of
+// self-hosted forges often bound request bodies at about 1 MB.
+const (
+	MaxCommentChars       = 65536
+	MaxGitLabCommentChars = 1000000
+	MaxGiteaCommentChars  = 65536
+)
 
-// Options configures a Client. BaseURL, Token and Repo are required; Validate
-// fills the defaults of the others.
+// Options configures a client. BaseURL, Repo and Token (or TokenSource)
+// are required; Validate fills the defaults of the others.
 type Options struct {
-	// BaseURL is the REST API root: "https://api.github.com", or
-	// "https://ghe.example.com/api/v3" for GitHub Enterprise Server.
+	// Kind is the forge's API (default GitHub).
+	Kind Kind
+	// BaseURL is the REST API root: "https://api.github.com",
+	// "https://ghe.example.com/api/v3", "https://gitlab.com/api/v4",
+	// "https://gitea.example.com/api/v1".
 	BaseURL string
-	// Token is sent as "Authorization: Bearer <token>". It never appears in
-	// errors, and String redacts it.
+	// Token is sent as "Authorization: Bearer <token>" (GitHub),
+	// "Authorization: token <token>" (Gitea) or "PRIVATE-TOKEN: <token>"
+	// (GitLab). It never appears in errors, and String redacts it.
 	Token string
-	// Repo is "owner/name".
+	// TokenSource, if set, gives the token of each request instead of
+	// Token (a GitHub App's installation token, GitHubApp.Token).
+	TokenSource func(ctx context.Context) (string, error)
+	// Repo is "owner/name" ("group/subgroup/name" on GitLab).
 	Repo string
 	// Client sends the requests. Default: a new http.Client (deadlines come
 	// from RequestTimeout, not from the client).
@@ -54,7 +60,8 @@ type Options struct {
 	// Default 30s.
 	RequestTimeout time.Duration
 	// MaxAttempts bounds the attempts of one request that fails with a
-	// 5xx, a 429, a rate-limited 403 or a transport error. Default 4.
+	// 5xx, a 429, a rate-limited 403 or a transport error. Default 4; the
+	// Queue sets 1 and retries by itself.
 	MaxAttempts int
 	// MinBackoff is the wait before the second attempt, doubled for each
 	// further one. Default 1s.
@@ -65,11 +72,13 @@ type Options struct {
 	MaxBackoff time.Duration
 	// UserAgent is sent with every request. Default "stackd/<version>".
 	UserAgent string
+	// Clock is the default of Sleep and Now (default the real clock).
+	Clock clock.Clock
 	// Sleep waits between attempts; it returns early with ctx's error.
-	// Default: a timer. Tests inject a recorder.
+	// Default: Clock.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Now is the clock used to read HTTP-date Retry-After headers and rate
-	// limit resets. Default time.Now.
+	// limit resets. Default Clock.Now.
 	Now func() time.Time
 }
 
@@ -80,7 +89,7 @@ func (o Options) String() string {
 	if o.Token != "" {
 		tok = "<redacted>"
 	}
-	return fmt.Sprintf("forge.Options{BaseURL: %q, Repo: %q, Token: %q}", o.BaseURL, o.Repo, tok)
+	return fmt.Sprintf("forge.Options{Kind: %q, BaseURL: %q, Repo: %q, Token: %q}", o.Kind, o.BaseURL, o.Repo, tok)
 }
 
 // GoString is String, for %#v.
@@ -89,15 +98,22 @@ func (o Options) GoString() string { return o.String() }
 // Validate checks the options and fills defaults. Errors wrap
 // ErrInvalidOptions.
 func (o *Options) Validate() error {
+	switch o.Kind {
+	case "":
+		o.Kind = GitHub
+	case GitHub, GitLab, Gitea:
+	default:
+		return fmt.Errorf("%w: Kind %q", ErrInvalidOptions, o.Kind)
+	}
 	u, err := url.Parse(strings.TrimRight(o.BaseURL, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.User != nil {
 		return fmt.Errorf("%w: BaseURL %q is not an http(s) URL without query or credentials", ErrInvalidOptions, o.BaseURL)
 	}
-	owner, name, ok := strings.Cut(o.Repo, "/")
-	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+	parts := strings.Split(o.Repo, "/")
+	if len(parts) < 2 || (o.Kind != GitLab && len(parts) != 2) || strings.Contains(o.Repo, "//") || parts[0] == "" || parts[len(parts)-1] == "" {
 		return fmt.Errorf("%w: Repo %q is not \"owner/name\"", ErrInvalidOptions, o.Repo)
 	}
-	if o.Token == "" {
+	if o.Token == "" && o.TokenSource == nil {
 		return fmt.Errorf("%w: Token is required", ErrInvalidOptions)
 	}
 	if strings.ContainsAny(o.Token, "\r\n") {
@@ -121,36 +137,94 @@ func (o *Options) Validate() error {
 	if o.UserAgent == "" {
 		o.UserAgent = version.UserAgent("stackd")
 	}
+	if o.Clock == nil {
+		o.Clock = clock.Real
+	}
 	if o.Sleep == nil {
-		o.Sleep = sleep
+		c := o.Clock
+		o.Sleep = func(ctx context.Context, d time.Duration) error { return clock.Sleep(ctx, c, d) }
 	}
 	if o.Now == nil {
-		o.Now = time.Now
+		o.Now = o.Clock.Now
 	}
 	return nil
 }
 
-func sleep(ctx context.Context, d time.Duration) error { return clock.Sleep(ctx, clock.Real, d) }
+// Open returns the client of o.Kind.
+func Open(o Options) (Forge, error) {
+	if o.Kind == GitLab {
+		return NewGitLab(o)
+	}
+	return New(o)
+}
 
-// Client talks to one repository on a forge. It is safe for concurrent use.
+// Client talks to one repository on GitHub or Gitea (whose API follows
+// GitHub's for everything used here but the page size parameter and the
+// authorization scheme). It is safe for concurrent use.
 type Client struct {
-	o           Options
-	base        *url.URL
+	*transport
 	owner, name string
 }
 
-// New validates o (see Options.Validate) and returns a Client.
+var _ Forge = (*Client)(nil)
+
+// New validates o (see Options.Validate) and returns a Client; o.Kind must
+// be GitHub or Gitea.
 func New(o Options) (*Client, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	base, _ := url.Parse(strings.TrimRight(o.BaseURL, "/"))
+	if o.Kind == GitLab {
+		return nil, fmt.Errorf("%w: use NewGitLab for GitLab", ErrInvalidOptions)
+	}
 	owner, name, _ := strings.Cut(o.Repo, "/")
-	return &Client{o: o, base: base, owner: owner, name: name}, nil
+	return &Client{transport: newTransport(o), owner: owner, name: name}, nil
+}
+
+// Kind is GitHub or Gitea.
+func (c *Client) Kind() Kind { return c.o.Kind }
+
+// MaxCommentChars is the forge's limit on a comment body.
+func (c *Client) MaxCommentChars() int {
+	if c.o.Kind == Gitea {
+		return MaxGiteaCommentChars
+	}
+	return MaxCommentChars
 }
 
 // Marker is the hidden first line that identifies the comment of a stack set.
 func Marker(stackSet string) string { return "<!-- stackd:changeset:" + stackSet + " -->" }
+
+func validStackSet(stackSet string) error {
+	if stackSet == "" || strings.ContainsAny(stackSet, "\r\n>") {
+		return fmt.Errorf("invalid stack set name %q", stackSet)
+	}
+	return nil
+}
+
+// commentBody is the marker line and the Markdown, cut to limit characters
+// with a note (and a link to the full text, if known) when it is longer.
+func commentBody(c Comment, limit int) string {
+	body := Marker(c.StackSet) + "\n" + c.Markdown
+	if utf8.RuneCountInString(body) <= limit {
+		return body
+	}
+	note := fmt.Sprintf("\n\n---\n**This change set is cut here**: it is longer than the %d characters a comment may have here.", limit)
+	if c.FullURL != "" {
+		note += fmt.Sprintf(" The full change set: [%s](%s).", c.StackSet+".md", c.FullURL)
+	} else {
+		note += " The full change set is on the status branch."
+	}
+	note += "\n"
+	keep := limit - utf8.RuneCountInString(note) - 5
+	r := []rune(body)
+	cut := string(r[:keep])
+	// Close a code fence left open, so the note renders as text.
+	if strings.Count(cut, "```")%2 == 1 {
+		cut += "\n```"
+	}
+	return cut + note
+}
 
 // APIError is a forge's answer other than 2xx.
 type APIError struct {
@@ -181,7 +255,7 @@ func (e *APIError) Error() string {
 		}
 		s += ")"
 	case e.StatusCode == http.StatusForbidden:
-		s += " (the token lacks a permission: it needs write access to pull requests or issues)"
+		s += " (the token lacks a permission: it needs write access to pull requests or issues, and to commit statuses)"
 	case e.StatusCode == http.StatusNotFound:
 		s += " (check the repository and pull request, and that the token can see them)"
 	}
@@ -194,81 +268,150 @@ func (e *APIError) retryable() bool {
 }
 
 type comment struct {
-	ID   int64  `json:"id"`
-	Body string `json:"body"`
+	ID      int64  `json:"id"`
+	Body    string `json:"body"`
+	HTMLURL string `json:"html_url"`
 }
 
-// maxPages bounds how many pages of comments are read (100 comments each).
+// maxPages bounds how many pages of a list are read.
 const maxPages = 100
 
+// perPage is the page size parameter: Gitea's is "limit" (at most 50 by
+// default), GitHub's "per_page" (at most 100).
+func (c *Client) perPage(q url.Values) url.Values {
+	if q == nil {
+		q = url.Values{}
+	}
+	if c.o.Kind == Gitea {
+		q.Set("limit", "50")
+	} else {
+		q.Set("per_page", "100")
+	}
+	return q
+}
+
 // Upsert makes the Markdown the body of the pull request's comment for the
-// stack set: it edits the comment whose first line is Marker(stackSet) if
-// there is one (and leaves it alone if it already says the same), and
-// creates it otherwise. The marker is prepended to markdown.
-//
-// Errors: ErrCommentTooLarge; *APIError for a forge's refusal (after retries
-// for the retryable ones); a transport error; ctx.Err().
+// stack set (see UpsertComment).
 func (c *Client) Upsert(ctx context.Context, pr int, stackSet string, markdown string) error {
-	if stackSet == "" || strings.ContainsAny(stackSet, "\r\n>") {
-		return fmt.Errorf("upsert comment on pull request %d: invalid stack set name %q", pr, stackSet)
+	_, err := c.UpsertComment(ctx, PullRequest{Number: pr}, Comment{StackSet: stackSet, Markdown: markdown})
+	return err
+}
+
+// UpsertComment edits the comment whose first line is Marker(c.StackSet)
+// if there is one (and leaves it alone if it already says the same), and
+// creates it otherwise (unless c.OnlyIfExists). The marker is prepended to
+// the Markdown; a body over MaxCommentChars is cut with a note.
+//
+// Errors: *APIError for a forge's refusal (after retries for the retryable
+// ones); a transport error; ctx.Err().
+func (c *Client) UpsertComment(ctx context.Context, pr PullRequest, cm Comment) (string, error) {
+	if err := validStackSet(cm.StackSet); err != nil {
+		return "", fmt.Errorf("upsert comment on pull request %d: %w", pr.Number, err)
 	}
-	marker := Marker(stackSet)
-	body := marker + "\n" + markdown
-	if n := utf8.RuneCountInString(body); n > MaxCommentChars {
-		return fmt.Errorf("upsert comment of %s on pull request %d: %w: %d characters, at most %d", stackSet, pr, ErrCommentTooLarge, n, MaxCommentChars)
-	}
+	marker := Marker(cm.StackSet)
+	body := commentBody(cm, c.MaxCommentChars())
 	for attempt := 1; ; attempt++ {
-		id, old, found, err := c.findComment(ctx, pr, marker)
+		old, found, err := c.findComment(ctx, pr.Number, marker)
 		if err != nil {
-			return fmt.Errorf("find comment of %s on pull request %d: %w", stackSet, pr, err)
+			return "", fmt.Errorf("find comment of %s on pull request %d: %w", cm.StackSet, pr.Number, err)
 		}
 		if found {
-			if strings.ReplaceAll(old, "\r\n", "\n") == body {
-				return nil
+			if strings.ReplaceAll(old.Body, "\r\n", "\n") == body {
+				return old.HTMLURL, nil
 			}
-			p := c.path("issues", "comments", strconv.FormatInt(id, 10))
-			if _, err := c.call(ctx, http.MethodPatch, c.endpoint(p, nil), map[string]string{"body": body}, nil, true); err != nil {
-				return fmt.Errorf("update comment %d of %s on pull request %d: %w", id, stackSet, pr, err)
+			p := c.path("issues", "comments", strconv.FormatInt(old.ID, 10))
+			var out comment
+			if _, err := c.call(ctx, http.MethodPatch, c.endpoint(p, nil), map[string]string{"body": body}, &out, true); err != nil {
+				return "", fmt.Errorf("update comment %d of %s on pull request %d: %w", old.ID, cm.StackSet, pr.Number, err)
 			}
-			return nil
+			return out.HTMLURL, nil
+		}
+		if cm.OnlyIfExists {
+			return "", nil
 		}
 		// A create is not retried blindly: a forge may have created the
 		// comment and failed to answer. The comments are listed again first.
-		p := c.path("issues", strconv.Itoa(pr), "comments")
-		_, err = c.call(ctx, http.MethodPost, c.endpoint(p, nil), map[string]string{"body": body}, nil, false)
+		p := c.path("issues", strconv.Itoa(pr.Number), "comments")
+		var out comment
+		_, err = c.call(ctx, http.MethodPost, c.endpoint(p, nil), map[string]string{"body": body}, &out, false)
 		if err == nil {
-			return nil
+			return out.HTMLURL, nil
 		}
 		wait, ok := c.retryWait(ctx, err, attempt)
 		if !ok {
-			return fmt.Errorf("create comment of %s on pull request %d: %w", stackSet, pr, err)
+			return "", fmt.Errorf("create comment of %s on pull request %d: %w", cm.StackSet, pr.Number, err)
 		}
 		if err := c.o.Sleep(ctx, wait); err != nil {
-			return err
+			return "", err
 		}
 	}
+}
+
+// hasMarker reports whether a comment body starts with marker.
+func hasMarker(body, marker string) bool {
+	return strings.HasPrefix(strings.TrimLeft(body, " \t\r\n"), marker)
 }
 
 // findComment returns the first comment of the pull request whose body
 // starts with marker, reading every page.
-func (c *Client) findComment(ctx context.Context, pr int, marker string) (int64, string, bool, error) {
-	next := c.endpoint(c.path("issues", strconv.Itoa(pr), "comments"), url.Values{"per_page": {"100"}})
+func (c *Client) findComment(ctx context.Context, pr int, marker string) (comment, bool, error) {
+	next := c.endpoint(c.path("issues", strconv.Itoa(pr), "comments"), c.perPage(nil))
 	for page := 0; next != "" && page < maxPages; page++ {
 		var comments []comment
 		h, err := c.call(ctx, http.MethodGet, next, nil, &comments, true)
 		if err != nil {
-			return 0, "", false, err
+			return comment{}, false, err
 		}
 		for _, cm := range comments {
-			if strings.HasPrefix(strings.TrimLeft(cm.Body, " \t\r\n"), marker) {
-				return cm.ID, cm.Body, true, nil
+			if hasMarker(cm.Body, marker) {
+				return cm, true, nil
 			}
 		}
 		if next, err = c.nextPage(h); err != nil {
-			return 0, "", false, err
+			return comment{}, false, err
 		}
 	}
-	return 0, "", false, nil
+	return comment{}, false, nil
+}
+
+type pull struct {
+	Number  int    `json:"number"`
+	State   string `json:"state"`
+	HTMLURL string `json:"html_url"`
+	Head    struct {
+		Ref  string `json:"ref"`
+		SHA  string `json:"sha"`
+		Repo *struct {
+			FullName string `json:"full_name"`
+		} `json:"repo"`
+	} `json:"head"`
+}
+
+// OpenPullRequests lists the open pull requests of branches of this
+// repository, reading every page.
+func (c *Client) OpenPullRequests(ctx context.Context) ([]PullRequest, error) {
+	var out []PullRequest
+	next := c.endpoint(c.path("pulls"), c.perPage(url.Values{"state": {"open"}}))
+	for page := 0; next != "" && page < maxPages; page++ {
+		var pulls []pull
+		h, err := c.call(ctx, http.MethodGet, next, nil, &pulls, true)
+		if err != nil {
+			return nil, fmt.Errorf("list open pull requests: %w", err)
+		}
+		for _, p := range pulls {
+			if p.State != "" && p.State != "open" {
+				continue
+			}
+			if p.Head.Repo != nil && p.Head.Repo.FullName != "" && !strings.EqualFold(p.Head.Repo.FullName, c.owner+"/"+c.name) {
+				continue // a fork's branch
+			}
+			out = append(out, PullRequest{Number: p.Number, Branch: p.Head.Ref, HeadSHA: p.Head.SHA, URL: p.HTMLURL})
+		}
+		if next, err = c.nextPage(h); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // PullRequestForBranch returns the number of the open pull request whose
@@ -276,14 +419,8 @@ func (c *Client) findComment(ctx context.Context, pr int, marker string) (int64,
 //
 // Errors: *APIError; a transport error; ctx.Err().
 func (c *Client) PullRequestForBranch(ctx context.Context, branch string) (int, bool, error) {
-	q := url.Values{"head": {c.owner + ":" + branch}, "state": {"open"}, "per_page": {"100"}}
-	var pulls []struct {
-		Number int    `json:"number"`
-		State  string `json:"state"`
-		Head   struct {
-			Ref string `json:"ref"`
-		} `json:"head"`
-	}
+	q := c.perPage(url.Values{"head": {c.owner + ":" + branch}, "state": {"open"}})
+	var pulls []pull
 	if _, err := c.call(ctx, http.MethodGet, c.endpoint(c.path("pulls"), q), nil, &pulls, true); err != nil {
 		return 0, false, fmt.Errorf("find pull request of branch %s: %w", branch, err)
 	}
@@ -296,6 +433,49 @@ func (c *Client) PullRequestForBranch(ctx context.Context, branch string) (int, 
 	return 0, false, nil
 }
 
+type ghStatus struct {
+	State       string `json:"state"`
+	Context     string `json:"context"`
+	Description string `json:"description"`
+	TargetURL   string `json:"target_url"`
+}
+
+// CommitStatus reads the combined status of sha (GET
+// /repos/{owner}/{repo}/commits/{sha}/status: the latest status of each
+// context) and returns context's.
+func (c *Client) CommitStatus(ctx context.Context, sha, context string) (Status, bool, error) {
+	next := c.endpoint(c.path("commits", sha, "status"), c.perPage(nil))
+	for page := 0; next != "" && page < maxPages; page++ {
+		var combined struct {
+			Statuses []ghStatus `json:"statuses"`
+		}
+		h, err := c.call(ctx, http.MethodGet, next, nil, &combined, true)
+		if err != nil {
+			return Status{}, false, fmt.Errorf("read status %s of %s: %w", context, short(sha), err)
+		}
+		for _, s := range combined.Statuses {
+			if s.Context == context {
+				return Status{Context: s.Context, State: StatusState(s.State), Description: s.Description, TargetURL: s.TargetURL}, true, nil
+			}
+		}
+		if next, err = c.nextPage(h); err != nil {
+			return Status{}, false, err
+		}
+	}
+	return Status{}, false, nil
+}
+
+// SetCommitStatus creates a status on sha (POST
+// /repos/{owner}/{repo}/statuses/{sha}).
+func (c *Client) SetCommitStatus(ctx context.Context, sha string, s Status) error {
+	s = s.normalize()
+	in := ghStatus{State: string(s.State), Context: s.Context, Description: s.Description, TargetURL: s.TargetURL}
+	if _, err := c.call(ctx, http.MethodPost, c.endpoint(c.path("statuses", sha), nil), in, nil, true); err != nil {
+		return fmt.Errorf("set status %s of %s: %w", s.Context, short(sha), err)
+	}
+	return nil
+}
+
 // path is the API path of the repository followed by elems, each escaped.
 func (c *Client) path(elems ...string) string {
 	p := "/repos/" + url.PathEscape(c.owner) + "/" + url.PathEscape(c.name)
@@ -305,194 +485,10 @@ func (c *Client) path(elems ...string) string {
 	return p
 }
 
-func (c *Client) endpoint(p string, q url.Values) string {
-	u := *c.base
-	u.Path = strings.TrimRight(c.base.Path, "/") + p
-	u.RawPath = ""
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
-// nextPage returns the rel="next" link of a response's Link header, ""
-// without one. A link to another scheme or host is refused.
-func (c *Client) nextPage(h http.Header) (string, error) {
-	for _, v := range h.Values("Link") {
-		for part := range strings.SplitSeq(v, ",") {
-			target, params, ok := strings.Cut(strings.TrimSpace(part), ";")
-			if !ok || !strings.HasPrefix(target, "<") || !strings.HasSuffix(target, ">") {
-				continue
-			}
-			isNext := false
-			for p := range strings.SplitSeq(params, ";") {
-				k, val, _ := strings.Cut(strings.TrimSpace(p), "=")
-				if strings.EqualFold(k, "rel") && slices.Contains(strings.Fields(strings.Trim(val, `"`)), "next") {
-					isNext = true
-				}
-			}
-			if !isNext {
-				continue
-			}
-			u, err := c.base.Parse(strings.TrimSuffix(strings.TrimPrefix(target, "<"), ">"))
-			if err != nil {
-				return "", fmt.Errorf("pagination link %q: %w", target, err)
-			}
-			if u.Scheme != c.base.Scheme || u.Host != c.base.Host {
-				return "", fmt.Errorf("%w: %s://%s", ErrForeignLink, u.Scheme, u.Host)
-			}
-			return u.String(), nil
-		}
+// short is a commit's abbreviation, for messages.
+func short(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
 	}
-	return "", nil
-}
-
-// call sends one request (JSON in, JSON out), retrying retryable failures
-// if retry is set. It returns the response headers.
-func (c *Client) call(ctx context.Context, method, rawURL string, in, out any, retry bool) (http.Header, error) {
-	var payload []byte
-	if in != nil {
-		var err error
-		if payload, err = json.Marshal(in); err != nil {
-			return nil, err
-		}
-	}
-	for attempt := 1; ; attempt++ {
-		h, err := c.once(ctx, method, rawURL, payload, out)
-		if err == nil {
-			return h, nil
-		}
-		wait, ok := c.retryWait(ctx, err, attempt)
-		if !retry || !ok {
-			return nil, err
-		}
-		if err := c.o.Sleep(ctx, wait); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// retryWait says whether a failed attempt may be retried and after how long.
-func (c *Client) retryWait(ctx context.Context, err error, attempt int) (time.Duration, bool) {
-	if attempt >= c.o.MaxAttempts || ctx.Err() != nil {
-		return 0, false
-	}
-	wait := backoff.Policy{Min: c.o.MinBackoff, Max: c.o.MaxBackoff}.Delay(attempt)
-	var ae *APIError
-	if !errors.As(err, &ae) {
-		var te *transportError
-		return wait, errors.As(err, &te)
-	}
-	if !ae.retryable() {
-		return 0, false
-	}
-	if ae.RetryAfter > 0 {
-		if ae.RetryAfter > c.o.MaxBackoff {
-			return 0, false
-		}
-		return ae.RetryAfter, true
-	}
-	return wait, true
-}
-
-// transportError is a request that got no answer (a connection failure or
-// its deadline); it may be retried.
-type transportError struct {
-	method, path string
-	err          error
-}
-
-func (e *transportError) Error() string { return e.method + " " + e.path + ": " + e.err.Error() }
-func (e *transportError) Unwrap() error { return e.err }
-
-// maxResponse bounds the bytes read from one response.
-const maxResponse = 16 << 20
-
-func (c *Client) once(ctx context.Context, method, rawURL string, payload []byte, out any) (http.Header, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.o.RequestTimeout)
-	defer cancel()
-	var body io.Reader
-	if payload != nil {
-		body = bytes.NewReader(payload)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, rawURL, body)
-	if err != nil {
-		return nil, err
-	}
-	path := req.URL.Path
-	req.Header.Set("Authorization", "Bearer "+c.o.Token)
-	req.Header.Set("Accept", "application/vnd.github+json")
-	req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
-	req.Header.Set("User-Agent", c.o.UserAgent)
-	if payload != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.o.Client.Do(req)
-	if err != nil {
-		// A *url.Error names the URL, which holds no credentials: BaseURL
-		// may not have any and the token is only ever in a header.
-		return nil, &transportError{method: method, path: path, err: unwrapURLError(err)}
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
-	if err != nil {
-		return nil, &transportError{method: method, path: path, err: fmt.Errorf("read response: %w", err)}
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, c.apiError(method, path, resp, data)
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return nil, fmt.Errorf("%s %s: decode response: %w", method, path, err)
-		}
-	}
-	return resp.Header, nil
-}
-
-func unwrapURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
-}
-
-func (c *Client) apiError(method, path string, resp *http.Response, data []byte) *APIError {
-	e := &APIError{Method: method, Path: path, StatusCode: resp.StatusCode}
-	var msg struct {
-		Message string `json:"message"`
-	}
-	if json.Unmarshal(data, &msg) == nil && msg.Message != "" {
-		e.Message = msg.Message
-	} else {
-		e.Message = strings.TrimSpace(string(data))
-	}
-	e.Message = clip(strings.Join(strings.Fields(e.Message), " "), 300)
-	if ra := resp.Header.Get("Retry-After"); ra != "" {
-		if secs, err := strconv.Atoi(ra); err == nil && secs >= 0 {
-			e.RetryAfter = time.Duration(secs) * time.Second
-		} else if t, err := http.ParseTime(ra); err == nil {
-			e.RetryAfter = max(t.Sub(c.o.Now()), time.Millisecond)
-		}
-	}
-	limited := resp.Header.Get("X-RateLimit-Remaining") == "0"
-	if (resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusTooManyRequests) &&
-		(limited || e.RetryAfter > 0 || strings.Contains(strings.ToLower(e.Message), "rate limit")) {
-		e.RateLimited = true
-	}
-	if e.RetryAfter == 0 && limited {
-		if reset, err := strconv.ParseInt(resp.Header.Get("X-RateLimit-Reset"), 10, 64); err == nil {
-			e.RetryAfter = max(time.Unix(reset, 0).Sub(c.o.Now()), time.Second)
-		}
-	}
-	return e
-}
-
-// clip shortens s to at most n bytes at a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return sha
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
@@ -75,6 +76,8 @@ type fakeForge struct {
 	pulls    []fakePull
 	nextID   int64
 	failures []failure
+	// auth is the Authorization header expected (default "Bearer <token>").
+	auth string
 }
 
 func newFakeForge(t *testing.T) *fakeForge {
@@ -134,7 +137,11 @@ func (f *fakeForge) record(next http.Handler) http.Handler {
 			}
 		}
 		f.mu.Unlock()
-		if r.Header.Get("Authorization") != "Bearer "+testToken {
+		want := "Bearer " + testToken
+		if f.auth != "" {
+			want = f.auth
+		}
+		if r.Header.Get("Authorization") != want {
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Bad credentials"})
 			return
 		}
@@ -526,15 +533,34 @@ func TestPaginationLinkToAnotherHostIsRefused(t *testing.T) {
 	}
 }
 
-func TestUpsertTooLarge(t *testing.T) {
-	f := newFakeForge(t)
-	c, _ := f.client(t, nil)
-	err := c.Upsert(context.Background(), 7, "web", strings.Repeat("é", MaxCommentChars))
-	if !errors.Is(err, ErrCommentTooLarge) {
-		t.Fatalf("got %v, want ErrCommentTooLarge", err)
-	}
-	if len(f.calls()) != 0 {
-		t.Errorf("sent %v", f.calls())
+func TestUpsertTooLargeIsCutWithALink(t *testing.T) {
+	for _, kind := range []Kind{GitHub, Gitea} {
+		t.Run(string(kind), func(t *testing.T) {
+			f := newFakeForge(t)
+			c, _ := f.client(t, func(o *Options) { o.Kind = kind })
+			if kind == Gitea {
+				f.auth = "token " + testToken
+			}
+			md := "```diff\n" + strings.Repeat("é", MaxCommentChars) + "\n```\n"
+			_, err := c.UpsertComment(context.Background(), PullRequest{Number: 7}, Comment{StackSet: "web", Markdown: md, FullURL: "https://example.test/full.md"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bodies := f.bodies(7)
+			if len(bodies) != 1 {
+				t.Fatalf("got %d comments, want 1", len(bodies))
+			}
+			b := bodies[0]
+			if n := utf8.RuneCountInString(b); n > c.MaxCommentChars() {
+				t.Errorf("comment has %d characters, the limit is %d", n, c.MaxCommentChars())
+			}
+			if !strings.HasPrefix(b, Marker("web")+"\n") || !strings.Contains(b, "(https://example.test/full.md)") || !strings.Contains(b, "cut here") {
+				t.Errorf("cut comment lacks the marker, the note or the link: ...%s", b[len(b)-300:])
+			}
+			if strings.Count(b, "```")%2 != 0 {
+				t.Errorf("cut comment leaves a code fence open")
+			}
+		})
 	}
 }
 
