@@ -144,6 +144,13 @@ type Options struct {
 	Log zerolog.Logger
 	// Now is the clock for registry timestamps (default time.Now).
 	Now func() time.Time
+	// Events backs GET /v1/events (Server-Sent Events). Nil: 404.
+	Events *EventHub
+	// Console, if set, authenticates the web console's requests (a
+	// session cookie with its CSRF token, console.Console.Authenticated):
+	// the bearer routes take them instead of the token. Never the routes
+	// of authSecrets.
+	Console func(*http.Request) bool
 }
 
 // Validate checks the options and fills defaults.

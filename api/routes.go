@@ -80,6 +80,10 @@ func (s *Server) routeTable() []route {
 		{path: "/v1/operations/{id}", auth: authBearer, methods: get(s.getOperation)},
 		{path: "/v1/operations/{id}/events", auth: authBearer, methods: get(s.listEvents)},
 		{path: "/v1/changesets", auth: authBearer, methods: get(s.changeSets)},
+		// Streams are long: not a slot of classAPI each; the hub bounds
+		// them (HubOptions.MaxClients). No microversion: EventSource
+		// cannot send the header.
+		{path: "/v1/events", auth: authBearer, class: classProbe, methods: get(s.events)},
 		{path: "/v1/reconcile", auth: authBearer, methods: map[string]http.HandlerFunc{http.MethodPost: s.reconcile}, since: Version{1, 2}},
 		{path: "/v1/state/backup", auth: authSecrets, methods: get(s.stateBackup), since: Version{1, 2}},
 		{path: "/v1/resource_types", auth: authBearer, methods: get(s.listResourceTypes)},
