@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -61,21 +60,10 @@ func sourceFiles(t *testing.T, dir string) map[string]int {
 func TestFileSizes(t *testing.T) {
 	for _, dir := range []string{"engine", "engine/config", "reconciler"} {
 		t.Run(dir, func(t *testing.T) {
-			var over []string
 			for name, n := range sourceFiles(t, dir) {
 				if n > maxFileLines {
-					over = append(over, name)
-					if dir != "reconciler" {
-						t.Errorf("%s has %d lines, more than %d: split it along its concerns", name, n, maxFileLines)
-					}
+					t.Errorf("%s has %d lines, more than %d: split it along its concerns", name, n, maxFileLines)
 				}
-			}
-			if dir == "reconciler" && len(over) > 0 {
-				// TODO(issue 30): the reconciler is being split by concern
-				// (set-up, the pass, jobs, planning, the operation, region
-				// scheduling, results); drop this skip when it is done.
-				sort.Strings(over)
-				t.Skipf("TODO issue 30: reconciler files over %d lines: %s", maxFileLines, strings.Join(over, ", "))
 			}
 		})
 	}
