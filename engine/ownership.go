@@ -6,6 +6,9 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/stackd/stackd/engine/changeset"
+	"github.com/stackd/stackd/engine/config"
 )
 
 // fileType is the resource type of the built-in file provider, whose
@@ -149,4 +152,75 @@ func checkFileOwners(p *InstancePlan) hcl.Diagnostics {
 		}
 	}
 	return diags
+}
+
+// StackSetFacts are what the state records of a stack set that its
+// policies need (CheckStackSet), gathered by the caller: the engine reads
+// no state.
+type StackSetFacts struct {
+	// Overrides are the digests of the instance_override blocks the
+	// instances were last deployed with.
+	Overrides map[string]bool
+	// Removed are the instances whose targets are removed, in the order
+	// they are deleted, with their recorded resources.
+	Removed []RemovedInstance
+	// Changing are the instances the operation creates or updates, in
+	// order; Untouched counts those it leaves in service as they are.
+	Changing  []config.Candidate
+	Untouched int
+	// Serving counts the stack set's instances in service now
+	// (min_in_service counts every one of them, touched or not).
+	Serving int
+	// RolloutPlan asks for the rollout plan (a change set shows it).
+	RolloutPlan bool
+}
+
+// RemovedInstance is an instance whose target is removed, with its
+// recorded resources.
+type RemovedInstance struct {
+	Target    config.Target
+	Resources []ResourceState
+}
+
+// StackSetPolicy is what a stack set's policies say of the operation
+// decided for it (CheckStackSet).
+type StackSetPolicy struct {
+	// Overrides: the seed's instance_override rules that need the state
+	// (config.StackSet.CheckOverrides).
+	Overrides hcl.Diagnostics
+	// Destroy: the first removed instance whose destroy prevent_destroy
+	// refuses (DestroyPrevented).
+	Destroy hcl.Diagnostics
+	// MinInService: a min_in_service the operation can never meet
+	// (config.Rollout.CheckMinInService).
+	MinInService *hcl.Diagnostic
+	// Rollout is how the changing instances will roll out, when asked for
+	// and there is a rollout with instances to change.
+	Rollout *changeset.RolloutPlan
+}
+
+// CheckStackSet applies the policies of the desired stack set ss (nil: its
+// block was removed) to the operation decided for it: instance_override
+// rules, prevent_destroy on removed targets, min_in_service, and the
+// rollout's batches. It does no I/O; diagnostics are the caller's to
+// report (policy errors reject the commit).
+func CheckStackSet(ss *config.StackSet, f StackSetFacts) StackSetPolicy {
+	var p StackSetPolicy
+	if ss == nil {
+		return p
+	}
+	p.Overrides = ss.CheckOverrides(f.Overrides)
+	for _, in := range f.Removed {
+		if d := DestroyPrevented(ss, in.Target, in.Resources); d.HasErrors() {
+			p.Destroy = d
+			break
+		}
+	}
+	if ro := ss.Rollout; ro != nil {
+		p.MinInService = ro.CheckMinInService(ss.Name, len(f.Changing), f.Untouched)
+		if f.RolloutPlan && len(f.Changing) > 0 {
+			p.Rollout = ro.PlanRollout(f.Changing, f.Serving)
+		}
+	}
+	return p
 }

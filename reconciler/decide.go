@@ -29,6 +29,17 @@ func (d *operationDecision) noChange() bool {
 	return d.kind == "" && d.action == changeset.InstanceNoChange
 }
 
+// addRefreshWorks gives every deployed instance left as it is a work
+// that only refreshes it (stackd plan --refresh): it is planned too,
+// after a read, and drift makes it change.
+func (d *operationDecision) addRefreshWorks() {
+	for i, dc := range d.instances {
+		if dc.work == nil && dc.recorded != nil && dc.recorded.Revision != "" {
+			d.instances[i].work = &work{target: dc.target, action: changeset.InstanceUpdate, hash: dc.recorded.ConfigHash, refreshOnly: true}
+		}
+	}
+}
+
 // instanceDecision is what happens to one target.
 type instanceDecision struct {
 	target config.Target

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/hashicorp/hcl/v2"
-
 	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/state"
@@ -92,7 +90,9 @@ func OverridesView(raw json.RawMessage) json.RawMessage {
 }
 
 // recordedOverrides are the digests of the instance_override blocks the
-// instances were last deployed with.
+// instances were last deployed with: a block no instance was deployed with
+// is a new UpdateStackInstances request and must name exactly the stack
+// set's variables (engine.CheckStackSet, DESIGN §2).
 func recordedOverrides(existing []state.Instance) map[string]bool {
 	out := map[string]bool{}
 	for _, in := range existing {
@@ -105,14 +105,4 @@ func recordedOverrides(existing []state.Instance) map[string]bool {
 		}
 	}
 	return out
-}
-
-// checkOverrides applies the seed's override rules that need the state:
-// a block no instance was deployed with is a new UpdateStackInstances
-// request and must name exactly the stack set's variables (DESIGN §2).
-func checkOverrides(ss *config.StackSet, existing []state.Instance) hcl.Diagnostics {
-	if ss == nil {
-		return nil
-	}
-	return ss.CheckOverrides(recordedOverrides(existing))
 }

@@ -21,6 +21,14 @@ import (
 // Planning: a revision's definitions and the recorded state become one
 // job per stack set (prepare), each with its decisions, policy diagnostics,
 // instance plans, change set and rollout plan (planJob).
+//
+// A stack set's planning has one entry point, planStackSet: it reads what
+// the state records of the stack set once, decides each target
+// (decideOperation) and hands the engine the recorded facts its policies
+// need in one call (engine.CheckStackSet: instance_override rules,
+// prevent_destroy, min_in_service, the rollout plan). The engine reads no
+// state, so the facts are gathered here; planJob then plans the instances
+// and assembles the change set.
 
 // prepare loads the revision's definitions and builds one job per stack set
 // that exists in the definitions or in the state. Except in modeWorks,
@@ -154,65 +162,37 @@ const (
 	modeWorks
 )
 
-// planJob decides the instances to create, update and delete, and the
-// operation kind (decideOperation), then plans the instances and fills the
-// job's change set (except in modeWorks).
+// planJob decides the instances to create, update and delete, the
+// operation kind and what the stack set's policies say (planStackSet),
+// then plans the instances and fills the job's change set (except in
+// modeWorks).
 func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Diagnostics, error) {
-	var diags hcl.Diagnostics
-	rev := j.rev
-	plan := mode != modeWorks
 	// Change sets are kept for stackd plan only: an applying pass needs the
 	// plans, and 10,000 instances' change records are a lot of memory.
 	keep := mode == modePlan || mode == modePlanRefresh
-	addChange := func(ic changeset.InstanceChangeSet) {
-		if keep {
-			j.changeSet.Add(ic)
-		}
-	}
 	j.works, j.kind, j.files = nil, "", nil
 	if j.recorded == nil && j.desired != nil && !keep && j.newID == "" {
 		j.newID = uuid.NewString()
 	}
-	id := j.id()
-	j.changeSet = &changeset.StackSetChangeSet{StackSetName: j.name, StackSetId: id, Revision: rev}
 	ss := j.desired
-	if ss != nil {
-		if ss.ID != "" && ss.ID != id {
-			detail := fmt.Sprintf("Stack set %q pins id %q, but no stack set of that name exists: stackd gives a stack set its id when it creates it. Remove the id attribute.", ss.Name, ss.ID)
-			if j.recorded != nil {
-				detail = fmt.Sprintf("Stack set %q pins id %q, but the recorded stack set of that name has id %q (a stack set deleted and created again gets a new id). Remove the id attribute or set it to the recorded id.", ss.Name, ss.ID, id)
-			}
-			return diags.Append(&hcl.Diagnostic{
-				Severity: hcl.DiagError, Summary: "Stack set id mismatch",
-				Detail:  detail,
-				Subject: ss.DeclRange.Ptr(),
-			}), nil
-		}
-		if ss.Suspend {
-			j.changeSet.Action = changeset.InstanceNoChange
-			return nil, nil
-		}
+	j.changeSet = &changeset.StackSetChangeSet{StackSetName: j.name, StackSetId: j.id(), Revision: j.rev}
+	if d := pinnedIDMismatch(j); d != nil {
+		return hcl.Diagnostics{d}, nil
 	}
-	var existing []state.Instance
-	if j.recorded != nil {
-		var err error
-		if existing, err = r.opts.Store.Instances(id); err != nil {
-			return nil, err
-		}
+	if ss != nil && ss.Suspend {
+		j.changeSet.Action = changeset.InstanceNoChange
+		return nil, nil
 	}
-	if d := checkOverrides(ss, existing); d.HasErrors() {
-		return append(diags, d...), nil
+	sp, err := r.planStackSet(j, ss != nil || mode != modeWorks, keep)
+	if err != nil {
+		return nil, err
 	}
-	dec := decideOperation(ss, j.recorded, id, existing)
-	j.refresh = mode == modePlanRefresh && ss != nil
-	if j.refresh {
-		// Every deployed instance left as it is gets planned too, after
-		// a read: drift makes it change.
-		for i, dc := range dec.instances {
-			if dc.work == nil && dc.recorded != nil && dc.recorded.Revision != "" {
-				dec.instances[i].work = &work{target: dc.target, action: changeset.InstanceUpdate, hash: dc.recorded.ConfigHash, refreshOnly: true}
-			}
-		}
+	if sp.policy.Overrides.HasErrors() {
+		return sp.policy.Overrides, nil
+	}
+	dec := sp.dec
+	if j.refresh = mode == modePlanRefresh && ss != nil; j.refresh {
+		dec.addRefreshWorks()
 	}
 	var prior *priorStackSets
 	if keep {
@@ -222,85 +202,158 @@ func (r *Reconciler) planJob(ctx context.Context, j *job, mode planMode) (hcl.Di
 	// taken in order: the change set, the works and the first diagnostics
 	// reported are the same as one after another.
 	var plans []instancePlan
-	var warns planWarnings // plan_warnings.go
-	if plan {
+	if mode != modeWorks {
 		plans = r.planInstances(ctx, j, dec.instances, prior, keep)
 	}
+	var warns planWarnings // plan_warnings.go
 	for i, dc := range dec.instances {
-		t, w, in := dc.target, dc.work, dc.recorded
-		switch {
-		case w == nil || w.action == actionSkip:
-			// Untouched, or a suspended account's instance: no change.
-			addChange(changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: changeset.InstanceNoChange})
-		case w.action == changeset.InstanceDelete:
-			if j.desired != nil || plan {
-				recorded, err := r.resources(id, t)
-				if err != nil {
-					return nil, err
-				}
-				// A target removed while the template still protects
-				// one of its resources (prevent_destroy) is refused.
-				if pd := engine.DestroyPrevented(j.desired, t, recorded); pd.HasErrors() {
-					return append(diags, pd...), nil
-				}
-				if !plan {
-					break
-				}
-				w.plan = engine.PlanDestroy(&engine.Instance{Name: j.name, StackSetID: id, Target: t, Prior: prior.of(ctx, in), DeclaredTypes: r.declaredTypes(j), Caller: config.CallerAccount(j.desired)}, recorded)
-				addChange(changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: changeset.InstanceDelete, Changes: w.plan.Changes()})
-			}
-		case plan:
-			if plans[i].err != nil {
-				return nil, plans[i].err
-			}
-			ip := plans[i]
-			pdiags := ip.diags
-			if pdiags.HasErrors() {
-				for _, d := range pdiags {
-					d.Detail = fmt.Sprintf("%s (stack set %q, instance %s/%s)", d.Detail, ss.Name, t.Region, t.Account)
-				}
-				// One instance's errors are enough to reject the commit.
-				return append(diags, pdiags...), nil
-			}
-			warns.add(pdiags, t)
-			if len(ip.files) > 0 {
-				if j.files == nil {
-					j.files = map[config.Target][]engine.FileClaim{}
-				}
-				j.files[t] = ip.files
-			}
-			w.plan = ip.plan // nil when the pass drops its plans
-			ic := changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: w.action, Changes: ip.changes}
-			if w.action == changeset.InstanceUpdate && !ip.hasChanges {
-				ic.Action = changeset.InstanceNoChange
-			}
-			addChange(ic)
+		ic, diags, err := r.takePlan(ctx, j, dc, planAt(plans, i), sp, prior, &warns)
+		if err != nil || diags.HasErrors() {
+			return diags, err
 		}
-		if w != nil && !w.refreshOnly {
+		if ic != nil && keep {
+			j.changeSet.Add(*ic)
+		}
+		if w := dc.work; w != nil && !w.refreshOnly {
 			j.works = append(j.works, w)
 		}
 	}
-	if ss != nil && ss.Rollout != nil {
-		// A min_in_service the operation can never meet rejects the commit.
-		if d := ss.Rollout.CheckMinInService(ss.Name, dec.creates+dec.updates, dec.untouched); d != nil {
-			return diags.Append(d), nil
-		}
+	if d := sp.policy.MinInService; d != nil {
+		return hcl.Diagnostics{d}, nil // an operation that can never meet it
 	}
 	j.kind, j.changeSet.Action = dec.kind, dec.action
 	if keep && ss != nil {
 		j.changeSet.Diagnostics = append(j.changeSet.Diagnostics, warns.diagnostics(ss.Name)...)
+		j.changeSet.Rollout = sp.policy.Rollout
 	}
 	if dec.noChange() {
 		j.works = nil
 	}
-	if keep && ss != nil && ss.Rollout != nil {
-		plan, err := r.rolloutPlan(j)
-		if err != nil {
-			return diags, err
+	return nil, nil
+}
+
+// takePlan takes what planning made of one instance (dc, planned as ip;
+// nil in modeWorks) into the job: a delete's plan, or the instance plan
+// with its files and warnings. It returns the instance's change-set entry
+// (nil: none), or the diagnostics that reject the commit.
+func (r *Reconciler) takePlan(ctx context.Context, j *job, dc instanceDecision, ip *instancePlan, sp *stackSetPlan, prior *priorStackSets, warns *planWarnings) (*changeset.InstanceChangeSet, hcl.Diagnostics, error) {
+	t, w := dc.target, dc.work
+	switch {
+	case w == nil || w.action == actionSkip:
+		// Untouched, or a suspended account's instance: no change.
+		return &changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: changeset.InstanceNoChange}, nil, nil
+	case w.action == changeset.InstanceDelete:
+		if sp.policy.Destroy.HasErrors() {
+			// A target removed while the template still protects one of
+			// its resources (prevent_destroy) is refused.
+			return nil, sp.policy.Destroy, nil
 		}
-		j.changeSet.Rollout = plan
+		if ip == nil {
+			return nil, nil, nil
+		}
+		w.plan = engine.PlanDestroy(&engine.Instance{Name: j.name, StackSetID: j.id(), Target: t, Prior: prior.of(ctx, dc.recorded), DeclaredTypes: r.declaredTypes(j), Caller: config.CallerAccount(j.desired)}, sp.removed[t])
+		return &changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: changeset.InstanceDelete, Changes: w.plan.Changes()}, nil, nil
+	case ip == nil:
+		return nil, nil, nil
+	case ip.err != nil:
+		return nil, nil, ip.err
+	case ip.diags.HasErrors():
+		for _, d := range ip.diags {
+			d.Detail = fmt.Sprintf("%s (stack set %q, instance %s/%s)", d.Detail, j.desired.Name, t.Region, t.Account)
+		}
+		// One instance's errors are enough to reject the commit.
+		return nil, ip.diags, nil
 	}
-	return diags, nil
+	warns.add(ip.diags, t)
+	if len(ip.files) > 0 {
+		if j.files == nil {
+			j.files = map[config.Target][]engine.FileClaim{}
+		}
+		j.files[t] = ip.files
+	}
+	w.plan = ip.plan // nil when the pass drops its plans
+	ic := &changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: w.action, Changes: ip.changes}
+	if w.action == changeset.InstanceUpdate && !ip.hasChanges {
+		ic.Action = changeset.InstanceNoChange
+	}
+	return ic, nil, nil
+}
+
+// planAt is the plan of instance i (nil when the instances were not
+// planned: modeWorks).
+func planAt(plans []instancePlan, i int) *instancePlan {
+	if plans == nil {
+		return nil
+	}
+	return &plans[i]
+}
+
+// pinnedIDMismatch is the diagnostic of a stack set that pins an id other
+// than its own (nil when it pins none or its own).
+func pinnedIDMismatch(j *job) *hcl.Diagnostic {
+	ss, id := j.desired, j.id()
+	if ss == nil || ss.ID == "" || ss.ID == id {
+		return nil
+	}
+	detail := fmt.Sprintf("Stack set %q pins id %q, but no stack set of that name exists: stackd gives a stack set its id when it creates it. Remove the id attribute.", ss.Name, ss.ID)
+	if j.recorded != nil {
+		detail = fmt.Sprintf("Stack set %q pins id %q, but the recorded stack set of that name has id %q (a stack set deleted and created again gets a new id). Remove the id attribute or set it to the recorded id.", ss.Name, ss.ID, id)
+	}
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Stack set id mismatch", Detail: detail, Subject: ss.DeclRange.Ptr()}
+}
+
+// stackSetPlan is what planStackSet makes of one stack set: the decisions
+// for its targets, the recorded resources of the instances to delete, and
+// what the stack set's policies say.
+type stackSetPlan struct {
+	dec     operationDecision
+	removed map[config.Target][]engine.ResourceState
+	policy  engine.StackSetPolicy
+}
+
+// planStackSet is the one planning entry point of a stack set: its desired
+// definitions (j.desired) and what the state records of it become its
+// targets' decisions (decideOperation), the recorded resources of the
+// instances to delete, and the policies' diagnostics and rollout plan
+// (engine.CheckStackSet). It reads the state; it plans no instance.
+// withResources reads the resources of the instances to delete (a removed
+// stack set's queued job reads each when it deletes it); withRollout asks
+// for the rollout plan.
+func (r *Reconciler) planStackSet(j *job, withResources, withRollout bool) (*stackSetPlan, error) {
+	id := j.id()
+	var existing []state.Instance
+	if j.recorded != nil {
+		var err error
+		if existing, err = r.opts.Store.Instances(id); err != nil {
+			return nil, err
+		}
+	}
+	sp := &stackSetPlan{dec: decideOperation(j.desired, j.recorded, id, existing), removed: map[config.Target][]engine.ResourceState{}}
+	facts := engine.StackSetFacts{Overrides: recordedOverrides(existing), Untouched: sp.dec.untouched, RolloutPlan: withRollout}
+	for _, in := range existing {
+		if in.InService() {
+			facts.Serving++
+		}
+	}
+	for _, dc := range sp.dec.instances {
+		switch w := dc.work; {
+		case w == nil || w.action == actionSkip:
+		case w.action == changeset.InstanceDelete:
+			if !withResources {
+				continue
+			}
+			recorded, err := r.resources(id, dc.target)
+			if err != nil {
+				return nil, err
+			}
+			sp.removed[dc.target] = recorded
+			facts.Removed = append(facts.Removed, engine.RemovedInstance{Target: dc.target, Resources: recorded})
+		default:
+			facts.Changing = append(facts.Changing, config.Candidate{Region: dc.target.Region, InService: w.inService})
+		}
+	}
+	sp.policy = engine.CheckStackSet(j.desired, facts)
+	return sp, nil
 }
 
 // instancePlan is what a pass keeps of one instance's plan (or why there
@@ -403,45 +456,6 @@ func lowerTo(a *atomic.Int64, v int64) {
 			return
 		}
 	}
-}
-
-// rolloutPlan is how the job's instances to create or update will roll out
-// (nil when there are none), as runRollout will batch them.
-func (r *Reconciler) rolloutPlan(j *job) (*changeset.RolloutPlan, error) {
-	var cands []config.Candidate
-	for _, w := range j.works {
-		if w.action == changeset.InstanceCreate || w.action == changeset.InstanceUpdate {
-			cands = append(cands, config.Candidate{Region: w.target.Region, InService: w.inService})
-		}
-	}
-	if len(cands) == 0 {
-		return nil, nil
-	}
-	serving, err := r.serving(j)
-	if err != nil {
-		return nil, err
-	}
-	return j.desired.Rollout.PlanRollout(cands, serving), nil
-}
-
-// serving counts the stack set's instances in service now
-// (state.Instance.InService): min_in_service counts every one of them,
-// touched by the operation or not.
-func (r *Reconciler) serving(j *job) (int, error) {
-	if j.recorded == nil {
-		return 0, nil
-	}
-	ins, err := r.opts.Store.Instances(j.recorded.ID)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, in := range ins {
-		if in.InService() {
-			n++
-		}
-	}
-	return n, nil
 }
 
 // resources reads an instance's recorded resources in the engine's form.
