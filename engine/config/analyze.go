@@ -96,6 +96,9 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 		for _, e := range r.Lifecycle.ConditionExprs() {
 			check(addr, e, r.Count != nil, r.ForEach != nil)
 		}
+		for _, e := range r.ProvisionerRefs() { // provisioners.go
+			check(addr, e, r.Count != nil, r.ForEach != nil)
+		}
 		for _, d := range r.DependsOn {
 			if _, ok := t.Resources[d]; !ok {
 				diags = diags.Append(&hcl.Diagnostic{

@@ -156,6 +156,8 @@ type Resource struct {
 	// UpdatePattern paces changes to the members of a count/for_each
 	// resource; nil without an update_pattern block.
 	UpdatePattern *UpdatePattern
+	// Provisioners are its local-exec provisioner blocks (provisioners.go).
+	Provisioners []*Provisioner
 	// Provider is the provider meta-argument of a plugin resource: the
 	// provider block it uses ("aws" or "aws.west"); "" for the default.
 	Provider  string

@@ -70,7 +70,8 @@ func (t *Template) addResource(b *hcl.Block, reg provider.Registry, e Plugins) h
 		})
 	}
 	schema := p.Schema()
-	bs := withDynamic(&hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "lifecycle"}, {Type: "update_pattern"}}})
+	bs := withDynamic(&hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "lifecycle"}, {Type: "update_pattern"},
+		{Type: "provisioner", LabelNames: []string{"type"}}, {Type: "connection"}}})
 	for _, m := range metaArguments {
 		if _, shadowed := schema.Properties[m]; shadowed {
 			// wait_condition's count is Heat's: the number of signals. A
@@ -143,6 +144,10 @@ func (t *Template) addResource(b *hcl.Block, reg provider.Registry, e Plugins) h
 	for _, lb := range content.Blocks {
 		if _, ok := nested[lb.Type]; ok || lb.Type == "dynamic" {
 			continue // a property (properties above; dynamic blocks: dynamic.go)
+		}
+		if lb.Type == "provisioner" || lb.Type == "connection" {
+			diags = append(diags, r.addProvisionerBlock(lb)...) // provisioners.go
+			continue
 		}
 		if lb.Type == "update_pattern" {
 			if r.UpdatePattern != nil {
