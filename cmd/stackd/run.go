@@ -68,11 +68,16 @@ func newRunCommand() *cobra.Command {
 			if token == "" {
 				localToken = rand.Text()
 			}
-			handler, err := a.apiHandler(token, localToken, secret, kick)
+			ui, err := c.openConsole(ctx, a, token, tlsCert != "")
 			if err != nil {
 				return err
 			}
-			srv := l.serve(a, handler)
+			defer ui.stop()
+			handler, err := a.apiHandler(token, localToken, secret, kick, ui.apiOptions)
+			if err != nil {
+				return err
+			}
+			srv := l.serve(a, ui.handler(handler))
 			defer srv.Close()
 			// How the CLI reaches this daemon while it holds the state.
 			if remove, err := writeDaemonFile(c.stateDir, l.ln.Addr(), tlsCert != "", tokenFile, localToken, &c); err != nil {

@@ -13,8 +13,9 @@ import (
 
 // apiHandler is the HTTP API of an opened app (run, and apply --listen).
 // Without a token, localToken (if any) guards the routes that answer with
-// sensitive values (api.Options.LocalToken).
-func (a *app) apiHandler(token, localToken, webhookSecret string, kick func()) (http.Handler, error) {
+// sensitive values (api.Options.LocalToken). mods change the options
+// before the server is made (the console's, ui.go).
+func (a *app) apiHandler(token, localToken, webhookSecret string, kick func(), mods ...func(*api.Options)) (http.Handler, error) {
 	opts := api.Options{
 		Store: a.store, Planner: a.rec, Controller: a.rec, Drift: a.rec, Responses: a.broker, Signals: a.signals, Metrics: a.metrics, Log: a.log,
 		GitTypes: a.rec.GitTypes, InUse: a.store.ResourceTypeInUse, Trigger: kick, Passes: a.rec,
@@ -38,6 +39,9 @@ func (a *app) apiHandler(token, localToken, webhookSecret string, kick func()) (
 		WebhookSecret: webhookSecret,
 	}
 	opts.Token, opts.AllowUnauthenticated, opts.LocalToken = token, token == "", localToken
+	for _, mod := range mods {
+		mod(&opts)
+	}
 	return api.New(opts)
 }
 
