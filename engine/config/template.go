@@ -357,6 +357,10 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 		}
 		diags = append(diags, t.addProvider(ld.e, b)...)
 	}
+		if isBuiltinProviderBlock(b, src.settings.required) { // provider_terraform.go
+			diags = append(diags, checkBuiltinProviderBlock(b)...)
+			continue
+		}
 	for _, content := range contents {
 		for _, b := range content.Blocks {
 			switch b.Type {
