@@ -183,7 +183,7 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// Server is the HTTP API of DESIGN §8. It is an http.Handler, safe for
+// Server is the HTTP API of docs/design.md §8. It is an http.Handler, safe for
 // concurrent use; it starts no goroutines.
 type Server struct {
 	opts           Options

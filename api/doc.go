@@ -1,4 +1,4 @@
-// Package api is stackd's HTTP API (DESIGN §8): health, readiness and
+// Package api is stackd's HTTP API (docs/design.md §8): health, readiness and
 // Prometheus metrics; read endpoints for stack sets, instances, operations,
 // events and change sets; promote and abort of running rollouts (through
 // the Controller, the reconciler); the resource-type registry; the Git

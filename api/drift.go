@@ -12,7 +12,7 @@ import (
 	"github.com/stackd/stackd/reconciler"
 )
 
-// DriftChecker backs /v1/stack_sets/{name}/drift (DESIGN §12).
+// DriftChecker backs /v1/stack_sets/{name}/drift (docs/design.md §12).
 type DriftChecker interface {
 	// DriftReport is the stack set's drift as last checked.
 	DriftReport(name string) (*reconciler.DriftReport, error)

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// The server's limits (DESIGN §9 "Untrusted input": bodies limited before
+// The server's limits (docs/design.md §9 "Untrusted input": bodies limited before
 // they are read, concurrent requests bounded, read timeouts set). Every
 // route belongs to a class; each class has its own body cap and its own
 // bound on the requests served at once, so that a flood of one class (the

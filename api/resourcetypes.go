@@ -14,7 +14,7 @@ import (
 	"github.com/stackd/stackd/state"
 )
 
-// Resource type names (DESIGN §8).
+// Resource type names (docs/design.md §8).
 var resourceTypeNameRe = regexp.MustCompile(`^Custom::[A-Za-z][A-Za-z0-9_]*$`)
 
 // MaxResourceTypeName is the longest resource type name, in bytes.

@@ -14,7 +14,7 @@ import (
 	"github.com/stackd/stackd/engine/provider"
 )
 
-// The attribution cases of DESIGN §4 (issue 16, item 7): each resource of
+// The attribution cases of docs/design.md §4 (issue 16, item 7): each resource of
 // this template changes for one reason between v1 and v2.
 const attributionTmpl = `
 variable "image"    { type = string }

@@ -16,7 +16,7 @@ import (
 	"github.com/stackd/stackd/engine/provider"
 )
 
-// Drift (DESIGN §12): what the world holds of an instance's resources,
+// Drift (docs/design.md §12): what the world holds of an instance's resources,
 // read through their providers (provider.DriftReader) and compared with
 // what was last applied, in CloudFormation StackSets' vocabulary.
 

@@ -16,7 +16,7 @@ import (
 const fileType = "file"
 
 // FileClaim is a file an instance's plan manages: one owner per path and
-// target (DESIGN §9), within a template and across stack sets.
+// target (docs/design.md §9), within a template and across stack sets.
 type FileClaim struct {
 	// Path is the cleaned slash path below the instance root.
 	Path string

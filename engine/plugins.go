@@ -16,7 +16,7 @@ import (
 	"github.com/stackd/stackd/engine/provider/tfbuiltin"
 )
 
-// Terraform and OpenTofu providers (DESIGN §7b). A template declares the
+// Terraform and OpenTofu providers (docs/design.md §7b). A template declares the
 // providers it uses in terraform { required_providers { … } }, configures
 // them per target with provider blocks, and uses their resource types like
 // the built-in ones. The engine knows no plugin protocol: a provider.PluginResolver

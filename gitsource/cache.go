@@ -49,7 +49,7 @@ func (s *Source) openRemote(ctx context.Context) error {
 		}
 		if err != nil && !created && s.straggler == nil {
 			// The remote is down, but the cache clone holds what was
-			// fetched before: open on it (DESIGN §9: keep the last good
+			// fetched before: open on it (docs/design.md §9: keep the last good
 			// revision), and let the next fetches try again.
 			s.fault(FaultUnreachableAtOpen, "", "cannot fetch %s at start-up (%v): working from the cache clone until a fetch succeeds", s.name(), err)
 			err = nil

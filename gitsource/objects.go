@@ -19,7 +19,7 @@ import (
 
 // Objects are sized from their headers before anything reads them: go-git's own
 // EncodedObject inflates a loose object whole to learn its size, and its EncodedObjectSize
-// inflates the whole delta data of a packed delta. A branch is untrusted (DESIGN §9), so a
+// inflates the whole delta data of a packed delta. A branch is untrusted (docs/design.md §9), so a
 // 200 MB blob — or a small one stored as a delta of a huge one — must be refused before any
 // of it is inflated. headers reads only: a loose object's zlib header, a packed object's
 // header and, for a delta, the first bytes of its delta data (which start with the sizes of

@@ -1,6 +1,6 @@
 package reconciler
 
-// Drift (DESIGN §12): every resource of a stack set is read through its
+// Drift (docs/design.md §12): every resource of a stack set is read through its
 // provider, off the deploy path, with bounded concurrency, and compared
 // with what was last applied. A check never runs on a stack set while an
 // operation of it runs (it waits for the next round), and an operation

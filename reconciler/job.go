@@ -16,7 +16,7 @@ type job struct {
 	rev  string
 	// untrusted is set when rev is not the deploy branch's head (a
 	// pull-request branch): its plan must not see the sensitive values
-	// recorded in the state (DESIGN §9, untrusted input).
+	// recorded in the state (docs/design.md §9, untrusted input).
 	untrusted bool
 	// files are the files the planned instances manage, by target (for
 	// checkFileOwners).

@@ -92,7 +92,7 @@ func OverridesView(raw json.RawMessage) json.RawMessage {
 // recordedOverrides are the digests of the instance_override blocks the
 // instances were last deployed with: a block no instance was deployed with
 // is a new UpdateStackInstances request and must name exactly the stack
-// set's variables (engine.CheckStackSet, DESIGN §2).
+// set's variables (engine.CheckStackSet, docs/design.md §2).
 func recordedOverrides(existing []state.Instance) map[string]bool {
 	out := map[string]bool{}
 	for _, in := range existing {

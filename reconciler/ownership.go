@@ -17,7 +17,7 @@ type fileOwner struct {
 }
 
 // checkFileOwners rejects a pass in which two stack sets manage one file
-// on one target (DESIGN §9: two resources may not manage one path). Each
+// on one target (docs/design.md §9: two resources may not manage one path). Each
 // stack set's claims at a target come from its plan in this pass, or from
 // its recorded resources when its instance there was not planned. A file
 // one stack set still has (even one it is about to delete) cannot be taken

@@ -9,7 +9,7 @@ import (
 )
 
 // The base of failure tolerance percentages is every instance of the
-// region, suspended accounts' included (README, DESIGN §5; the seed: "all
+// region, suspended accounts' included (README, docs/design.md §5; the seed: "all
 // the stack instances of the region"), for every operation: a later
 // operation, whose suspended accounts were recorded SKIPPED_SUSPENDED_ACCOUNT
 // by the first one, counts them as the first did, in every region.

@@ -10,7 +10,7 @@ import (
 // priorStackSets finds, for a change set, the stack set as each instance
 // last applied it: the definitions at the instance's recorded revision,
 // loaded once per revision. The engine names the cause of a change against
-// it (engine.Instance.Prior, DESIGN §4).
+// it (engine.Instance.Prior, docs/design.md §4).
 type priorStackSets struct {
 	r     *Reconciler
 	j     *job

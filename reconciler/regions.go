@@ -15,7 +15,7 @@ import (
 // Region scheduling: the RFS operation preferences' sliding window —
 // regions in order (SEQUENTIAL or PARALLEL), at most max-concurrent
 // instances of a region at a time, STRICT or SOFT concurrency, and
-// cancellation once the failure tolerance is exceeded (DESIGN §5).
+// cancellation once the failure tolerance is exceeded (docs/design.md §5).
 
 // schedule runs the works by the RFS operation preferences (runRegions),
 // or by the stack set's rollout (runRollout); inside a region at most

@@ -1,7 +1,7 @@
 package reconciler_test
 
 // Rollouts through failures, restarts and the next rollout (issue 14): each
-// test here is one promise of DESIGN §6, tried the way an operator breaks
+// test here is one promise of docs/design.md §6, tried the way an operator breaks
 // it.
 
 import (

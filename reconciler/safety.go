@@ -13,7 +13,7 @@ import (
 	"github.com/stackd/stackd/state"
 )
 
-// Before a pass deploys anything, two checks (DESIGN §9 "The state"):
+// Before a pass deploys anything, two checks (docs/design.md §9 "The state"):
 //
 //   - a state that is empty while the status branch shows deployed stack
 //     sets was lost or damaged: deploying from it would create every

@@ -1,7 +1,7 @@
 // Package state is stackd's memory: the one Badger database that records
 // stack sets, stack instances, the resources of each instance (the resource
 // journal), operations and their event logs, idempotency keys, the resource
-// type registry and daemon metadata (DESIGN §3). It offers typed records and
+// type registry and daemon metadata (docs/design.md §3). It offers typed records and
 // small transactions; it knows nothing of HCL, Git or scheduling.
 //
 // # Invariants
@@ -28,7 +28,7 @@
 //     their stack set as history.
 //   - An operation is keyed by (stack set id, revision): ClaimOperation is
 //     create-or-verify, and so are PutIdem and PutResourceType (the
-//     idempotency rule of DESIGN §8). Exactly one of concurrent claimers wins.
+//     idempotency rule of docs/design.md §8). Exactly one of concurrent claimers wins.
 //   - Event sequence numbers of one operation are 1, 2, 3, ... with no
 //     duplicates, also under concurrent AppendEvent, and events become
 //     visible in that order (a reader that saw event n has seen every event

@@ -99,7 +99,7 @@ func (s *Store) getRawValue(k []byte, what, name string) ([]byte, error) {
 }
 
 // PutResourceType is create-or-verify for resource type rt.Name (the
-// Placement rule of DESIGN §8): if it is new, it stores rt and returns (rt,
+// Placement rule of docs/design.md §8): if it is new, it stores rt and returns (rt,
 // true, nil); otherwise it returns (the recorded type, false, nil). Of
 // concurrent callers for one name exactly one gets true. The store does not
 // check the name's syntax beyond the key rules.

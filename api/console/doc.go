@@ -1,4 +1,4 @@
-// Package console is stackd's web console (DESIGN §14), served by the
+// Package console is stackd's web console (docs/design.md §14), served by the
 // daemon at /ui/ on the API's listener: the fleet of stack sets, each
 // stack set as a regions × accounts grid drawn on a canvas, an instance's
 // resources, outputs, overrides, events and drift, live rollouts as a

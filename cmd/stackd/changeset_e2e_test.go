@@ -13,7 +13,7 @@ import (
 	"github.com/stackd/stackd/reconciler"
 )
 
-// The change sets of DESIGN §4 (issue 16, items 7–12), through the CLI on
+// The change sets of docs/design.md §4 (issue 16, items 7–12), through the CLI on
 // real repositories.
 
 // csFixture is a repository holding files (committed on main) with

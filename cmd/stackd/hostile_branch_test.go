@@ -1,6 +1,6 @@
 package main
 
-// The hostile-branch suite (DESIGN §9, untrusted input): everyone who can
+// The hostile-branch suite (docs/design.md §9, untrusted input): everyone who can
 // push a branch can make stackd plan it. Every branch attack is pushed at
 // once to a running daemon (a real process) while the deploy branch keeps
 // deploying: the daemon survives, each branch gets a diagnostic (or a

@@ -1,6 +1,6 @@
 package main
 
-// Planning an untrusted ref is contained (DESIGN §9): each attack on the
+// Planning an untrusted ref is contained (docs/design.md §9): each attack on the
 // engine's loading and planning is pushed on a branch to a real `stackd
 // run` process whose deploy branch is deployed. The daemon stays up, the
 // branch's diagnostics on the status branch name the problem and where,

@@ -1,6 +1,6 @@
 package main
 
-// min_in_service at plan time (DESIGN §6): a rollout whose min_in_service
+// min_in_service at plan time (docs/design.md §6): a rollout whose min_in_service
 // the operation can never meet — at or above the number of instances the
 // stack set has during the operation — is a diagnostic when the commit is
 // planned. A running daemon (a real process) shows it in a pull request's

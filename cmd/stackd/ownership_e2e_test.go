@@ -1,6 +1,6 @@
 package main
 
-// Ownership and names (DESIGN §9): two resources may not manage one file on
+// Ownership and names (docs/design.md §9): two resources may not manage one file on
 // one target, within a template or across stack sets, and no stack set may
 // take the name of stackd's own status files. Each attack is a commit
 // pushed to a running daemon (a real process): it is rejected with a

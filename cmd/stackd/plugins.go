@@ -16,7 +16,7 @@ import (
 	"github.com/stackd/stackd/internal/version"
 )
 
-// pluginFlags configure Terraform/OpenTofu providers (DESIGN §7b).
+// pluginFlags configure Terraform/OpenTofu providers (docs/design.md §7b).
 type pluginFlags struct {
 	dirs              []string
 	cacheDir          string

@@ -1,6 +1,6 @@
 package main
 
-// The rollout chaos test (issue 14, DESIGN §6): the real stackd binary runs
+// The rollout chaos test (issue 14, docs/design.md §6): the real stackd binary runs
 // `stackd run` on a repository of two stack sets with a rollout block — a
 // rolling one ("roll") and a canary ("can"), 8 instances each, health
 // checked against an HTTP server of this test on 127.0.0.1 — while commits

@@ -23,7 +23,7 @@ import (
 	"github.com/stackd/stackd/reconciler"
 )
 
-// Secrets never leave stackd (DESIGN §9): the values of sensitive
+// Secrets never leave stackd (docs/design.md §9): the values of sensitive
 // variables and the Data of NoEcho custom-resource responses are looked for
 // in every channel a user or a reviewer reads — the daemon's logs at debug
 // level, every file and message of every status commit, change sets in

@@ -17,7 +17,7 @@ import (
 )
 
 // uiWiring is the web console and the live-event hub served beside the
-// API on its listener (DESIGN §14).
+// API on its listener (docs/design.md §14).
 type uiWiring struct {
 	hub     *api.EventHub
 	console *console.Console

@@ -179,7 +179,7 @@ func (ss *StackSet) checkStrictPercentages(b *hcl.Block) hcl.Diagnostics {
 		return nil
 	}
 	// The base is every instance of the region, suspended accounts
-	// included (DESIGN §5; the reconciler counts the same way).
+	// included (docs/design.md §5; the reconciler counts the same way).
 	n := len(ss.Accounts)
 	tol, maxc := p.Limits(n)
 	if maxc <= tol+1 {

@@ -45,7 +45,7 @@ const (
 	MaxRolloutDuration = 24 * time.Hour
 )
 
-// Rollout is a stack set's rollout block (DESIGN §6), defaults filled. It
+// Rollout is a stack set's rollout block (docs/design.md §6), defaults filled. It
 // changes how an operation is scheduled, never what an instance looks
 // like, so it is not part of the stack set's ConfigHash.
 //
@@ -418,7 +418,7 @@ func (r *Rollout) PlanRollout(cands []Candidate, serving int) *changeset.Rollout
 // Candidate is an instance a rollout has yet to put in a batch.
 type Candidate struct {
 	Region string
-	// InService: the instance serves now (DESIGN §6), so deploying it
+	// InService: the instance serves now (docs/design.md §6), so deploying it
 	// takes it out of service until its batch passes its gate.
 	InService bool
 }

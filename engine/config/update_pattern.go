@@ -7,7 +7,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 )
 
-// UpdatePattern is a resource's update_pattern block (DESIGN §6, Heat's
+// UpdatePattern is a resource's update_pattern block (docs/design.md §6, Heat's
 // OS::Heat::RollingUpdatePattern and CanaryUpdatePattern on a
 // ResourceGroup): when a count or for_each resource changes, its members
 // are updated or replaced in batches instead of one after another.

@@ -2,7 +2,7 @@ package bench
 
 // The Git-at-scale scenarios: status pushes, a commit changing hundreds of
 // stack sets, the next commit after a first deployment, and resident
-// memory, on a remote whose main has a long history (DESIGN §10).
+// memory, on a remote whose main has a long history (docs/design.md §10).
 
 import (
 	"context"

@@ -91,7 +91,7 @@ func violates(r rule, p string) bool {
 }
 
 // TestImportRules parses every non-test Go file of the module and checks
-// the import rules of DESIGN §1.
+// the import rules of docs/design.md §1.
 func TestImportRules(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {

@@ -1,5 +1,5 @@
 // Package custom is the built-in "custom" provider: the ROS/CloudFormation
-// custom resource protocol (DESIGN §7a). A resource
+// custom resource protocol (docs/design.md §7a). A resource
 //
 //	resource "custom" "dns" {
 //	  type          = "Custom::DNSRecord"          // a registered resource type

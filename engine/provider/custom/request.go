@@ -29,7 +29,7 @@ const (
 // userAgent names the protocol's version and stackd's.
 var userAgent = "stackd-custom-resource/1 " + version.UserAgent("stackd")
 
-// Request is the JSON object POSTed to a service token (DESIGN §7a), a
+// Request is the JSON object POSTed to a service token (docs/design.md §7a), a
 // superset of CloudFormation's custom resource request.
 type Request struct {
 	RequestType string `json:"RequestType"` // Create | Update | Delete

@@ -1,6 +1,6 @@
 // Package waitcondition is the wait_condition resource type: Heat's
 // OS::Heat::WaitCondition and CloudFormation's AWS::CloudFormation::WaitCondition
-// in one resource (DESIGN §7).
+// in one resource (docs/design.md §7).
 //
 // Create hands out a pre-signed handle_url at once and returns; whatever
 // the template starts (a server that boots, a job that migrates) POSTs
