@@ -2,6 +2,7 @@ package state
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -27,6 +28,9 @@ func newStore(t testing.TB) *Store {
 // by the test is harmless).
 func openAt(t testing.TB, dir string) *Store {
 	t.Helper()
+	if dsn := os.Getenv(envTestDSN); dsn != "" {
+		return openPostgresAt(t, dsn, dir)
+	}
 	s, err := Open(dir)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", dir, err)
