@@ -46,12 +46,25 @@ func (d *Definitions) StackSet(name string) *StackSet {
 	return nil
 }
 
+// PermissionModel is a stack set's permission_model (the RFS seed's): who
+// names its accounts.
+type PermissionModel string
+
+// The permission models.
+const (
+	// SelfManaged (the default): the stack set lists its accounts.
+	SelfManaged PermissionModel = "SELF_MANAGED"
+	// ServiceManaged: the accounts come from the organization's
+	// organizational units (organization.hcl), suspended ones skipped.
+	ServiceManaged PermissionModel = "SERVICE_MANAGED"
+)
+
 // StackSet is one validated stack_set block.
 type StackSet struct {
 	Name            string
 	ID              string // optional pin
 	Description     string
-	PermissionModel string
+	PermissionModel PermissionModel
 	Template        *Template
 	// Vars are the stack set's variable values converted to the template's
 	// variable types (unmarked; sensitivity comes from the template).
@@ -266,7 +279,7 @@ const ReservedStackSetName = "stackd"
 
 func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provider.Registry, e Plugins, untrusted bool, templates map[string]*Template, org *Organization) (*StackSet, hcl.Diagnostics) {
 	name := b.Labels[0]
-	ss := &StackSet{Name: name, DeclRange: b.DefRange, PermissionModel: "SELF_MANAGED", Vars: map[string]cty.Value{}}
+	ss := &StackSet{Name: name, DeclRange: b.DefRange, PermissionModel: SelfManaged, Vars: map[string]cty.Value{}}
 	ss.Preferences = DefaultPreferences()
 	var diags hcl.Diagnostics
 	if !stackSetNameRe.MatchString(name) {
@@ -287,15 +300,17 @@ func loadStackSet(parser *hclparse.Parser, fsys fs.FS, b *hcl.Block, reg provide
 	}
 	diags = append(diags, stringAttr(attrs["description"], &ss.Description)...)
 	diags = append(diags, boolAttr(attrs["suspend"], &ss.Suspend)...)
-	diags = append(diags, stringAttr(attrs["permission_model"], &ss.PermissionModel)...)
-	if ss.PermissionModel != "SELF_MANAGED" && ss.PermissionModel != "SERVICE_MANAGED" {
+	pm := string(ss.PermissionModel)
+	diags = append(diags, stringAttr(attrs["permission_model"], &pm)...)
+	ss.PermissionModel = PermissionModel(pm)
+	if ss.PermissionModel != SelfManaged && ss.PermissionModel != ServiceManaged {
 		diags = diags.Append(Errorf(attrs["permission_model"].Expr.Range(), "Invalid permission_model",
 			"Stack set %q: permission_model is %q; it must be \"SELF_MANAGED\" or \"SERVICE_MANAGED\".", name, ss.PermissionModel))
 	}
 	if a := attrs["call_identity"]; a != nil {
 		diags = append(diags, stringAttr(a, &ss.CallIdentity)...)
 		switch {
-		case ss.PermissionModel != "SERVICE_MANAGED":
+		case ss.PermissionModel != ServiceManaged:
 			diags = diags.Append(Errorf(a.NameRange, "call_identity needs SERVICE_MANAGED",
 				"Stack set %q: call_identity may only be set when permission_model = \"SERVICE_MANAGED\" (SELF_MANAGED stack sets always act as SELF).", name))
 		case ss.CallIdentity != "SELF" && ss.CallIdentity != "DELEGATED_ADMIN":

@@ -211,7 +211,7 @@ func (ss *StackSet) loadOverride(fsys fs.FS, b *hcl.Block, varSet []string) (*Ov
 	}
 	if len(ov.OrganizationalUnits) > 0 {
 		switch {
-		case ss.PermissionModel != "SERVICE_MANAGED":
+		case ss.PermissionModel != ServiceManaged:
 			diags = diags.Append(Errorf(a["organizational_units"].NameRange, "organizational_units needs SERVICE_MANAGED",
 				"Stack set %q: an instance_override can select organizational_units only in a SERVICE_MANAGED stack set.", ss.Name))
 		case len(ov.Accounts) > 0:

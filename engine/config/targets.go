@@ -23,7 +23,7 @@ func (ss *StackSet) loadTargets(fsys fs.FS, b *hcl.Block, org *Organization) hcl
 	diags = append(diags, stringListAttr(a["regions"], &ss.Regions)...)
 	var listed []string
 	diags = append(diags, stringListAttr(a["accounts"], &listed)...)
-	service := ss.PermissionModel == "SERVICE_MANAGED"
+	service := ss.PermissionModel == ServiceManaged
 	if !service {
 		for _, n := range []string{"organizational_units", "account_filter_type"} {
 			if a[n] != nil {
