@@ -30,7 +30,7 @@ type Event struct {
 	Address string
 	Type    string
 	Action  Action
-	Phase   string // start | done | failed | wait | batch
+	Phase   EventPhase
 	Err     error
 	// Detail describes a batch of an update pattern (Phase batch).
 	Detail string
@@ -39,6 +39,19 @@ type Event struct {
 	// an apply's time goes.
 	Duration time.Duration
 }
+
+// EventPhase is where a resource action is (Event.Phase).
+type EventPhase string
+
+// The phases of an apply Event.
+const (
+	EventStart  EventPhase = "start"  // a provider call starts
+	EventDone   EventPhase = "done"   // it succeeded
+	EventFailed EventPhase = "failed" // it failed (Event.Err)
+	EventWait   EventPhase = "wait"   // a wait_condition waits for its signals
+	EventBatch  EventPhase = "batch"  // a batch of an update pattern (Event.Detail)
+	EventSync   EventPhase = "sync"   // the provider's Sync made its writes durable
+)
 
 // Observer receives apply events; it must not block for long.
 type Observer func(Event)
@@ -95,7 +108,7 @@ func (e *Engine) apply(ctx context.Context, p *InstancePlan, j Journal, obs Obse
 	// one Sync per provider when the instance's apply ends, failed or not
 	// (an interrupted apply too: what was done is worth recording).
 	sj := newSyncJournal(j, p.Instance.providerTarget(), e.syncer)
-	sj.synced = func(d time.Duration) { obs(Event{Phase: "sync", Duration: d}) }
+	sj.synced = func(d time.Duration) { obs(Event{Phase: EventSync, Duration: d}) }
 	defer func() {
 		if ferr := sj.flush(context.WithoutCancel(ctx)); ferr != nil {
 			err = errors.Join(err, ferr)
@@ -222,7 +235,7 @@ func (e *Engine) waitFor(ctx context.Context, target provider.Target, m *member,
 		amap = attrs.AsValueMap()
 	}
 	req := provider.Request{Target: target, LogicalID: rec.Address, RequestID: rec.RequestID, PhysicalID: rec.PhysicalID, Properties: decodeObject(rec.Inputs)}
-	ev := Event{Address: rec.Address, Type: rec.Type, Action: NoOp, Phase: "wait"}
+	ev := Event{Address: rec.Address, Type: rec.Type, Action: NoOp, Phase: EventWait}
 	obs(ev)
 	result, err := wp.Wait(ctx, req, provider.Result{PhysicalID: rec.PhysicalID, Attributes: amap, SensitiveAttributes: rec.Sensitive})
 	if err != nil {
@@ -233,7 +246,7 @@ func (e *Engine) waitFor(ctx context.Context, target provider.Target, m *member,
 			}
 			err = errors.Join(err, derr, j.Remove(ctx, rec.Address))
 		}
-		ev.Phase, ev.Err = "failed", err
+		ev.Phase, ev.Err = EventFailed, err
 		obs(ev)
 		return err
 	}
@@ -255,7 +268,7 @@ func (e *Engine) waitFor(ctx context.Context, target provider.Target, m *member,
 	}
 	m.rec, m.waited = &rec, true
 	m.val = objectWith(m.val, markAttrs(nattrs, rec.Sensitive))
-	ev.Phase = "done"
+	ev.Phase = EventDone
 	obs(ev)
 	return nil
 }
@@ -294,10 +307,10 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *config.Resource, t
 	if err != nil {
 		return cty.NilVal, nil, err
 	}
-	ev := Event{Address: rp.Address, Type: rp.Type, Action: rp.Action, Phase: "start"}
+	ev := Event{Address: rp.Address, Type: rp.Type, Action: rp.Action, Phase: EventStart}
 	obs(ev)
 	fail := func(err error) (cty.Value, *ResourceState, error) {
-		ev.Phase, ev.Err = "failed", err
+		ev.Phase, ev.Err = EventFailed, err
 		obs(ev)
 		return cty.NilVal, nil, err
 	}
@@ -335,7 +348,7 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *config.Resource, t
 				return fail(err)
 			}
 		}
-		ev.Phase = "done"
+		ev.Phase = EventDone
 		obs(ev)
 		return objectWith(props, markAttrs(rr.attrs(), rr.Sensitive)), &upd, nil
 	}
@@ -471,7 +484,7 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *config.Resource, t
 		}
 		return fail(superseded)
 	}
-	ev.Phase = "done"
+	ev.Phase = EventDone
 	obs(ev)
 	return objectWith(rp.After, markAttrs(attrs, rec.Sensitive)), &rec, nil
 }

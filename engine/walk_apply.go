@@ -86,7 +86,7 @@ func (w *walker) applyMembers(r *config.Resource, members []*member) hcl.Diagnos
 		for i, m := range batch {
 			addrs[i] = m.addr
 		}
-		w.note(Event{Address: w.prefix + r.Addr(), Type: r.Type, Action: Update, Phase: "batch",
+		w.note(Event{Address: w.prefix + r.Addr(), Type: r.Type, Action: Update, Phase: EventBatch,
 			Detail: fmt.Sprintf("batch %d of %d (update_pattern %s): %s", k+1, len(batches), r.UpdatePattern, strings.Join(addrs, ", "))})
 		errs := make([]error, len(batch))
 		var wg sync.WaitGroup
@@ -151,12 +151,12 @@ func (w *walker) batches(r *config.Resource, members []*member) [][]*member {
 
 // remove deletes a recorded resource (or forgets it under deletion policy Retain).
 func (e *Engine) remove(ctx context.Context, target provider.Target, rr *recordedResource, requestID string, j Journal, obs Observer) error {
-	ev := Event{Address: rr.Address, Type: rr.Type, Action: Delete, Phase: "start"}
+	ev := Event{Address: rr.Address, Type: rr.Type, Action: Delete, Phase: EventStart}
 	obs(ev)
 	if rr.Deposed != nil {
 		rec := rr.ResourceState
 		if err := e.deleteDeposed(ctx, target, &rec, j, obs); err != nil {
-			ev.Phase, ev.Err = "failed", err
+			ev.Phase, ev.Err = EventFailed, err
 			obs(ev)
 			return fmt.Errorf("%s: %w", rr.Address, err)
 		}
@@ -167,7 +167,7 @@ func (e *Engine) remove(ctx context.Context, target provider.Target, rr *recorde
 		ev.Duration = d
 		if err != nil {
 			err = settleFailed(ctx, j, rr, Delete, err)
-			ev.Phase, ev.Err = "failed", err
+			ev.Phase, ev.Err = EventFailed, err
 			obs(ev)
 			return fmt.Errorf("%s: delete: %w", rr.Address, err)
 		}
@@ -175,7 +175,7 @@ func (e *Engine) remove(ctx context.Context, target provider.Target, rr *recorde
 	if err := j.Remove(ctx, rr.Address); err != nil {
 		return fmt.Errorf("%s: journal: %w", rr.Address, err)
 	}
-	ev.Phase = "done"
+	ev.Phase = EventDone
 	obs(ev)
 	return nil
 }
@@ -224,7 +224,7 @@ func (e *Engine) deleteDeposed(ctx context.Context, target provider.Target, rec 
 				return fmt.Errorf("journal: %w", err)
 			}
 		}
-		ev := Event{Address: rec.Address, Type: rec.Type, Action: Delete, Phase: "start", Detail: "deposed " + d.PhysicalID}
+		ev := Event{Address: rec.Address, Type: rec.Type, Action: Delete, Phase: EventStart, Detail: "deposed " + d.PhysicalID}
 		obs(ev)
 		began := time.Now()
 		// A Terraform provider deletes from the old object's whole state.
@@ -235,11 +235,11 @@ func (e *Engine) deleteDeposed(ctx context.Context, target provider.Target, rec 
 		}, &old, cty.NilVal))
 		ev.Duration = time.Since(began)
 		if err != nil && !errors.Is(err, provider.ErrNotFound) {
-			ev.Phase, ev.Err = "failed", err
+			ev.Phase, ev.Err = EventFailed, err
 			obs(ev)
 			return fmt.Errorf("delete the replaced object %s: %w", d.PhysicalID, err)
 		}
-		ev.Phase = "done"
+		ev.Phase = EventDone
 		obs(ev)
 	}
 	rec.Deposed = nil

@@ -275,16 +275,16 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 		if ev.Err != nil {
 			msg += ": " + ev.Err.Error()
 		}
-		if ev.Phase == "failed" {
-			o.event(t.Region, t.Account, ev.Address, ev.Phase, msg)
+		if ev.Phase == engine.EventFailed {
+			o.event(t.Region, t.Account, ev.Address, string(ev.Phase), msg)
 		}
 		switch ev.Phase {
-		case "batch":
+		case engine.EventBatch:
 			log.Info().Str("resource", ev.Address).Msg(ev.Detail)
-		case "wait":
+		case engine.EventWait:
 			log.Info().Str("resource", ev.Address).Msg("waiting for signals")
 		default:
-			log.Debug().Str("resource", ev.Address).Str("action", ev.Action.String()).Str("phase", ev.Phase).Msg("resource")
+			log.Debug().Str("resource", ev.Address).Str("action", ev.Action.String()).Str("phase", string(ev.Phase)).Msg("resource")
 		}
 	})
 	if err != nil || w.action == changeset.InstanceDelete {

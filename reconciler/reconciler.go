@@ -19,7 +19,10 @@ import (
 	"github.com/stackd/stackd/state"
 )
 
-// Operation kinds (RFS names): state's.
+// Operation kinds (RFS names): state's constants themselves (state.Kind…,
+// one declaration), re-exported for the reconciler's callers, which name
+// kinds when they read results (api, cmd/stackd and their tests). The
+// reconciler's own code uses state's names.
 const (
 	KindCreateStackInstances = state.KindCreateStackInstances
 	KindUpdateStackInstances = state.KindUpdateStackInstances
@@ -163,7 +166,7 @@ func (r *Reconciler) spent(phase string, began time.Time) {
 // and the flushes that make them durable.
 func (r *Reconciler) observeTime(ev engine.Event) {
 	switch {
-	case ev.Phase == "sync":
+	case ev.Phase == engine.EventSync:
 		r.opts.Metrics.PhaseTime(PhaseFlush, ev.Duration)
 	case ev.Duration > 0:
 		r.opts.Metrics.PhaseTime(PhaseProvider, ev.Duration)
