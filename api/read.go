@@ -335,7 +335,7 @@ func (s *Server) changeSets(w http.ResponseWriter, r *http.Request) {
 		Valid: true,
 	}
 	for _, d := range res.Diagnostics {
-		if d.Severity == "error" {
+		if d.Severity == changeset.SeverityError {
 			doc.Valid = false
 		}
 	}

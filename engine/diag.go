@@ -53,7 +53,7 @@ func DiagsError(diags hcl.Diagnostics) error {
 	}
 	var msgs []string
 	for _, d := range config.DiagnosticsJSON(sanitizeDiagnostics(diags, nil)) {
-		if d.Severity == "error" {
+		if d.Severity == changeset.SeverityError {
 			msgs = append(msgs, d.String())
 		}
 	}

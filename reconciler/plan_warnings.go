@@ -31,7 +31,7 @@ type groupedWarning struct {
 // add records the warnings of the plan of instance t.
 func (pw *planWarnings) add(diags hcl.Diagnostics, t config.Target) {
 	for _, d := range config.DiagnosticsJSON(diags) {
-		if d.Severity != "warning" {
+		if d.Severity != changeset.SeverityWarning {
 			continue
 		}
 		key := fmt.Sprintf("%s\x00%s\x00%s\x00%d\x00%d", d.Summary, d.Detail, d.File, d.Line, d.Column)

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/config"
 )
 
@@ -30,7 +31,7 @@ func (r *Reconciler) planBudgeted(ctx context.Context, rev string, untrusted boo
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && untrusted {
 		r.log.Warn().Str("revision", short(rev)).Str("budget", r.opts.PlanBudget.String()).Msg("planning an untrusted revision ran out of its budget")
 		res, err = &PlanResult{Revision: rev, Diagnostics: []engine.Diagnostic{{
-			Severity: "error", Summary: "Planning took too long",
+			Severity: changeset.SeverityError, Summary: "Planning took too long",
 			Detail: fmt.Sprintf("Planning revision %s took longer than its budget of %s, so it was stopped. "+
 				"Make the definitions cheaper to evaluate (fewer instances, smaller collections, simpler expressions).", short(rev), r.opts.PlanBudget),
 		}}}, nil
@@ -54,7 +55,7 @@ func (r *Reconciler) planContained(ctx context.Context, rev string, untrusted bo
 			r.log.Error().Str("revision", short(rev)).Str("panic_type", fmt.Sprintf("%T", p)).Str("stack", string(debug.Stack())).
 				Msg("planning panicked: reported as a diagnostic of the revision")
 			res, err = &PlanResult{Revision: rev, Diagnostics: []engine.Diagnostic{{
-				Severity: "error", Summary: "Internal error while planning",
+				Severity: changeset.SeverityError, Summary: "Internal error while planning",
 				Detail: fmt.Sprintf("stackd failed unexpectedly while planning revision %s; nothing from it is deployed. "+
 					"This is a bug in stackd: please report it with the daemon's log.", short(rev)),
 			}}}, nil

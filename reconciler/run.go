@@ -52,7 +52,7 @@ func (r *Reconciler) setHealth(res *Result, err error) {
 		if res.Rejected {
 			r.health.Rejected = res.Revision
 			for _, d := range res.Diagnostics {
-				if d.Severity == "error" {
+				if d.Severity == changeset.SeverityError {
 					r.health.RejectedErrors++
 				}
 			}

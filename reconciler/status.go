@@ -13,6 +13,7 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/internal/notify"
 	"github.com/stackd/stackd/state"
@@ -355,7 +356,7 @@ func (r *Reconciler) catchUpStatus() {
 func (r *Reconciler) writeRejection(rev string, diags []engine.Diagnostic) {
 	n := 0
 	for _, d := range diags {
-		if d.Severity == "error" {
+		if d.Severity == changeset.SeverityError {
 			n++
 		}
 	}

@@ -444,7 +444,7 @@ func (c *Console) changes(w http.ResponseWriter, r *http.Request) {
 	valid := true
 	diags := res.Diagnostics
 	for _, d := range diags {
-		if d.Severity == "error" {
+		if d.Severity == changeset.SeverityError {
 			valid = false
 		}
 	}

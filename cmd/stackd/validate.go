@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stackd/stackd/engine"
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/internal/secrets"
 	"github.com/stackd/stackd/reconciler"
@@ -72,7 +73,7 @@ func newValidateCommand() *cobra.Command {
 			if diags.HasErrors() {
 				fmt.Fprintf(out, "%s: %s does not validate:\n", plural(len(diags.Errs()), "error"), args[0])
 				for _, d := range config.DiagnosticsJSON(diags) {
-					if d.Severity != "error" {
+					if d.Severity != changeset.SeverityError {
 						continue
 					}
 					if d.File != "" {

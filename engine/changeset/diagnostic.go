@@ -2,15 +2,24 @@ package changeset
 
 import "fmt"
 
+// Severity is a diagnostic's severity (hcl's error or warning).
+type Severity string
+
+// The severities of a Diagnostic.
+const (
+	SeverityError   Severity = "error"
+	SeverityWarning Severity = "warning"
+)
+
 // Diagnostic is the JSON form of one diagnostic, for status documents and
 // machine-readable output.
 type Diagnostic struct {
-	Severity string `json:"severity"`
-	Summary  string `json:"summary"`
-	Detail   string `json:"detail,omitempty"`
-	File     string `json:"file,omitempty"`
-	Line     int    `json:"line,omitempty"`
-	Column   int    `json:"column,omitempty"`
+	Severity Severity `json:"severity"`
+	Summary  string   `json:"summary"`
+	Detail   string   `json:"detail,omitempty"`
+	File     string   `json:"file,omitempty"`
+	Line     int      `json:"line,omitempty"`
+	Column   int      `json:"column,omitempty"`
 }
 
 // String renders "file:line,col: summary; detail", the file name's

@@ -227,7 +227,7 @@ func mdDiagnostics(b *strings.Builder, diags []Diagnostic) {
 	}
 	errs := 0
 	for _, d := range diags {
-		if d.Severity != "warning" {
+		if d.Severity != SeverityWarning {
 			errs++
 		}
 	}
@@ -246,11 +246,11 @@ func mdDiagnostics(b *strings.Builder, diags []Diagnostic) {
 			fmt.Fprintf(b, "> - … and %d more\n", len(diags)-i)
 			break
 		}
-		sev := "error"
-		if d.Severity == "warning" {
-			sev = "warning"
+		sev := SeverityError
+		if d.Severity == SeverityWarning {
+			sev = SeverityWarning
 		}
-		b.WriteString("> - **" + sev + "**")
+		b.WriteString("> - **" + string(sev) + "**")
 		if d.File != "" {
 			b.WriteString(" " + mdCode(fmt.Sprintf("%s:%d,%d", d.File, d.Line, d.Column)))
 		}

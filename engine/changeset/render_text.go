@@ -189,9 +189,9 @@ func RenderText(w io.Writer, cs *StackSetChangeSet, color bool) error {
 
 func severity(d Diagnostic) string {
 	if d.Severity == "" {
-		return "error"
+		return string(SeverityError)
 	}
-	return d.Severity
+	return string(d.Severity)
 }
 
 func hasPropertyChange(rc ResourceChange, name string) bool {

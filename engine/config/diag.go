@@ -151,9 +151,9 @@ func intAttr(a *hcl.Attribute, dst *int) hcl.Diagnostics {
 func DiagnosticsJSON(diags hcl.Diagnostics) []changeset.Diagnostic {
 	out := make([]changeset.Diagnostic, 0, len(diags))
 	for _, d := range diags {
-		j := changeset.Diagnostic{Severity: "error", Summary: d.Summary, Detail: d.Detail}
+		j := changeset.Diagnostic{Severity: changeset.SeverityError, Summary: d.Summary, Detail: d.Detail}
 		if d.Severity == hcl.DiagWarning {
-			j.Severity = "warning"
+			j.Severity = changeset.SeverityWarning
 		}
 		if d.Subject != nil {
 			j.File, j.Line, j.Column = d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column
