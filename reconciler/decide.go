@@ -116,18 +116,18 @@ func decideOperation(ss *config.StackSet, recorded *state.StackSet, id string, e
 func operationKind(ss *config.StackSet, recorded *state.StackSet, creates, updates, deletes int) (kind state.OperationKind, action changeset.InstanceAction) {
 	switch {
 	case ss == nil:
-		return KindDeleteStackSet, changeset.InstanceDelete
+		return state.KindDeleteStackSet, changeset.InstanceDelete
 	case recorded == nil:
-		return KindCreateStackInstances, changeset.InstanceCreate
+		return state.KindCreateStackInstances, changeset.InstanceCreate
 	case creates+updates+deletes == 0:
 		return "", changeset.InstanceNoChange
 	case recorded.ConfigHash != ss.ConfigHash || creates > 0 && deletes > 0:
-		return KindDeployStackSet, changeset.InstanceUpdate
+		return state.KindDeployStackSet, changeset.InstanceUpdate
 	case creates > 0:
-		return KindCreateStackInstances, changeset.InstanceUpdate
+		return state.KindCreateStackInstances, changeset.InstanceUpdate
 	case updates > 0:
-		return KindUpdateStackInstances, changeset.InstanceUpdate
+		return state.KindUpdateStackInstances, changeset.InstanceUpdate
 	default:
-		return KindDeleteStackInstances, changeset.InstanceUpdate
+		return state.KindDeleteStackInstances, changeset.InstanceUpdate
 	}
 }

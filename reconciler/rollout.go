@@ -44,6 +44,15 @@ var (
 	errInterrupted = errors.New("interrupted")
 )
 
+// What a rollout records in its operation's event log (state.Event.Status),
+// next to the instance and operation statuses.
+const (
+	eventHealthCheckFailed = "HEALTH_CHECK_FAILED" // an instance failed its health check
+	eventPromoted          = "PROMOTED"            // a held rollout was promoted
+	eventRolloutReplanned  = "ROLLOUT_REPLANNED"   // later batches cut again (min_in_service)
+	eventRolloutStopped    = "ROLLOUT_STOPPED"     // the rollout stopped (failure, abort)
+)
+
 // Promote releases a rollout holding after a batch (pause =
 // "until_promoted"): the next batch starts.
 //

@@ -145,7 +145,7 @@ func (rr *rolloutRun) recut(k int) (bool, error) {
 	}
 	o.mu.Unlock()
 	o.log.Warn().Msg("rollout replanned: " + msg)
-	o.event("", "", "", "ROLLOUT_REPLANNED", msg)
+	o.event("", "", "", eventRolloutReplanned, msg)
 	return true, nil
 }
 

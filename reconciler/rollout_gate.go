@@ -129,7 +129,7 @@ func (rr *rolloutRun) gate(ctx context.Context, n int) error {
 				what = fmt.Sprintf("health check failed after batch %d passed its gate: %v", rr.batchOf[t], err)
 			}
 			bad = append(bad, fmt.Sprintf("%s/%s: %s", t.Region, t.Account, what))
-			o.event(t.Region, t.Account, "", "HEALTH_CHECK_FAILED", err.Error())
+			o.event(t.Region, t.Account, "", eventHealthCheckFailed, err.Error())
 			rr.gateFailed(t, what)
 		}
 		if len(bad) > 0 {
@@ -318,7 +318,7 @@ func (rr *rolloutRun) hold(ctx context.Context, n int) error {
 		select {
 		case <-rr.promote:
 			o.log.Info().Int("batch", n).Msg("rollout promoted")
-			o.event("", "", "", "PROMOTED", fmt.Sprintf("promoted after batch %d of %d", n, o.op.Rollout.Batches))
+			o.event("", "", "", eventPromoted, fmt.Sprintf("promoted after batch %d of %d", n, o.op.Rollout.Batches))
 			return nil
 		case <-rr.queued:
 			continue // look whether it supersedes

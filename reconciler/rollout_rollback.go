@@ -26,7 +26,7 @@ func (rr *rolloutRun) fail(ctx context.Context, bf *batchFailure) {
 	prog := o.op.Rollout
 	prog.FailedBatch = bf.batch
 	o.log.Error().Int("batch", bf.batch).Bool("aborted", bf.aborted).Str("reason", bf.reason).Msg("rollout stopped")
-	o.event("", "", "", "ROLLOUT_STOPPED", bf.reason)
+	o.event("", "", "", eventRolloutStopped, bf.reason)
 	var rest []*work
 	o.mu.Lock()
 	prior := map[config.Target]state.InstanceResult{}
@@ -296,7 +296,7 @@ func (rr *rolloutRun) rollbackGate(ctx context.Context, k int, items []rollbackI
 					t := ts[i]
 					what := fmt.Sprintf("health check failed after the rollback to %s: %v", short(rev), err)
 					bad = append(bad, fmt.Sprintf("%s/%s: %s", t.Region, t.Account, what))
-					o.event(t.Region, t.Account, "", "HEALTH_CHECK_FAILED", err.Error())
+					o.event(t.Region, t.Account, "", eventHealthCheckFailed, err.Error())
 					rr.gateFailed(t, what)
 				}
 			}
