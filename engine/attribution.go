@@ -81,9 +81,9 @@ func priorVars(inst *Instance, t *config.Template) map[string]cty.Value {
 }
 
 // priorModuleVars is a module's variables as the instance last applied
-// them: its inputs evaluated with this walker's prior variables (nil when
-// those are unknown).
-func (w *walker) priorModuleVars(mc *config.ModuleCall) map[string]cty.Value {
+// them: its inputs evaluated with this walker's prior variables and the
+// instance's count or each (nil when those are unknown).
+func (w *walker) priorModuleVars(mc *config.ModuleCall, extra map[string]cty.Value) map[string]cty.Value {
 	if w.prior == nil {
 		return nil
 	}
@@ -91,7 +91,7 @@ func (w *walker) priorModuleVars(mc *config.ModuleCall) map[string]cty.Value {
 	for name, decl := range mc.Template.Variables {
 		v := decl.Default
 		if a, ok := mc.Inputs[name]; ok {
-			val, diags := a.Expr.Value(w.priorCtx("module."+mc.Name, nil))
+			val, diags := a.Expr.Value(w.priorCtx("module."+mc.Name, extra))
 			conv, err := decl.Convert(val)
 			if diags.HasErrors() || err != nil {
 				v = cty.DynamicVal

@@ -142,21 +142,16 @@ func typeHierarchy(sources []string) string {
 
 // splitModuleAddress splits "module.a.module.b.file.x" into the logical id
 // inside its module ("file.x") and the module hierarchy ("a/b").
+// A module instance is named with its key ("a[0]/b").
 func splitModuleAddress(addr string) (string, *changeset.ModuleInfo) {
-	var mods []string
-	for strings.HasPrefix(addr, "module.") {
-		rest := strings.TrimPrefix(addr, "module.")
-		name, tail, ok := strings.Cut(rest, ".")
-		if !ok {
-			break
-		}
-		mods = append(mods, name)
-		addr = tail
+	if !strings.HasPrefix(addr, "module.") {
+		return addr, nil
 	}
+	mods, rest := moduleSteps(addr) // expand.go
 	if len(mods) == 0 {
 		return addr, nil
 	}
-	return addr, &changeset.ModuleInfo{LogicalIdHierarchy: strings.Join(mods, "/")}
+	return rest, &changeset.ModuleInfo{LogicalIdHierarchy: strings.Join(mods, "/")}
 }
 
 // flattenChange adds the changes from ov to nv under the dotted name path:
@@ -284,6 +279,24 @@ func (w *walker) planNew(r *config.Resource, rp *ResourcePlan, schema provider.S
 	rp.planned = planned
 }
 
+// plannedChange makes the planned object of an update or a replacement
+// the provider planned (planned, nil when it was not asked) what
+// Terraform's plan shows: for an update, the provider's planned values
+// where the configuration leaves the choice to it and the attributes
+// only it sets (an id that stays); for a replacement, the new object as
+// the provider plans a create. rp.configured keeps what the apply sends.
+func (w *walker) plannedChange(r *config.Resource, rp *ResourcePlan, schema provider.Schema, planned map[string]cty.Value) {
+	switch {
+	case planned == nil || rp.planErr != nil:
+	case rp.Action == Replace:
+		w.planNew(r, rp, schema)
+	case rp.Action == Update && !rp.metaOnly:
+		rp.configured = rp.After
+		rp.After = cty.ObjectVal(withPlanned(rp.After, schema, planned))
+		rp.planned = planned
+	}
+}
+
 // plannedAttrs are the attributes a provider planned, its sensitive ones
 // marked.
 func plannedAttrs(pc provider.PlannedChange) map[string]cty.Value {
@@ -354,4 +367,49 @@ func (rp *ResourcePlan) plannedValue(schema provider.Schema, attrs map[string]ct
 		}
 	}
 	return cty.ObjectVal(attrs)
+}
+
+// importUpdate completes the change of an import whose planned object
+// differs from the imported one (found, its properties) in properties
+// the provider changes in place: Terraform's import+update. The change
+// stays an Import (rp.Action Create: the apply imports, then brings the
+// object to the configuration), with the changed properties in its scope
+// and their imported values as the values before.
+func (w *walker) importUpdate(rp *ResourcePlan, schema provider.Schema, found cty.Value) {
+	var changed []string
+	configured := rp.props()
+	for _, name := range config.SortedKeys(schema.Properties) {
+		if !found.Type().HasAttribute(name) || !rp.After.Type().HasAttribute(name) {
+			continue
+		}
+		if cv := configured.GetAttr(name); cv.IsNull() && !cv.IsMarked() {
+			continue // not configured: the provider's to choose (found has it null)
+		}
+		ov, nv := found.GetAttr(name), rp.After.GetAttr(name)
+		if conv, err := convert.Convert(ov, schema.Properties[name].Type); err == nil {
+			ov = conv
+		}
+		if !valuesEqual(nv, ov) {
+			changed = append(changed, name)
+		}
+	}
+	if len(changed) == 0 {
+		return
+	}
+	rp.Before = found
+	rc := &rp.Change.ResourceChange
+	rc.Scope = []string{"Properties"}
+	for _, name := range changed {
+		eval := "Static"
+		if !rp.After.GetAttr(name).IsWhollyKnown() {
+			eval = "Dynamic"
+		}
+		rc.Details = append(rc.Details, changeset.ResourceChangeDetail{ChangeSource: changeset.SourceDirectModification, Evaluation: eval,
+			Target: changeset.ResourceTargetDefinition{Attribute: "Properties", Name: name, RequiresRecreation: provider.Never.String()}})
+		for i := range rc.PropertyChanges {
+			if rc.PropertyChanges[i].Name == name {
+				rc.PropertyChanges[i].BeforeValue = jsonValue(found.GetAttr(name))
+			}
+		}
+	}
 }

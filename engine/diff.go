@@ -29,6 +29,8 @@ func (w *walker) diff(r *config.Resource, addr string, schema provider.Schema, a
 	for _, d := range r.Deps {
 		rp.deps = append(rp.deps, w.prefix+d)
 	}
+	rp.deps = append(rp.deps, w.callDeps...)            // its module call's depends_on
+	rp.deps = append(rp.deps, w.dependsOnModules(r)...) // module calls in its depends_on (expand.go)
 	rr := w.plan.recorded[addr]
 	interrupted := rr != nil && rr.Type == r.Type &&
 		(rr.Status == StatusPendingDelete || rr.Status == StatusPendingCreate && !unchanged(after, rr.Inputs))
@@ -112,6 +114,8 @@ func (w *walker) diff(r *config.Resource, addr string, schema provider.Schema, a
 		}
 	}
 	var replaces map[string]bool
+	// planned: what the provider planned of the change (nil without a call).
+	var planned map[string]cty.Value
 	// mayReplace: no provider call tells which changes replace (below).
 	mayReplace := false
 	if cp, ok := w.lookupProvider(r.Type).(provider.ChangePlanner); ok && len(changed) > 0 && w.inst.Untrusted {
@@ -125,7 +129,7 @@ func (w *walker) diff(r *config.Resource, addr string, schema provider.Schema, a
 	} else if ok && len(changed) > 0 {
 		// A Terraform provider says itself which changes replace.
 		var err error
-		if replaces, err = w.planChange(cp, rp, rr, after); err != nil {
+		if replaces, planned, err = w.planChange(cp, rp, rr, after); err != nil {
 			rp.planErr = err
 		}
 		for _, name := range changed {
@@ -169,6 +173,7 @@ func (w *walker) diff(r *config.Resource, addr string, schema provider.Schema, a
 		rp.After = cty.ObjectVal(m)
 	}
 	rp.Change = w.modifyChange(r, rp, schema, changed)
+	w.plannedChange(r, rp, schema, planned) // changes.go
 	rc := &rp.Change.ResourceChange
 	for i, d := range rc.Details {
 		switch {
@@ -257,8 +262,9 @@ func valuesEqual(a, b cty.Value) bool {
 }
 
 // planChange asks a provider that plans its own changes which of the
-// changed properties of rp replace the resource.
-func (w *walker) planChange(cp provider.ChangePlanner, rp *ResourcePlan, rr *recordedResource, after cty.Value) (map[string]bool, error) {
+// changed properties of rp replace the resource, and what it plans the
+// object to be.
+func (w *walker) planChange(cp provider.ChangePlanner, rp *ResourcePlan, rr *recordedResource, after cty.Value) (map[string]bool, map[string]cty.Value, error) {
 	clean, _ := after.UnmarkDeep()
 	var attrs map[string]cty.Value
 	if a := rr.attrs(); a.Type().IsObjectType() {
@@ -270,13 +276,13 @@ func (w *walker) planChange(cp provider.ChangePlanner, rp *ResourcePlan, rr *rec
 		Private: rr.Private, SchemaVersion: rr.SchemaVersion, Identity: rr.Identity, ProviderConfig: unmarked(w.providerCfg),
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make(map[string]bool, len(pc.RequiresReplace))
 	for _, n := range pc.RequiresReplace {
 		out[n] = true
 	}
-	return out, nil
+	return out, plannedAttrs(pc), nil
 }
 
 // unmarked is v without marks (cty.NilVal stays).

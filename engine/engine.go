@@ -70,15 +70,13 @@ func DestroyPrevented(ss *config.StackSet, t config.Target, recorded []ResourceS
 // templateResource is the resource block of t (or of a module it calls)
 // that the recorded address addr ("module.m.TYPE.NAME[key]") comes from.
 func templateResource(t *config.Template, addr string) *config.Resource {
-	id, mods := splitModuleAddress(addr)
-	if mods != nil {
-		for _, name := range strings.Split(mods.LogicalIdHierarchy, "/") {
-			mc := t.Modules[baseAddr(name)]
-			if mc == nil {
-				return nil
-			}
-			t = mc.Template
+	mods, id := moduleSteps(addr) // expand.go
+	for _, name := range mods {
+		mc := t.Modules[name[:keyStart(name)]]
+		if mc == nil || mc.Template == nil {
+			return nil
 		}
+		t = mc.Template
 	}
 	return t.Resources[baseAddr(id)]
 }

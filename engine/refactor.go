@@ -14,7 +14,6 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
-	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/config"
@@ -114,7 +113,7 @@ func destination(addr string, moves []moveStmt, resources map[string]*config.Res
 		return cur
 	}
 	base, key := baseAddr(addr), strings.TrimPrefix(addr, baseAddr(addr))
-	r := resources[base]
+	r := resources[configAddr(base)] // resources are keyed by their blocks' addresses
 	switch {
 	case r == nil:
 	case key == "" && r.Count != nil && recorded[base+"[0]"] == nil:
@@ -217,16 +216,7 @@ func (w *walker) checkMovedAway() hcl.Diagnostics {
 
 // resourceAt is the resource block of a full base address, through modules.
 func (w *walker) resourceAt(base string) *config.Resource {
-	t := w.tmpl
-	for strings.HasPrefix(base, "module.") {
-		name, rest, _ := strings.Cut(strings.TrimPrefix(base, "module."), ".")
-		mc := t.Modules[name]
-		if mc == nil || mc.Template == nil {
-			return nil
-		}
-		t, base = mc.Template, rest
-	}
-	return t.Resources[base]
+	return templateResource(w.tmpl, base) // engine.go
 }
 
 // removedMatches reports whether a removed block's from names addr.
@@ -463,51 +453,6 @@ func (w *walker) planImport(r *config.Resource, rp *ResourcePlan, schema provide
 				if rc.PropertyChanges[i].Name == name {
 					rc.PropertyChanges[i].BeforeValue = jsonValue(found.GetAttr(name))
 				}
-			}
-		}
-	}
-}
-
-// importUpdate completes the change of an import whose planned object
-// differs from the imported one (found, its properties) in properties
-// the provider changes in place: Terraform's import+update. The change
-// stays an Import (rp.Action Create: the apply imports, then brings the
-// object to the configuration), with the changed properties in its scope
-// and their imported values as the values before.
-func (w *walker) importUpdate(rp *ResourcePlan, schema provider.Schema, found cty.Value) {
-	var changed []string
-	configured := rp.props()
-	for _, name := range config.SortedKeys(schema.Properties) {
-		if !found.Type().HasAttribute(name) || !rp.After.Type().HasAttribute(name) {
-			continue
-		}
-		if cv := configured.GetAttr(name); cv.IsNull() && !cv.IsMarked() {
-			continue // not configured: the provider's to choose (found has it null)
-		}
-		ov, nv := found.GetAttr(name), rp.After.GetAttr(name)
-		if conv, err := convert.Convert(ov, schema.Properties[name].Type); err == nil {
-			ov = conv
-		}
-		if !valuesEqual(nv, ov) {
-			changed = append(changed, name)
-		}
-	}
-	if len(changed) == 0 {
-		return
-	}
-	rp.Before = found
-	rc := &rp.Change.ResourceChange
-	rc.Scope = []string{"Properties"}
-	for _, name := range changed {
-		eval := "Static"
-		if !rp.After.GetAttr(name).IsWhollyKnown() {
-			eval = "Dynamic"
-		}
-		rc.Details = append(rc.Details, changeset.ResourceChangeDetail{ChangeSource: changeset.SourceDirectModification, Evaluation: eval,
-			Target: changeset.ResourceTargetDefinition{Attribute: "Properties", Name: name, RequiresRecreation: provider.Never.String()}})
-		for i := range rc.PropertyChanges {
-			if rc.PropertyChanges[i].Name == name {
-				rc.PropertyChanges[i].BeforeValue = jsonValue(found.GetAttr(name))
 			}
 		}
 	}

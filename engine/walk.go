@@ -93,6 +93,10 @@ type walker struct {
 	// providers argument over the caller's map, the caller's default
 	// configurations inherited (as in Terraform). Nil for the root.
 	providerMap map[string]string
+	// callDeps are the full base addresses of the resources this module's
+	// call (and its callers' calls) depends on: each of its resources
+	// does (expand.go).
+	callDeps []string
 	// providerCfg is the provider configuration of the resource being
 	// diffed (ChangePlanner).
 	providerCfg cty.Value
@@ -277,7 +281,7 @@ func (w *walker) walkNode(node string) hcl.Diagnostics {
 	case strings.HasPrefix(node, "check."):
 		return config.CheckAsserts(w.tmpl.Checks[strings.TrimPrefix(node, "check.")], w.ctx(node))
 	case strings.HasPrefix(node, "module."):
-		return w.module(w.tmpl.Modules[strings.TrimPrefix(node, "module.")])
+		return w.moduleCall(w.tmpl.Modules[strings.TrimPrefix(node, "module.")]) // expand.go
 	default:
 		rps, d := w.resource(w.tmpl.Resources[node])
 		if d.HasErrors() {
@@ -324,12 +328,13 @@ func (w *walker) moduleInfo() *changeset.ModuleInfo {
 	return &changeset.ModuleInfo{LogicalIdHierarchy: strings.Join(w.modPath, "/"), TypeHierarchy: typeHierarchy(w.modTypes)}
 }
 
-// module evaluates a module call: its inputs become the module template's
-// variables, its resources are planned under "module.NAME.", and its
-// outputs become module.NAME.OUTPUT.
-func (w *walker) module(mc *config.ModuleCall) hcl.Diagnostics {
+// module evaluates one instance of a module call (ex: its name with its
+// key, "NAME" or "NAME[0]", and its count or each): its inputs become the
+// module template's variables, its resources are planned under
+// "module.NAME[KEY].", and it returns its outputs' object.
+func (w *walker) module(mc *config.ModuleCall, ex expansion) (cty.Value, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
-	ctx := w.ctx("module." + mc.Name)
+	ctx := withExtra(w.ctx("module."+mc.Name), ex.extra)
 	vars := map[string]cty.Value{}
 	for name, decl := range mc.Template.Variables {
 		v := decl.Default
@@ -337,18 +342,18 @@ func (w *walker) module(mc *config.ModuleCall) hcl.Diagnostics {
 			val, d := a.Expr.Value(ctx)
 			diags = append(diags, d...)
 			if d.HasErrors() {
-				return diags
+				return cty.NilVal, diags
 			}
 			conv, err := decl.Convert(val)
 			if err != nil {
-				return diags.Append(config.Errorf(a.Expr.Range(), "Invalid value for module variable",
-					"Module %q: variable %q must be %s: %s.", mc.Name, name, config.TypeName(decl.Type), err))
+				return cty.NilVal, diags.Append(config.Errorf(a.Expr.Range(), "Invalid value for module variable",
+					"Module %q: variable %q must be %s: %s.", ex.addr, name, config.TypeName(decl.Type), err))
 			}
-			if d := w.tmpl.RefuseEphemeral(conv, a.Expr.Range(), "Module %q: variable %q is not declared as accepting ephemeral values (ephemeral = true).", mc.Name, name); d != nil && !decl.Ephemeral {
-				return diags.Append(d)
+			if d := w.tmpl.RefuseEphemeral(conv, a.Expr.Range(), "Module %q: variable %q is not declared as accepting ephemeral values (ephemeral = true).", ex.addr, name); d != nil && !decl.Ephemeral {
+				return cty.NilVal, diags.Append(d)
 			}
-			if d := config.CheckValue(w.meter, conv, fmt.Sprintf("module %q's variable %q", mc.Name, name), a.Expr.Range()); d != nil {
-				return diags.Append(d)
+			if d := config.CheckValue(w.meter, conv, fmt.Sprintf("module %q's variable %q", ex.addr, name), a.Expr.Range()); d != nil {
+				return cty.NilVal, diags.Append(d)
 			}
 			v = conv
 		}
@@ -370,28 +375,28 @@ func (w *walker) module(mc *config.ModuleCall) hcl.Diagnostics {
 		locals: map[string]cty.Value{}, resources: map[string]cty.Value{},
 		changing: map[string]bool{}, modules: map[string]cty.Value{}, outputs: map[string]cty.Value{},
 		plan: w.plan, desired: w.desired, planned: w.planned, rootW: w.root(),
-		prefix:   w.prefix + "module." + mc.Name + ".",
-		modPath:  append(append([]string{}, w.modPath...), mc.Name),
+		prefix:   w.prefix + "module." + ex.addr + ".",
+		modPath:  append(append([]string{}, w.modPath...), ex.addr),
+		callDeps: w.moduleDeps(mc), // expand.go
 		modTypes: append(append([]string{}, w.modTypes...), mc.Source),
 
 		changedAddrs: w.changedAddrs,
 	}
-	child.prior = w.priorModuleVars(mc)
+	child.prior = w.priorModuleVars(mc, ex.extra)
 	var pdiags hcl.Diagnostics
 	if child.providerMap, pdiags = w.childProviders(mc); pdiags.HasErrors() {
-		return append(diags, pdiags...)
+		return cty.NilVal, append(diags, pdiags...)
 	}
 	diags = append(diags, child.walkNodes()...)
 	if diags.HasErrors() {
-		return diags
+		return cty.NilVal, diags
 	}
 	for _, c := range child.changing {
 		if c {
 			w.changing["module."+mc.Name] = true
 		}
 	}
-	w.modules[mc.Name] = cty.ObjectVal(child.outputs)
-	return diags
+	return cty.ObjectVal(child.outputs), diags
 }
 
 // walk evaluates every node in dependency order, planning each resource,
@@ -458,7 +463,12 @@ func orderRemovals(removed []*recordedResource) []*recordedResource {
 	return out
 }
 
+// baseAddr is addr without its instance key; module instance keys stay
+// (module.a[0].file.x[1] → module.a[0].file.x; expand.go).
 func baseAddr(addr string) string {
+	if strings.HasPrefix(addr, "module.") {
+		return trimInstanceKey(addr)
+	}
 	if i := strings.IndexByte(addr, '['); i >= 0 {
 		return addr[:i]
 	}

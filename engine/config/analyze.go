@@ -100,6 +100,10 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 			check(addr, e, r.Count != nil, r.ForEach != nil)
 		}
 		for _, d := range r.DependsOn {
+			if _, isRes := t.Resources[d]; !isRes && d != addr && t.dependsOnDeclared(d) {
+				g.Connect(addr, d) // a module call or a data source (module_meta.go)
+				continue
+			}
 			if _, ok := t.Resources[d]; !ok {
 				diags = diags.Append(&hcl.Diagnostic{
 					Severity: hcl.DiagError, Summary: "Reference to undeclared resource",
@@ -137,8 +141,9 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 		g.Add(node)
 		ranges[node] = mc.DeclRange
 		for _, a := range mc.Inputs {
-			check(node, a.Expr, false, false)
+			check(node, a.Expr, mc.Count != nil, mc.ForEach != nil)
 		}
+		diags = append(diags, t.analyzeModuleMeta(mc, g, check)...) // module_meta.go
 	}
 	for name, o := range t.Outputs {
 		node := "output." + name
@@ -310,15 +315,7 @@ func (t *Template) resolve(tr hcl.Traversal, reg provider.Registry, allowCount, 
 		return entityPath(addr, tr[3:]), addr, nil
 	}
 	if root == "module" {
-		n, out := attr(1), attr(2)
-		mc, ok := t.Modules[n]
-		if !ok {
-			return bad("Reference to undeclared module", fmt.Sprintf("A module %q has not been declared in this template.", n))
-		}
-		if _, ok := mc.Template.Outputs[out]; !ok {
-			return bad("Unsupported attribute", fmt.Sprintf("Module %q has no output %q. Its outputs: %s.", n, out, strings.Join(SortedKeys(mc.Template.Outputs), ", ")))
-		}
-		return "module." + n + "." + out, "module." + n, nil
+		return t.resolveModuleRef(tr) // module_meta.go
 	}
 	if _, ok := reg[root]; ok {
 		n := attr(1)

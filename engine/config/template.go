@@ -123,6 +123,12 @@ type ModuleCall struct {
 	// ProvidersRange is where the providers argument is.
 	ProvidersRange hcl.Range
 	DeclRange      hcl.Range
+	// Count and ForEach expand the call into instances (module.NAME[0],
+	// module.NAME["k"]); DependsOn lists the nodes ("TYPE.NAME",
+	// "module.NAME", "data.TYPE.NAME") everything in it waits for
+	// (module_meta.go).
+	Count, ForEach hcl.Expression
+	DependsOn      []string
 }
 
 // metadataRef keys a resource's metadata references in Resource.refs.
@@ -489,8 +495,9 @@ func (t *Template) addModule(ld *loader, b *hcl.Block) hcl.Diagnostics {
 		mc.Providers, mc.ProvidersRange = map[string]string{}, a.Expr.Range()
 		diags = append(diags, moduleProviders(a, mc.Providers)...)
 	}
+	diags = append(diags, mc.meta(attrs)...) // count, for_each, depends_on (module_meta.go)
 	for n, a := range attrs {
-		if n == "source" || n == "providers" || n == "version" {
+		if n == "source" || n == "providers" || n == "version" || isModuleMeta(n) {
 			continue
 		}
 		if _, ok := child.Variables[n]; !ok {

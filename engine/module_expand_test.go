@@ -1,0 +1,197 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/stackd/stackd/engine/config"
+	"github.com/stackd/stackd/engine/provider"
+)
+
+// expandFiles is a template calling one module with count, once with
+// for_each (a key with a dot and a bracket in it), and a resource that
+// depends on the counted call and reads its instances' outputs.
+func expandFiles(zones, teams string) map[string]string {
+	return map[string]string{
+		"d.hcl": strings.Replace(modDefs, `vars     = { level = "warn" }`, "", 1),
+		"t/main.hcl": `
+locals {
+  zones = ` + zones + `
+  teams = ` + teams + `
+}
+module "zone" {
+  count  = length(local.zones)
+  source = "./m"
+  name   = "zone-${local.zones[count.index]}-${count.index}"
+}
+module "team" {
+  for_each = local.teams
+  source   = "./m"
+  name     = "team-${each.key}-${each.value}"
+}
+resource "rec" "after" {
+  name       = "after"
+  content    = join(",", module.zone[*].name)
+  depends_on = [module.zone]
+}
+output "teams" { value = { for k, m in module.team : k => m.name } }
+`,
+		"t/m/main.hcl": `
+variable "name" { type = string }
+resource "rec" "r" {
+  name = var.name
+}
+output "name" { value = rec.r.name }
+`,
+	}
+}
+
+// TestModuleCountForEach: module calls with count and for_each plan one
+// module instance per element, at Terraform's addresses, with count.index
+// and each in their arguments and module.NAME a tuple or an object of the
+// instances' outputs; a resource's depends_on on a module call orders it
+// after the call's resources; removing instances removes their resources
+// at the addresses recorded.
+func TestModuleCountForEach(t *testing.T) {
+	rec := newRecorder()
+	reg := provider.Registry{"rec": rec}
+	e := New(reg)
+	inst := &Instance{StackSet: mustLoad(t, expandFiles(`["a", "b"]`, `{ "x.y[1]" = "one", c = "two" }`), reg).StackSet("s"), StackSetID: "i", Target: config.Target{Region: "r", Account: "a"}}
+	j := newJournal()
+	p, diags := e.Plan(inst, nil)
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	got := map[string]string{}
+	for _, rp := range p.Resources {
+		mi := ""
+		if rp.Module != nil {
+			mi = rp.Module.LogicalIdHierarchy
+		}
+		got[rp.Address] = rp.Action.String() + " " + rp.After.GetAttr("name").AsString() + " | " + mi
+	}
+	want := map[string]string{
+		`module.zone[0].rec.r`:        "Create zone-a-0 | zone[0]",
+		`module.zone[1].rec.r`:        "Create zone-b-1 | zone[1]",
+		`module.team["c"].rec.r`:      `Create team-c-two | team["c"]`,
+		`module.team["x.y[1]"].rec.r`: `Create team-x.y[1]-one | team["x.y[1]"]`,
+		`rec.after`:                   "Create after | ",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("plan (-want +got):\n%s", diff)
+	}
+	for _, rp := range p.Resources {
+		if rp.Address == "rec.after" {
+			if c := rp.After.GetAttr("content").AsString(); c != "zone-a-0,zone-b-1" {
+				t.Errorf("rec.after content %q, want the outputs of module.zone[*] in order", c)
+			}
+		}
+	}
+	if teams := p.Outputs["teams"]; !teams.IsKnown() || teams.GetAttr("x.y[1]").AsString() != "team-x.y[1]-one" {
+		t.Errorf("output teams = %#v, want the for_each instances' outputs by key", teams)
+	}
+	res, err := e.Apply(context.Background(), p, j, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Created != 5 {
+		t.Errorf("created %d, want 5", res.Created)
+	}
+	after := j.recs["rec.after"]
+	for _, d := range []string{"module.zone[0].rec.r", "module.zone[1].rec.r"} {
+		if !slices.Contains(after.DependsOn, d) {
+			t.Errorf("rec.after recorded depends on %v, want %s in it (depends_on = [module.zone])", after.DependsOn, d)
+		}
+	}
+	if again, _ := e.Plan(inst, j.list()); again.HasChanges() {
+		t.Fatalf("re-plan after apply: %v, want no changes", actions(again))
+	}
+
+	// One zone and one team fewer: their resources are removed, named with
+	// their module instances.
+	inst.StackSet = mustLoad(t, expandFiles(`["a"]`, `{ c = "two" }`), reg).StackSet("s")
+	p, diags = e.Plan(inst, j.list())
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	removed := map[string]string{}
+	for _, c := range p.Changes() {
+		rc := c.ResourceChange
+		if rc.Action == "Remove" {
+			removed[rc.FullAddress()] = rc.LogicalResourceId + " | " + rc.ModuleInfo.LogicalIdHierarchy
+		}
+	}
+	if diff := cmp.Diff(map[string]string{
+		`module.zone[1].rec.r`:        "rec.r | zone[1]",
+		`module.team["x.y[1]"].rec.r`: `rec.r | team["x.y[1]"]`,
+	}, removed); diff != "" {
+		t.Errorf("removals (-want +got):\n%s", diff)
+	}
+	if a := actions(p); a["rec.after"] != "Update" || a["module.zone[0].rec.r"] != "NoOp" {
+		t.Errorf("actions %v: want rec.after updated (one zone less), module.zone[0] kept", a)
+	}
+	planApply(t, e, inst, j)
+	if _, ok := j.recs[`module.team["x.y[1]"].rec.r`]; ok || len(j.recs) != 3 {
+		t.Errorf("recorded after the removal: %v", slices.Sorted(mapKeys(j.recs)))
+	}
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// TestModuleMetaDiagnostics: what Terraform refuses of module calls'
+// count, for_each and depends_on, stackd refuses with a diagnostic.
+func TestModuleMetaDiagnostics(t *testing.T) {
+	reg := provider.Registry{"rec": newRecorder()}
+	mod := `variable "x" {
+  type    = string
+  default = "d"
+}
+output "o" { value = var.x }`
+	cases := map[string]struct {
+		main string
+		want string
+	}{
+		"count and for_each":        {"module \"a\" {\n  source   = \"./m\"\n  count    = 1\n  for_each = {}\n}", `Invalid combination of "count" and "for_each"`},
+		"key of a single call":      {"module \"a\" { source = \"./m\" }\noutput \"o\" { value = module.a[0].o }", "Unexpected module instance key"},
+		"count.index without count": {"module \"a\" {\n  source = \"./m\"\n  x      = count.index\n}", `Reference to "count" in non-counted context`},
+		"each without for_each":     {"module \"a\" {\n  source = \"./m\"\n  x      = each.key\n}", `Reference to "each" in a context without for_each`},
+		"depends_on an attribute":   {"resource \"rec\" \"r\" { name = \"r\" }\nmodule \"a\" {\n  source     = \"./m\"\n  depends_on = [rec.r.id]\n}", "Invalid depends_on reference"},
+		"depends_on undeclared":     {"module \"a\" {\n  source     = \"./m\"\n  depends_on = [module.nope]\n}", "Reference to undeclared resource"},
+		"count cycle":               {"module \"a\" {\n  source = \"./m\"\n  count  = length(module.a)\n}", "cannot refer to itself"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			files := map[string]string{
+				"d.hcl":        strings.Replace(modDefs, `vars     = { level = "warn" }`, "", 1),
+				"t/main.hcl":   tc.main,
+				"t/m/main.hcl": mod,
+			}
+			_, diags := load(t, files, reg)
+			if !strings.Contains(diags.Error(), tc.want) {
+				t.Errorf("got %q, want %q", diags.Error(), tc.want)
+			}
+		})
+	}
+	// Known only at apply: Terraform's error, at plan.
+	files := map[string]string{
+		"d.hcl":        strings.Replace(modDefs, `vars     = { level = "warn" }`, "", 1),
+		"t/main.hcl":   "resource \"rec\" \"r\" { name = \"r\" }\nmodule \"a\" {\n  source = \"./m\"\n  count  = length(rec.r.id)\n}",
+		"t/m/main.hcl": mod,
+	}
+	inst := &Instance{StackSet: mustLoad(t, files, reg).StackSet("s"), StackSetID: "i", Target: config.Target{Region: "r", Account: "a"}}
+	if _, diags := New(reg).Plan(inst, nil); !strings.Contains(diags.Error(), "Invalid count argument") {
+		t.Errorf("count known only after apply: got %q, want Invalid count argument", diags.Error())
+	}
+}
