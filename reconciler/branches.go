@@ -61,6 +61,7 @@ func (r *Reconciler) PlanBranches(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list branches: %w", err)
 	}
+	branches = r.forgeBranches(ctx, branches)
 	names := make([]string, 0, len(branches))
 	for b := range branches {
 		if r.planned(b) {
@@ -80,6 +81,7 @@ func (r *Reconciler) PlanBranches(ctx context.Context) error {
 			continue
 		}
 		if err := r.planBranch(ctx, b, head); err != nil {
+			r.forgePlanFailed(b, head)
 			failed = append(failed, fmt.Errorf("plan branch %s: %w", b, err))
 		}
 	}
@@ -120,6 +122,7 @@ func (r *Reconciler) planned(branch string) bool {
 }
 
 func (r *Reconciler) planBranch(ctx context.Context, branch, head string) error {
+	r.forgePlanStarted(branch, head)
 	res, err := r.planBudgeted(ctx, head, true)
 	if err != nil {
 		return err
@@ -152,8 +155,11 @@ func (r *Reconciler) planBranch(ctx context.Context, branch, head string) error 
 		if cs.HasChanges() {
 			summary = append(summary, cs.StackSetName)
 			r.notify(ctx, branch, cs.StackSetName, md.String())
+		} else {
+			r.forgeNoChanges(branch, head, cs, md.String())
 		}
 	}
+	r.forgePlanned(branch, head, res)
 	what := "no changes"
 	if len(summary) > 0 {
 		what = strings.Join(summary, ", ")
@@ -168,6 +174,9 @@ func (r *Reconciler) planBranch(ctx context.Context, branch, head string) error 
 
 func (r *Reconciler) notify(ctx context.Context, branch, stackSet, md string) {
 	if r.opts.Notifier == nil {
+		return
+	}
+	if r.forgeComment(branch, stackSet, md) {
 		return
 	}
 	if err := r.opts.Notifier.Notify(ctx, branch, stackSet, md); err != nil {

@@ -142,6 +142,7 @@ func (r *Reconciler) sendEvent(e notify.Event) {
 	if r.opts.Events != nil {
 		r.opts.Events.Send(e)
 	}
+	r.forgeEvent(e)
 }
 
 // The phases of an operation whose time is accounted (Metrics.PhaseTime).
@@ -263,6 +264,8 @@ type Reconciler struct {
 	// resource type registry it was validated against: only a rejection
 	// made under the same flags and registry is not validated again.
 	rejectedHere atomic.Pointer[rejection]
+	// forge is what the reconciler remembers of the forge (forge.go).
+	forge forgeState
 
 	// runMu guards runners: one per stack set name, running at most one
 	// operation at a time, with at most one job queued behind it.

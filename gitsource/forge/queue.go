@@ -70,6 +70,8 @@ type Queue struct {
 	lastErr     string
 	lastErrAt   time.Time
 	calls       uint64
+	// ended is closed (and replaced) each time a call ends (Drain).
+	ended chan struct{}
 }
 
 type item struct {
@@ -96,7 +98,7 @@ func NewQueue(o QueueOptions) *Queue {
 	if o.MaxDepth <= 0 {
 		o.MaxDepth = 10000
 	}
-	return &Queue{o: o, wake: make(chan struct{}, 1), items: map[string]*item{}}
+	return &Queue{o: o, wake: make(chan struct{}, 1), items: map[string]*item{}, ended: make(chan struct{})}
 }
 
 // Forge is the queue's forge.
@@ -168,6 +170,27 @@ func (q *Queue) Stats() QueueStats {
 		s.LastErrorAt = &t
 	}
 	return s
+}
+
+// Drain waits until no call waits or runs, the forge's rate limit pauses
+// the queue (waiting for it would be pointless), or ctx ends (its error).
+// Run must be running.
+func (q *Queue) Drain(ctx context.Context) error {
+	for {
+		q.mu.Lock()
+		idle := len(q.order) == 0 && q.running == ""
+		paused := q.pausedUntil.After(q.o.Clock.Now())
+		ended := q.ended
+		q.mu.Unlock()
+		if idle || paused {
+			return nil
+		}
+		select {
+		case <-ended:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // Depth is the number of calls waiting.
@@ -242,6 +265,8 @@ func (q *Queue) run(ctx context.Context, key string, it *item) {
 	defer q.mu.Unlock()
 	q.running = ""
 	q.calls++
+	close(q.ended)
+	q.ended = make(chan struct{})
 	if rl, ok := q.o.Forge.(interface{ RateLimit() RateLimit }); ok {
 		// The forge said no calls are left before its reset: wait for it
 		// rather than be refused.
@@ -316,12 +341,19 @@ func (q *Queue) Comment(pr PullRequest, c Comment, done func(url string)) {
 // same is not posted again (a restart re-sends what it owes without
 // duplicating it). done, if set, is told once the forge has the status.
 func (q *Queue) Status(sha string, s Status, done func()) {
-	key := "status/" + sha + "/" + s.Context
-	what := fmt.Sprintf("status %s of %s", s.Context, short(sha))
+	q.StatusFunc(sha, s.Context, func() Status { return s }, done)
+}
+
+// StatusFunc is Status with the status made when the call is (a target
+// URL known only once a comment is posted).
+func (q *Queue) StatusFunc(sha, statusContext string, status func() Status, done func()) {
+	key := "status/" + sha + "/" + statusContext
+	what := fmt.Sprintf("status %s of %s", statusContext, short(sha))
 	f := q.o.Forge
 	q.Enqueue(key, what, func(ctx context.Context) (string, error) {
-		want := s.normalize()
-		cur, found, err := f.CommitStatus(ctx, sha, s.Context)
+		want := status().normalize()
+		want.Context = statusContext
+		cur, found, err := f.CommitStatus(ctx, sha, statusContext)
 		if err != nil {
 			return "", err
 		}

@@ -22,7 +22,9 @@ type observer struct {
 	done    chan string
 }
 
-func newObserver() *observer { return &observer{results: map[string]int{}, done: make(chan string, 100)} }
+func newObserver() *observer {
+	return &observer{results: map[string]int{}, done: make(chan string, 100)}
+}
 
 func (o *observer) QueueDepth(_ forge.Kind, n int) {
 	o.mu.Lock()
@@ -233,4 +235,3 @@ func TestQueue(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
