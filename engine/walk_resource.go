@@ -242,7 +242,7 @@ func evalProperties(schema provider.Schema, props map[string]*hcl.Attribute, ctx
 		if d.HasErrors() {
 			continue
 		}
-		conv, err := convert.Convert(v, ps.Type)
+		conv, err := convert.Convert(v, ps.ConfigType())
 		if err != nil {
 			diags = diags.Append(config.Errorf(a.Expr.Range(), "Invalid value for property", "%s: property %q must be %s: %s.", what, name, config.TypeName(ps.Type), err))
 			continue

@@ -53,6 +53,21 @@ type Property struct {
 	// that type in the resource's body, decoded with it (Type is its
 	// implied type). Nil for an attribute.
 	Block hcldec.Spec
+	// Constraint, when not cty.NilType, is the type constraint a
+	// configured value is converted with instead of Type: for a Terraform
+	// provider's nested attribute, Type with its optional and computed
+	// fields optional (cty.ObjectWithOptionalAttrs), as Terraform decodes
+	// it; the result is of Type.
+	Constraint cty.Type
+}
+
+// ConfigType is the type constraint a configured value of p is converted
+// with: Constraint, or Type.
+func (p Property) ConfigType() cty.Type {
+	if p.Constraint != cty.NilType {
+		return p.Constraint
+	}
+	return p.Type
 }
 
 // Schema is what a provider declares about its resource type.

@@ -23,7 +23,7 @@ func blockSchema(b *Block, resource bool) provider.Schema {
 	s := provider.Schema{Properties: map[string]provider.Property{}}
 	for name, a := range b.Attributes {
 		if a.Required || a.Optional {
-			s.Properties[name] = provider.Property{Type: a.ImpliedType(), Required: a.Required, Sensitive: a.Sensitive, Recreation: provider.Never}
+			s.Properties[name] = provider.Property{Type: a.ImpliedType(), Constraint: a.constraint(), Required: a.Required, Sensitive: a.Sensitive, Recreation: provider.Never}
 		}
 		if resource && a.Computed {
 			s.Attributes = append(s.Attributes, name)
@@ -31,7 +31,7 @@ func blockSchema(b *Block, resource bool) provider.Schema {
 	}
 	for name, nb := range b.BlockTypes {
 		spec := blockSpec(name, nb)
-		s.Properties[name] = provider.Property{Type: hcldec.ImpliedType(spec), Block: spec, Recreation: provider.Never}
+		s.Properties[name] = provider.Property{Type: hcldec.ImpliedType(spec).WithoutOptionalAttributesDeep(), Block: spec, Recreation: provider.Never}
 	}
 	sort.Strings(s.Attributes)
 	return s
@@ -66,7 +66,7 @@ func objectSpec(b *Block) hcldec.ObjectSpec {
 		if !a.Required && !a.Optional {
 			continue // computed only: never in configuration
 		}
-		spec[name] = &hcldec.AttrSpec{Name: name, Type: a.ImpliedType(), Required: a.Required}
+		spec[name] = &hcldec.AttrSpec{Name: name, Type: a.configType(), Required: a.Required} // nested_attrs.go
 	}
 	for name, nb := range b.BlockTypes {
 		spec[name] = blockSpec(name, nb)
