@@ -4,11 +4,26 @@
 // type registry and daemon metadata (docs/design.md §3). It offers typed records and
 // small transactions; it knows nothing of HCL, Git or scheduling.
 //
+// # Backends
+//
+// The store's logic runs on a small transactional key-value interface
+// (kv.go): Badger in a state directory (Open, the embedded default) or a
+// PostgreSQL database shared by several stackd replicas (OpenPostgres,
+// DESIGN §13; kv_postgres.go). Every invariant below holds on both, and
+// one test suite checks both (TestPostgresConformance runs the store's
+// tests again on PostgreSQL). What is said below of Badger's directory,
+// SyncWrites, value-log GC, free disk space and damage is of the Badger
+// backend; on PostgreSQL a commit is durable when it returns, and Sync
+// does nothing. Backups have one format: a Badger backup restores into
+// PostgreSQL (RestoreInto) and a PostgreSQL backup into a directory
+// (Restore).
+//
 // # Invariants
 //
-//   - state is the only package that imports Badger. Badger's errors stop
-//     here: callers see the sentinels of this package (ErrNotFound for
-//     badger.ErrKeyNotFound, ErrClosed, ErrConflict, ...), wrapped with
+//   - state is the only package that imports Badger or pgx. Their errors
+//     stop here: callers see the sentinels of this package (ErrNotFound for
+//     badger.ErrKeyNotFound, ErrConflict for Badger's conflicts and
+//     PostgreSQL's serialization failures, ErrClosed, ...), wrapped with
 //     context and checked with errors.Is.
 //   - Every key prefix is declared in keys.go. Key components that other
 //     components follow (stack set and operation ids, regions, accounts)

@@ -65,6 +65,9 @@ const (
 	// pgMaxPending is how many writes a transaction buffers before it
 	// sends them.
 	pgMaxPending = 4096
+	// pgConnRetries is how often a transaction is run again on a new
+	// connection after a lost one (see run).
+	pgConnRetries = 3
 	// pgScanPage is how many rows a scan reads per query.
 	pgScanPage = 1000
 	// keyCheckName is the settings row that checks the encryption key.
@@ -287,8 +290,23 @@ func (b *pgBackend) view(fn func(kvTxn) error) error {
 	return b.run(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`, fn)
 }
 
-// run runs fn in one transaction begun with begin, and commits it.
+// run runs fn in one transaction begun with begin, and commits it. A
+// connection that fails on the transaction's first round trip (one the
+// server cut: a restart, a failover, an idle timeout) is dropped and the
+// transaction run again on another, as nothing of it can have happened;
+// a connection lost later, with the commit in flight, is an error, since
+// the commit may or may not have happened.
 func (b *pgBackend) run(begin string, fn func(kvTxn) error) error {
+	for attempt := 0; ; attempt++ {
+		err := b.runOnce(begin, fn)
+		var ce *pgConnError
+		if !errors.As(err, &ce) || !ce.retry || attempt == pgConnRetries {
+			return err
+		}
+	}
+}
+
+func (b *pgBackend) runOnce(begin string, fn func(kvTxn) error) error {
 	if b.isClosed.Load() {
 		return ErrClosed
 	}
@@ -304,6 +322,29 @@ func (b *pgBackend) run(begin string, fn func(kvTxn) error) error {
 		return err
 	}
 	return t.commit()
+}
+
+// pgConnError is a lost connection; retry: nothing of the transaction can
+// have reached the database.
+type pgConnError struct {
+	err   error
+	retry bool
+}
+
+func (e *pgConnError) Error() string { return "postgresql: connection lost: " + e.err.Error() }
+func (e *pgConnError) Unwrap() error { return e.err }
+
+// connFailed classifies err of a round trip on t's connection: a lost
+// connection becomes a pgConnError (retryable when first says this was
+// the transaction's first round trip, or pgx knows nothing was sent), and
+// the pool's other connections, likely cut too, are dropped.
+func (t *pgTxn) connFailed(err error, first bool) error {
+	var pe *pgconn.PgError
+	if err == nil || errors.As(err, &pe) || !t.conn.Conn().IsClosed() {
+		return pgConvert(err)
+	}
+	t.b.pool.Reset()
+	return &pgConnError{err: err, retry: first || pgconn.SafeToRetry(err)}
 }
 
 func (b *pgBackend) sync() error {
@@ -327,6 +368,16 @@ func (b *pgBackend) close() error {
 // and READ COMMITTED lets each read the last event its predecessor
 // committed. Two round trips: BEGIN, lock and read; write and COMMIT.
 func (b *pgBackend) appendEvent(opIDKey, prefix []byte, build func(seq uint64) ([]byte, []byte, error)) (uint64, error) {
+	for attempt := 0; ; attempt++ {
+		seq, err := b.appendEventOnce(opIDKey, prefix, build)
+		var ce *pgConnError
+		if !errors.As(err, &ce) || !ce.retry || attempt == pgConnRetries {
+			return seq, err
+		}
+	}
+}
+
+func (b *pgBackend) appendEventOnce(opIDKey, prefix []byte, build func(seq uint64) ([]byte, []byte, error)) (uint64, error) {
 	if b.isClosed.Load() {
 		return 0, ErrClosed
 	}
@@ -354,7 +405,7 @@ func (b *pgBackend) appendEvent(opIDKey, prefix []byte, build func(seq uint64) (
 	_, err2 := br.Exec()
 	err3 := br.QueryRow().Scan(&found, &last)
 	if err := errors.Join(err1, err2, err3, br.Close()); err != nil {
-		return 0, pgConvert(err)
+		return 0, t.connFailed(err, true)
 	}
 	if !found {
 		return 0, fmt.Errorf("operation: %w", ErrNotFound)
@@ -468,8 +519,9 @@ func (t *pgTxn) put(key, val []byte) error {
 		b.Queue(t.begin)
 	}
 	t.queueWrites(b)
+	first := !t.begun
 	t.begun = true
-	return pgConvert(t.conn.SendBatch(t.ctx, b).Close())
+	return t.connFailed(t.conn.SendBatch(t.ctx, b).Close(), first)
 }
 
 func (t *pgTxn) Scan(prefix []byte, keysOnly bool, fn func(key, val []byte) error) error {
@@ -557,7 +609,8 @@ func (t *pgTxn) queueWrites(b *pgx.Batch) {
 // in one round trip, and passes sql's rows to read.
 func (t *pgTxn) query(read func(pgx.Rows) error, sql string, args ...any) error {
 	b := &pgx.Batch{}
-	if !t.begun {
+	first := !t.begun
+	if first {
 		b.Queue(t.begin)
 	}
 	t.queueWrites(b)
@@ -568,7 +621,7 @@ func (t *pgTxn) query(read func(pgx.Rows) error, sql string, args ...any) error 
 	for range n {
 		if _, err := br.Exec(); err != nil {
 			br.Close()
-			return pgConvert(err)
+			return t.connFailed(err, first)
 		}
 	}
 	rows, err := br.Query()
@@ -582,7 +635,7 @@ func (t *pgTxn) query(read func(pgx.Rows) error, sql string, args ...any) error 
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	return pgConvert(err)
+	return t.connFailed(err, first)
 }
 
 // commit sends the pending writes and COMMIT in one round trip.
@@ -599,7 +652,7 @@ func (t *pgTxn) commit() error {
 	t.begun = true
 	err := t.conn.SendBatch(t.ctx, b).Close()
 	if err != nil {
-		return pgConvert(err)
+		return t.connFailed(err, false)
 	}
 	t.done = true
 	return nil
