@@ -357,16 +357,16 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 		ld.reg, reg = r, r
 	}
 	for _, b := range providerBlocks {
+		if isBuiltinProviderBlock(b, src.settings.required) { // provider_terraform.go
+			diags = append(diags, checkBuiltinProviderBlock(b)...)
+			continue
+		}
 		if ld.e == nil {
 			diags = diags.Append(Errorf(b.DefRange, "Terraform providers are not enabled", "provider blocks configure Terraform providers, which this loader cannot install."))
 			continue
 		}
 		diags = append(diags, t.addProvider(ld.e, b)...)
 	}
-		if isBuiltinProviderBlock(b, src.settings.required) { // provider_terraform.go
-			diags = append(diags, checkBuiltinProviderBlock(b)...)
-			continue
-		}
 	for _, content := range contents {
 		for _, b := range content.Blocks {
 			switch b.Type {
