@@ -326,11 +326,13 @@ func (r *Reconciler) forgeCommented(branch string, edit func([]string) []string)
 // dispatched (pending, then the outcome once its operations end), was
 // rejected (failure) or found nothing to do (success). With
 // StatusPerStackSet the operations' events set one status per stack set
-// instead (forgeEvent).
-func (r *Reconciler) forgeDeploy(head string, res *Result, err error, p *pass) {
+// instead (forgeEvent). It returns the pass to wait for: p, joined with
+// the queueing of the outcome, so that a one-shot reconcile (stackd
+// apply) has queued it when it returns.
+func (r *Reconciler) forgeDeploy(head string, res *Result, err error, p *pass) *pass {
 	f := r.reviewer()
 	if f == nil || err != nil || res == nil || res.UpToDate {
-		return
+		return p
 	}
 	r.forgeResend()
 	switch {
@@ -342,15 +344,18 @@ func (r *Reconciler) forgeDeploy(head string, res *Result, err error, p *pass) {
 			}
 		}
 		r.forgeStatus(f, head, forge.Status{Context: StatusDeploy, State: forge.Failure, Description: fmt.Sprintf("revision rejected (%s): nothing deployed", plural(n, "error"))}, nil)
-		return
+		return p
 	case f.StatusPerStackSet():
-		return
+		return p
 	case p == nil:
 		r.forgeStatus(f, head, forge.Status{Context: StatusDeploy, State: forge.Success, Description: "nothing to deploy"}, nil)
-		return
+		return p
 	}
 	r.forgeStatus(f, head, forge.Status{Context: StatusDeploy, State: forge.Pending, Description: "deploying " + short(head)}, nil)
+	outcome := &pass{}
+	outcome.wg.Add(1)
 	go func() {
+		defer outcome.wg.Done()
 		p.wg.Wait()
 		p.mu.Lock()
 		ops := slices.Clone(p.ops)
@@ -364,6 +369,7 @@ func (r *Reconciler) forgeDeploy(head string, res *Result, err error, p *pass) {
 			r.forgeStatus(f, rev, deployStatus(ops, failedRun && rev == head), nil)
 		}
 	}()
+	return p.join(outcome)
 }
 
 // deployStatus sums up a commit's operations.

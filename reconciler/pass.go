@@ -154,7 +154,7 @@ func (r *Reconciler) start(ctx context.Context) (res *Result, p *pass, err error
 	resumed = resumed.join(r.resumeDriftCorrections(ctx, unfinished, resumedIDs))
 	res, p, err = r.reconcileRevision(ctx, head)
 	p = resumed.join(p)
-	r.forgeDeploy(head, res, err, p)
+	p = r.forgeDeploy(head, res, err, p)
 	if err != nil || !res.Rejected {
 		return res, p, err
 	}

@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -24,7 +23,6 @@ import (
 	"github.com/stackd/stackd/engine/provider/tfplugin"
 	"github.com/stackd/stackd/engine/provider/waitcondition"
 	"github.com/stackd/stackd/gitsource"
-	"github.com/stackd/stackd/gitsource/forge"
 	"github.com/stackd/stackd/internal/diskspace"
 	"github.com/stackd/stackd/internal/notify"
 	"github.com/stackd/stackd/internal/secrets"
@@ -40,6 +38,7 @@ type repoConfig struct {
 	logLevel, logFormat                string
 	prBranches                         string
 	forgeURL, forgeRepo, forgeToken    string
+	forgeOpts                          forgeFlags
 	notifyWebhookFile, notifySlackFile string
 	git                                gitAuthFlags
 	plugins                            pluginFlags
@@ -78,9 +77,7 @@ func (c *repoConfig) addFlags(cmd *cobra.Command) {
 	f.StringVar(&c.customCA, "custom-ca-file", "", "PEM CA certificates trusted (besides the system's) for custom-resource service tokens over https")
 	f.DurationVar(&c.planBudget, "plan-budget", reconciler.DefaultPlanBudget, "time budget of planning one untrusted ref (a pull-request branch, or any ref but the deploy branch's head through the API)")
 	f.StringVar(&c.prBranches, "pr-branches", "*", "pattern (path.Match) of the branches planned as pull requests; the deploy and status branches never are")
-	f.StringVar(&c.forgeURL, "forge-url", "", "GitHub-compatible REST API base URL for pull-request comments (e.g. https://api.github.com)")
-	f.StringVar(&c.forgeRepo, "forge-repo", "", "owner/name of the repository on the forge")
-	f.StringVar(&c.forgeToken, "forge-token-file", "", "file holding the forge API token")
+	c.addForgeFlags(f) // forge.go
 	c.git.add(f)
 	c.plugins.add(f)
 	c.modules.add(f)
@@ -88,17 +85,6 @@ func (c *repoConfig) addFlags(cmd *cobra.Command) {
 	f.StringVar(&c.ageKeyFile, "age-key-file", "", "age identities that decrypt SOPS-encrypted vars_file files (default: SOPS_AGE_KEY_FILE, as for sops)")
 	f.StringVar(&c.notifyWebhookFile, "notify-webhook-url-file", "", "file holding the URL of a webhook that gets every event (operation started, succeeded, failed, rolled back; revision rejected) as JSON")
 	f.StringVar(&c.notifySlackFile, "notify-slack-url-file", "", "file holding the URL of a Slack-compatible incoming webhook that gets every event as a message")
-}
-
-// forgeNotifier posts change sets as pull-request comments.
-type forgeNotifier struct{ client *forge.Client }
-
-func (n forgeNotifier) Notify(ctx context.Context, branch, stackSet, markdown string) error {
-	pr, ok, err := n.client.PullRequestForBranch(ctx, branch)
-	if err != nil || !ok {
-		return err
-	}
-	return n.client.Upsert(ctx, pr, stackSet, markdown)
 }
 
 // events starts the notifications the flags ask for (nil: none).
@@ -121,24 +107,6 @@ func (c *repoConfig) events(log zerolog.Logger) (*notify.Notifier, error) {
 		return nil, nil
 	}
 	return notify.New(notify.Options{Sinks: sinks, Log: log})
-}
-
-func (c *repoConfig) notifier() (reconciler.Notifier, error) {
-	if c.forgeURL == "" {
-		return nil, nil
-	}
-	if c.forgeRepo == "" || c.forgeToken == "" {
-		return nil, fmt.Errorf("--forge-url needs --forge-repo and --forge-token-file")
-	}
-	tok, err := os.ReadFile(c.forgeToken)
-	if err != nil {
-		return nil, fmt.Errorf("--forge-token-file: %w", err)
-	}
-	client, err := forge.New(forge.Options{BaseURL: c.forgeURL, Repo: c.forgeRepo, Token: strings.TrimSpace(string(tok))})
-	if err != nil {
-		return nil, err
-	}
-	return forgeNotifier{client}, nil
 }
 
 // setTimeFormat sets zerolog's global time format once: commands may run
@@ -186,9 +154,12 @@ type app struct {
 	// validating ones.
 	plugins  *tfplugin.Pool
 	resolver *tfplugin.Resolver
+	// forge, if configured, holds the queue of forge calls.
+	forge *forgeRuntime
 }
 
 func (a *app) Close() error {
+	a.forge.close()
 	a.events.Close()
 	a.resolver.Close()
 	a.plugins.Close()
@@ -266,7 +237,7 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	eng.SetModuleFetcher(mf)
 	metrics := api.NewMetrics()
 	space := c.spaceChecker(log, metrics)
-	notifier, err := c.notifier()
+	fr, err := c.openForge(log, metrics)
 	if err != nil {
 		plugins.Close()
 		st.Close()
@@ -280,7 +251,7 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	}
 	ropts := reconciler.Options{
 		Source: secretSource{src}, Store: st, Engine: eng, Branch: c.branch, Path: c.path, Log: log,
-		StatusBranch: c.statusBranch, PRBranches: c.prBranches, Notifier: notifier, Metrics: metrics,
+		StatusBranch: c.statusBranch, PRBranches: c.prBranches, Notifier: fr.notifier(), Metrics: metrics,
 		PlanBudget: c.planBudget, AdoptEmptyState: c.adoptEmptyState, Space: space,
 	}
 	if events != nil {
@@ -297,7 +268,8 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 		return nil, err
 	}
 	metrics.WatchStackSets(st, func() string { return rec.Health().Rejected })
-	return &app{store: st, source: src, engine: eng, rec: rec, log: log, broker: broker, signals: wp, metrics: metrics, space: space, events: events, plugins: plugins, resolver: resolver}, nil
+	fr.start()
+	return &app{store: st, source: src, engine: eng, rec: rec, log: log, broker: broker, signals: wp, metrics: metrics, space: space, events: events, plugins: plugins, resolver: resolver, forge: fr}, nil
 }
 
 // secretSource is the definitions repository with its SOPS-encrypted files

@@ -41,8 +41,10 @@ func (f *fakeForge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if branch == "" {
 			branch = "feature/new-image"
 		}
-		if r.URL.Query().Get("head") == "o:"+branch {
-			io.WriteString(w, `[{"number": 7}]`)
+		// As GitHub: without a head filter, every open pull request.
+		if h := r.URL.Query().Get("head"); h == "" || h == "o:"+branch {
+			json.NewEncoder(w).Encode([]map[string]any{{"number": 7, "state": "open", "html_url": "https://github.example/o/r/pull/7",
+				"head": map[string]any{"ref": branch, "repo": map[string]any{"full_name": "o/r"}}}})
 			return
 		}
 		io.WriteString(w, `[]`)

@@ -19,7 +19,7 @@ func (a *app) apiHandler(token, localToken, webhookSecret string, kick func(), m
 	opts := api.Options{
 		Store: a.store, Planner: a.rec, Controller: a.rec, Drift: a.rec, Responses: a.broker, Signals: a.signals, Metrics: a.metrics, Log: a.log,
 		GitTypes: a.rec.GitTypes, InUse: a.store.ResourceTypeInUse, Trigger: kick, Passes: a.rec,
-		ReconcileHealth: func() any { return a.rec.Health() },
+		ReconcileHealth: a.health, // forge.go: the reconciler's pass and the forge's backlog
 		Readiness: func() (bool, string) {
 			if ok, why := a.space.Ready(); !ok {
 				return false, why

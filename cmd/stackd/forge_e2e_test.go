@@ -1,0 +1,120 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stackd/stackd/gitsource/forge"
+	"github.com/stackd/stackd/gitsource/forge/forgetest"
+	"github.com/stackd/stackd/reconciler"
+)
+
+// TestForgeReviews is the same review cycle against GitHub's, GitLab's and
+// Gitea's APIs (forgetest serves each on 127.0.0.1; no Gitea or GitLab can
+// run here): a pull request's branch pushed, planned, commented and
+// statused; a second push updating the comment in place; the merge
+// deploying with stackd/deploy; the merged pull request no longer planned.
+func TestForgeReviews(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []forge.Kind{forge.GitHub, forge.GitLab, forge.Gitea} {
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
+			const token = "forge-tok-SECRET-123"
+			srv := forgetest.New(t, kind, "o/r", token)
+			tok := filepath.Join(t.TempDir(), "token")
+			if err := os.WriteFile(tok, []byte(token+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			f := newFixture(t)
+			apply := func() cliResult {
+				t.Helper()
+				// --forge is left to be guessed from the URL.
+				return mustStackd(t, append([]string{"apply"}, f.flags("--forge-url", srv.URL, "--forge-repo", "o/r", "--forge-token-file", tok)...)...)
+			}
+			main1 := runGit(t, f.repo, "rev-parse", "HEAD")
+			res := apply()
+			if strings.Contains(res.stdout+res.stderr, token) {
+				t.Fatal("the token is in the output")
+			}
+			lastStatus := func(sha, context string) forge.Status {
+				t.Helper()
+				var last forge.Status
+				for _, s := range srv.Statuses(sha) {
+					if s.Context == context {
+						last = s
+					}
+				}
+				return last
+			}
+			if s := lastStatus(main1, reconciler.StatusDeploy); s.State != forge.Success || !strings.Contains(s.Description, "deployed") {
+				t.Errorf("stackd/deploy of the first commit: %+v (all: %+v)", s, srv.Statuses(main1))
+			}
+
+			// A pull request with a new image.
+			runGit(t, f.repo, "checkout", "-q", "-b", "feature/new-image")
+			replaceIn(t, f.repo, "web.hcl", `"nginx:1.25"`, `"nginx:1.26"`)
+			head1 := f.commit(t, "new image")
+			runGit(t, f.repo, "checkout", "-q", "main")
+			pr := srv.OpenPR("feature/new-image", head1)
+			apply()
+			ours := func() []string {
+				var out []string
+				for _, b := range srv.Comments(pr) {
+					if strings.HasPrefix(b, forge.Marker("web")) {
+						out = append(out, b)
+					}
+				}
+				return out
+			}
+			if c := ours(); len(c) != 1 || !strings.Contains(c[0], "file.config") {
+				t.Fatalf("comments after the first push: %q", srv.Comments(pr))
+			}
+			plan := lastStatus(head1, reconciler.StatusPlan)
+			if plan.State != forge.Success || !strings.HasPrefix(plan.Description, "1 stack set: ") || !strings.Contains(plan.Description, "to change") ||
+				!strings.HasPrefix(plan.TargetURL, srv.WebURL()) {
+				t.Errorf("stackd/plan of the first push: %+v", plan)
+			}
+
+			// A second push: the same comment, edited.
+			runGit(t, f.repo, "checkout", "-q", "feature/new-image")
+			replaceIn(t, f.repo, "web.hcl", "replicas = 2", "replicas = 4")
+			head2 := f.commit(t, "more replicas")
+			runGit(t, f.repo, "checkout", "-q", "main")
+			srv.Push(pr, head2)
+			apply()
+			if c := ours(); len(c) != 1 || !strings.Contains(c[0], "file.replica[3]") {
+				t.Errorf("comment not edited in place: %q", srv.Comments(pr))
+			}
+			if s := lastStatus(head2, reconciler.StatusPlan); s.State != forge.Success {
+				t.Errorf("stackd/plan of the second push: %+v", s)
+			}
+
+			// The merge deploys; the merged pull request is planned no more.
+			runGit(t, f.repo, "merge", "-q", "--ff-only", "feature/new-image")
+			srv.SetState(pr, "merged")
+			apply()
+			if s := lastStatus(head2, reconciler.StatusDeploy); s.State != forge.Success || !strings.Contains(s.Description, "1 stack set deployed") {
+				t.Errorf("stackd/deploy of the merge: %+v (all: %+v)", s, srv.Statuses(head2))
+			}
+			for p := range statusHead(t, f.repo).Files {
+				if strings.HasPrefix(p, "changesets/feature/new-image/") {
+					t.Errorf("%s kept after its pull request was merged", p)
+				}
+			}
+			// Statuses are never posted twice in a row with the same content.
+			all := srv.AllStatuses()
+			for i := 1; i < len(all); i++ {
+				if all[i].SHA == all[i-1].SHA && all[i].Status.Same(all[i-1].Status) {
+					t.Errorf("status posted twice: %+v", all[i])
+				}
+			}
+			for _, s := range all {
+				if strings.Contains(s.Description+s.TargetURL, "SECRET") {
+					t.Errorf("a status carries a secret: %+v", s)
+				}
+			}
+		})
+	}
+}
