@@ -134,6 +134,9 @@ func (e *Engine) apply(ctx context.Context, p *InstancePlan, j Journal, obs Obse
 		if err := settleMove(ctx, j, rr); err != nil { // refactor.go
 			return res, err
 		}
+		if err := e.provisionDestroy(ctx, p.Instance, rr); err != nil { // provisioners.go
+			return res, err
+		}
 		if err := e.remove(ctx, target, rr, rp.RequestID, j, obs); err != nil {
 			return res, err
 		}
@@ -184,6 +187,7 @@ func (e *Engine) apply(ctx context.Context, p *InstancePlan, j Journal, obs Obse
 	w.pause = func(d time.Duration) error { return clock.Sleep(ctx, e.clock, d) }
 	w.wait = func(m *member) error { return e.waitFor(ctx, target, m, j, obs) }
 	w.note = obs
+	w.provision = func(mw *walker, r *config.Resource, m *member) error { return e.provisionCreate(ctx, mw, r, m, j) }
 	if diags := w.walk(); diags.HasErrors() {
 		return res, DiagsError(diags)
 	}
@@ -373,6 +377,9 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *config.Resource, t
 	switch rp.Action {
 	case Replace:
 		if !cbd && rr != nil && rr.DeletionPolicy != "Retain" {
+			if err := e.provisionDestroy(ctx, w.inst, rr); err != nil { // provisioners.go
+				return fail(err)
+			}
 			delID := ""
 			if rr.Status == StatusPendingDelete {
 				delID = rr.RequestID // resume the interrupted delete

@@ -62,6 +62,10 @@ type ResourceState struct {
 	// kept while the create is pending, so that a create a crash
 	// interrupted adopts what it made instead of making it twice.
 	Adopt []byte
+	// Tainted: a create-time provisioner failed after the object was made
+	// (or a Terraform state said so on import): the next plan replaces it,
+	// as Terraform's does (provisioners.go).
+	Tainted bool
 	// MovedFrom is set by a plan, never stored: the address the record is
 	// kept at until the apply records it at Address (moved blocks,
 	// refactor.go).

@@ -65,6 +65,9 @@ type walker struct {
 	wait func(m *member) error
 	// note reports progress (apply only): the batches of update patterns.
 	note Observer
+	// provision runs the create-time provisioners of a member just
+	// created (apply only; provisioners.go).
+	provision func(w *walker, r *config.Resource, m *member) error
 	// groups holds the applied members of waiter resources (by "TYPE.NAME")
 	// until they complete.
 	groups map[string][]*member
@@ -366,7 +369,7 @@ func (w *walker) module(mc *config.ModuleCall, ex expansion) (cty.Value, hcl.Dia
 		vars[name] = v
 	}
 	child := &walker{
-		e: w.e, inst: w.inst, tmpl: mc.Template, mode: w.mode, apply: w.apply, pause: w.pause, wait: w.wait, note: w.note,
+		e: w.e, inst: w.inst, tmpl: mc.Template, mode: w.mode, apply: w.apply, pause: w.pause, wait: w.wait, note: w.note, provision: w.provision,
 		groups: map[string][]*member{}, waiters: w.waiters, meter: w.meter,
 		base: map[string]cty.Value{
 			"var": cty.ObjectVal(vars), "target": w.base["target"], "stack_set": w.base["stack_set"],

@@ -54,6 +54,9 @@ func (w *walker) applyMembers(r *config.Resource, members []*member) hcl.Diagnos
 			return err
 		}
 		m.val, m.rec = val, rec
+		if w.provision != nil {
+			return w.provision(w, r, m) // provisioners.go
+		}
 		return nil
 	}
 	failed := func(m *member, err error) *hcl.Diagnostic {

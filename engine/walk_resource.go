@@ -30,6 +30,9 @@ func (w *walker) resource(r *config.Resource) ([]*ResourcePlan, hcl.Diagnostics)
 	}
 	p, _ := w.e.lookup(r.Type)
 	schema := p.Schema()
+	if d := w.checkProvisioners(r); d.HasErrors() { // provisioners.go
+		return nil, append(diags, d...)
+	}
 	pcfg, pdiags := w.providerConfig(r)
 	if pdiags.HasErrors() {
 		return nil, append(diags, pdiags...)
@@ -96,6 +99,8 @@ func (w *walker) resource(r *config.Resource) ([]*ResourcePlan, hcl.Diagnostics)
 		if d := w.replaceTriggered(r, rp, ctx); d.HasErrors() { // refactor.go
 			return nil, append(diags, d...)
 		}
+		// A tainted object is replaced (provisioners.go).
+		w.taintedReplace(rp)
 		w.noteMove(rp) // refactor.go
 		rp.providerConfig = pcfg
 		if rp.planErr != nil {

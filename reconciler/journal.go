@@ -51,7 +51,7 @@ func resourceRecord(r engine.ResourceState, now time.Time) state.Resource {
 		DependsOn: r.DependsOn, Status: r.Status, RequestID: r.RequestID,
 		DeletionPolicy: r.DeletionPolicy, Metadata: r.Metadata, Updated: now,
 		Private: r.Private, SchemaVersion: r.SchemaVersion, Provider: r.Provider, ProviderConfig: r.ProviderConfig,
-		Adopt: r.Adopt, Identity: r.Identity,
+		Adopt: r.Adopt, Identity: r.Identity, Tainted: r.Tainted,
 	}
 	if d := r.Deposed; d != nil {
 		rec.Deposed = &state.DeposedResource{
@@ -70,7 +70,7 @@ func resourceState(rec state.Resource) engine.ResourceState {
 		DependsOn: rec.DependsOn, Status: rec.Status, RequestID: rec.RequestID,
 		DeletionPolicy: rec.DeletionPolicy, Metadata: rec.Metadata,
 		Private: rec.Private, SchemaVersion: rec.SchemaVersion, Provider: rec.Provider, ProviderConfig: rec.ProviderConfig,
-		Adopt: rec.Adopt, Identity: rec.Identity,
+		Adopt: rec.Adopt, Identity: rec.Identity, Tainted: rec.Tainted,
 	}
 	if d := rec.Deposed; d != nil {
 		r.Deposed = &engine.Deposed{

@@ -28,6 +28,8 @@ func fill(t *testing.T, v reflect.Value, path string) {
 		v.SetString(path)
 	case reflect.Int64:
 		v.SetInt(int64(len(path)))
+	case reflect.Bool:
+		v.SetBool(true)
 	case reflect.Slice:
 		switch v.Type() {
 		case reflect.TypeFor[json.RawMessage]():

@@ -205,7 +205,10 @@ type Resource struct {
 	// Adopt is how a pending create's object can be found again (an
 	// import id or resource identity, as the provider said before it
 	// created it).
-	Adopt   []byte    `json:"adopt,omitempty"`
+	Adopt []byte `json:"adopt,omitempty"`
+	// Tainted: the object is to be replaced by the next apply (a
+	// create-time provisioner failed after it was made).
+	Tainted bool      `json:"tainted,omitempty"`
 	Updated time.Time `json:"updated"`
 }
 
