@@ -222,7 +222,7 @@ func planStatus(res *PlanResult) forge.Status {
 	errs := 0
 	budget := false
 	for _, d := range res.Diagnostics {
-		if d.Severity == "error" || d.Severity == "" {
+		if d.Severity == changeset.SeverityError || d.Severity == "" {
 			errs++
 		}
 		budget = budget || d.Summary == "Planning took too long"
@@ -339,7 +339,7 @@ func (r *Reconciler) forgeDeploy(head string, res *Result, err error, p *pass) *
 	case res.Rejected:
 		n := 0
 		for _, d := range res.Diagnostics {
-			if d.Severity == "error" {
+			if d.Severity == changeset.SeverityError {
 				n++
 			}
 		}
