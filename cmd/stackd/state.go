@@ -84,6 +84,17 @@ func newStateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if stateKey.url.set() || stateKey.url.passwordFile != "" {
+				if legacy {
+					return fmt.Errorf("--legacy backups restore into a --state-dir only; restore there, back it up again, and restore that into --state-url")
+				}
+				info, err := stateKey.url.restore(args[0], key)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Restored %s from %s into %s (%s).\n", plural(int(info.Records), "record"), args[0], state.RedactDSN(stateKey.url.url), backupSummary(info))
+				return nil
+			}
 			info, err := restoreBackup(stateDir, args[0], legacy, key)
 			if err != nil {
 				return err

@@ -13,9 +13,14 @@ import (
 // stateKeyFlag is --state-encryption-key-file: the state is encrypted at
 // rest (Badger's AES encryption) with a key derived from the file, and its
 // backups are encrypted with it too.
-type stateKeyFlag struct{ file string }
+type stateKeyFlag struct {
+	file string
+	// url is --state-url: the state in PostgreSQL (stateurl.go).
+	url stateURLFlag
+}
 
 func (k *stateKeyFlag) add(f *pflag.FlagSet) {
+	k.url.add(f)
 	f.StringVar(&k.file, "state-encryption-key-file", "", "file holding the secret the state is encrypted at rest with, and its backups (at least 16 characters; e.g. head -c 32 /dev/urandom | base64); every command that opens the state needs it")
 }
 
@@ -45,6 +50,12 @@ func (k *stateKeyFlag) open(dir string) (*state.Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := k.url.check(); err != nil || k.url.set() {
+		if err != nil {
+			return nil, err
+		}
+		return k.url.open(key)
+	}
 	return state.OpenWith(dir, state.OpenOptions{EncryptionKey: key})
 }
 
@@ -56,6 +67,12 @@ func (k *stateKeyFlag) openExisting(dir string) (*state.Store, error) {
 	key, err := k.key()
 	if err != nil {
 		return nil, err
+	}
+	if err := k.url.check(); err != nil || k.url.set() {
+		if err != nil {
+			return nil, err
+		}
+		return k.url.open(key)
 	}
 	st, err := state.OpenWith(dir, state.OpenOptions{EncryptionKey: key, MustExist: true})
 	if errors.Is(err, state.ErrNoState) {
