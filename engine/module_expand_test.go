@@ -195,3 +195,92 @@ output "o" { value = var.x }`
 		t.Errorf("count known only after apply: got %q, want Invalid count argument", diags.Error())
 	}
 }
+
+// TestMovedModuleInstances: moved blocks name module instances as
+// Terraform does: a call that gains count moves to module.NAME[0], a
+// resource moves from one call to another, and neither is re-created;
+// a move to an instance of a call without count is refused, and a
+// removed block forgets every instance of a call.
+func TestMovedModuleInstances(t *testing.T) {
+	rec := newRecorder()
+	reg := provider.Registry{"rec": rec}
+	e := New(reg)
+	mod := "variable \"name\" { type = string }\nresource \"rec\" \"r\" { name = var.name }\n"
+	files := func(main string) map[string]string {
+		return map[string]string{"d.hcl": strings.Replace(modDefs, `vars     = { level = "warn" }`, "", 1), "t/main.hcl": main, "t/m/main.hcl": mod}
+	}
+	inst := &Instance{StackSet: mustLoad(t, files("module \"a\" {\n  source = \"./m\"\n  name = \"a\"\n}\nmodule \"b\" {\n  source = \"./m\"\n  name = \"b\"\n}\n"), reg).StackSet("s"), StackSetID: "i", Target: config.Target{Region: "r", Account: "a"}}
+	j := newJournal()
+	planApply(t, e, inst, j)
+	inst.StackSet = mustLoad(t, files(`
+module "a" {
+  count  = 1
+  source = "./m"
+  name   = "a"
+}
+moved {
+  from = module.a
+  to   = module.a[0]
+}
+module "c" {
+  source = "./m"
+  name   = "b"
+}
+moved {
+  from = module.b.rec.r
+  to   = module.c.rec.r
+}
+`), reg).StackSet("s")
+	p, diags := e.Plan(inst, j.list())
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	if diff := cmp.Diff([]string{"module.a.rec.r -> module.a[0].rec.r", "module.b.rec.r -> module.c.rec.r"}, p.sortedMoves()); diff != "" {
+		t.Errorf("moves (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{"module.a[0].rec.r": "NoOp", "module.c.rec.r": "NoOp"}, actions(p)); diff != "" {
+		t.Errorf("actions (-want +got):\n%s", diff)
+	}
+	rec.calls = nil
+	planApply(t, e, inst, j)
+	if len(rec.calls) != 0 {
+		t.Errorf("the moves called the provider: %v", rec.calls)
+	}
+	if _, ok := j.recs["module.a[0].rec.r"]; !ok || len(j.recs) != 2 {
+		t.Errorf("recorded %v, want module.a[0].rec.r and module.c.rec.r", slices.Sorted(mapKeys(j.recs)))
+	}
+	// Every instance of a removed call is forgotten, none destroyed.
+	inst.StackSet = mustLoad(t, files(`
+module "c" {
+  source = "./m"
+  name   = "b"
+}
+removed {
+  from = module.a
+  lifecycle { destroy = false }
+}
+`), reg).StackSet("s")
+	p, diags = e.Plan(inst, j.list())
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	for _, rp := range p.Resources {
+		if rp.Address == "module.a[0].rec.r" && !rp.Change.ResourceChange.Retained() {
+			t.Errorf("module.a[0].rec.r: %s %+v, want forgotten (removed, destroy = false)", rp.Action, rp.Change.ResourceChange)
+		}
+	}
+	// A call without count has no instance [0] to move to.
+	_, diags = load(t, files(`
+module "a" {
+  source = "./m"
+  name   = "a"
+}
+moved {
+  from = module.a
+  to   = module.a[0]
+}
+`), reg)
+	if !strings.Contains(diags.Error(), "Moved object still exists") {
+		t.Errorf("move to an instance of a call without count: got %q, want Moved object still exists", diags.Error())
+	}
+}

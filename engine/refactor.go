@@ -222,7 +222,8 @@ func (w *walker) resourceAt(base string) *config.Resource {
 // removedMatches reports whether a removed block's from names addr.
 func removedMatches(from config.Endpoint, addr string) bool {
 	if from.IsModule() {
-		return strings.HasPrefix(addr, from.Module)
+		// Every instance of a call with count or for_each, too.
+		return strings.HasPrefix(addr, from.Module) || strings.HasPrefix(addr, strings.TrimSuffix(from.Module, ".")+"[")
 	}
 	base := from.Module + from.Resource
 	return addr == base || strings.HasPrefix(addr, base+"[")

@@ -96,10 +96,10 @@ func parseEndpoint(expr hcl.Expression, what string) (Endpoint, *hcl.Diagnostic)
 	}
 	i := 0
 	for i+1 < len(names) && names[i] == "module" {
-		if keys[i+1] != "" {
-			return bad(fmt.Sprintf("module.%s%s: modules with count or for_each cannot be named by instance in %s yet; name the whole call.", names[i+1], keys[i+1], what))
-		}
-		ep.Module += "module." + names[i+1] + "."
+		// A module instance (module.a[0]) as Terraform names it; the key
+		// of the last module step is also the key of a module endpoint.
+		ep.Module += "module." + names[i+1] + keys[i+1] + "."
+		ep.Key = keys[i+1]
 		i += 2
 	}
 	switch rest := names[i:]; len(rest) {
@@ -108,6 +108,7 @@ func parseEndpoint(expr hcl.Expression, what string) (Endpoint, *hcl.Diagnostic)
 			return bad(what + " needs an address.")
 		}
 	case 2:
+		ep.Key = ""
 		if rest[0] == "data" {
 			return bad("Data sources cannot be named in " + what + " blocks: they record nothing to keep.")
 		}
@@ -295,6 +296,7 @@ func (t *Template) moduleAt(path string) (*Template, hcl.Range, bool) {
 		if part == "module" {
 			continue
 		}
+		part, _, _ = strings.Cut(part, "[") // an instance of the call
 		mc, ok := cur.Modules[part]
 		if !ok || mc.Template == nil {
 			return nil, hcl.Range{}, false
@@ -320,6 +322,17 @@ func (t *Template) singleInstance(ep Endpoint) bool {
 		if tmpl, _, ok = t.moduleAt(ep.Module); !ok {
 			return false
 		}
+	}
+	if ep.IsModule() {
+		// The module call itself: the last one of the path.
+		path := strings.Split(strings.TrimSuffix(ep.Module, "."), ".")
+		parent, _, ok := t.moduleAt(strings.Join(path[:len(path)-2], ".") + ".")
+		if len(path) == 2 {
+			parent, ok = t, true
+		}
+		name, _, _ := strings.Cut(path[len(path)-1], "[")
+		mc := parent.Modules[name]
+		return ok && mc != nil && mc.Count == nil && mc.ForEach == nil
 	}
 	r := tmpl.Resources[ep.Resource]
 	return r != nil && r.Count == nil && r.ForEach == nil
