@@ -51,6 +51,11 @@ type ProviderFunctions map[string]function.Function
 // (all when nil).
 func (m *Meter) providerFunctions(only map[string]bool) map[string]function.Function {
 	out := map[string]function.Function{}
+	for name, f := range m.Template.pluginFunctions() { // provider_functions.go
+		if only == nil || only[name] {
+			out[name] = f
+		}
+	}
 	for name, f := range m.ProviderFunctions {
 		if only == nil || only[name] {
 			out[name] = f

@@ -62,6 +62,9 @@ type Template struct {
 	Funcs map[string]bool
 	// files is what its file functions read (function_files.go).
 	files fs.FS
+	// providerFuncs are the provider-defined functions it and its modules
+	// call (provider_functions.go).
+	providerFuncs map[string]providerFunc
 	// TFVars are the values its variable files set (tfvars.go): used when
 	// it is the root template; ConfigurationAliases the aliased provider
 	// configurations its callers must pass (terraform_block.go).
@@ -441,7 +444,8 @@ func loadTemplate(ld *loader, dir string, rng *hcl.Range) (*Template, hcl.Diagno
 		}
 		t.Hash = hex.EncodeToString(h.Sum(nil))
 	}
-	diags = append(diags, t.bindFiles(ld)...) // function_files.go
+	diags = append(diags, t.bindFiles(ld)...)                  // function_files.go
+	diags = append(diags, t.bindProviderFunctions(ld, src)...) // provider_functions.go
 	diags = append(diags, t.analyze(reg)...)
 	diags = append(diags, t.checkImports(ld.e)...)
 	diags = append(diags, t.checkRefactoring()...)

@@ -1,6 +1,10 @@
 package provider
 
-import "context"
+import (
+	"context"
+
+	"github.com/zclconf/go-cty/cty/function"
+)
 
 // The types the engine and a resolver of Terraform/OpenTofu provider
 // plugins (engine/provider/tfplugin) share: the engine knows no plugin
@@ -13,6 +17,16 @@ type PluginResolver interface {
 	// could not be resolved; it becomes a diagnostic on the
 	// required_providers block.
 	Resolve(ctx context.Context, reqs []ProviderRequirement) (*ResolvedProviders, error)
+}
+
+// FunctionResolver is implemented by a PluginResolver whose providers
+// serve provider-defined functions (provider::NAME::FUNC).
+type FunctionResolver interface {
+	// Functions returns the functions of the provider req resolves to (as
+	// Resolve resolves it), by name without the provider::NAME::
+	// namespace: go-cty functions that call the provider, none for a
+	// provider without any. An error names the provider.
+	Functions(ctx context.Context, req ProviderRequirement) (map[string]function.Function, error)
 }
 
 // CallStopper is implemented by a PluginResolver whose providers can be

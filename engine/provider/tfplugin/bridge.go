@@ -130,7 +130,7 @@ func (r *Resolver) Resolve(ctx context.Context, reqs []provider.ProviderRequirem
 				return nil, fmt.Errorf("provider %s: version %q: %w", req.LocalName, req.Version, err)
 			}
 		}
-		key := fmt.Sprintf("%s|%s|%s|%v", req.LocalName, addr, req.Version, req.LockedOnly)
+		key := resolveKey(req, addr) // functions_bridge.go
 		pkg, installed := r.installed[key]
 		inst := r.Installer
 		if installed {
@@ -226,6 +226,8 @@ type pluginProvider struct {
 	// validResources are the resource and data configurations they
 	// accepted (validated).
 	validResources validCache
+	// funcs are its provider-defined functions (functions_bridge.go).
+	funcs funcTable
 }
 
 func newPluginProvider(r *Resolver, name string, pkg install.Package, ps *ProviderSchema) *pluginProvider {
