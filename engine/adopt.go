@@ -38,7 +38,8 @@ import (
 // state's objects for this instance). An object whose address the
 // template does not declare, whose type differs, whose provider is another
 // or that cannot be decoded is an error diagnostic naming it; the records
-// are returned only when there is none. plan is inst planned against the
+// are returned only when there is none. A tainted object is recorded
+// tainted: the next apply replaces it, as Terraform's would. plan is inst planned against the
 // records: what the first plan after the import will show.
 func (e *Engine) Adopt(ctx context.Context, inst *Instance, objs []tfstate.Object) (recs []ResourceState, plan *InstancePlan, diags hcl.Diagnostics) {
 	fresh, diags := e.PlanContext(ctx, inst, nil)
@@ -88,9 +89,6 @@ func (e *Engine) Adopt(ctx context.Context, inst *Instance, objs []tfstate.Objec
 func (e *Engine) adoptOne(inst *Instance, rp *ResourcePlan, o tfstate.Object) (ResourceState, error) {
 	if rp.Type != o.Type {
 		return ResourceState{}, fmt.Errorf("the state holds a %s, the template declares a %s at that address", o.Type, rp.Type)
-	}
-	if o.Tainted {
-		return ResourceState{}, fmt.Errorf("the object is tainted (Terraform would replace it on its next apply); run terraform apply (or terraform untaint) first")
 	}
 	p, err := e.provider(rp.Type)
 	if err != nil {
@@ -170,6 +168,8 @@ func (e *Engine) adoptOne(inst *Instance, rp *ResourcePlan, o tfstate.Object) (R
 		Address: rp.Address, Type: rp.Type, Inputs: inputs, Attributes: encAttrs, Status: StatusApplied,
 		DependsOn: slices.Clone(rp.deps), Metadata: rp.metadata, Provider: origin,
 		Private: o.Private, SchemaVersion: o.SchemaVersion, Identity: o.Identity,
+		// A tainted object is replaced by the next apply, as Terraform's.
+		Tainted: o.Tainted,
 	}
 	if id, ok := attrs["id"]; ok && id.Type() == cty.String && id.IsKnown() && !id.IsNull() {
 		rec.PhysicalID = id.AsString()

@@ -263,7 +263,7 @@ func importStates(cmd *cobra.Command, c *repoConfig, name string, sources []impo
 				Address: r.Address, Type: r.Type, PhysicalID: r.PhysicalID, Inputs: r.Inputs, Attributes: r.Attributes,
 				Sensitive: r.Sensitive, DependsOn: r.DependsOn, Status: r.Status, DeletionPolicy: r.DeletionPolicy,
 				Metadata: r.Metadata, Private: r.Private, SchemaVersion: r.SchemaVersion, Identity: r.Identity,
-				Provider: r.Provider, ProviderConfig: r.ProviderConfig, Updated: now,
+				Provider: r.Provider, ProviderConfig: r.ProviderConfig, Tainted: r.Tainted, Updated: now,
 			}
 			keep[r.Address] = true
 			writes = append(writes, state.ResourceWrite{Resource: &rec})

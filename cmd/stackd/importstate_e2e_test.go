@@ -279,3 +279,26 @@ func TestImportStateKeepsManagedInstances(t *testing.T) {
 		t.Fatalf("after --force: terraform_data.single is %q, want the state's %q", got, single.ID)
 	}
 }
+
+// TestImportStateTainted: an object Terraform marked tainted is imported
+// tainted, and the plan replaces it as Terraform's next plan would.
+func TestImportStateTainted(t *testing.T) {
+	t.Parallel()
+	f := importFixture(t, `"111111111111"`)
+	golden := readFile(t, filepath.Join(importGolden, "terraform.tfstate"))
+	at := strings.Index(golden, `"name": "single"`)
+	if at < 0 {
+		t.Fatal("the golden state has no terraform_data.single")
+	}
+	tainted := golden[:at] + strings.Replace(golden[at:], `"schema_version": 0,`, `"status": "tainted", "schema_version": 0,`, 1)
+	file := filepath.Join(t.TempDir(), "terraform.tfstate")
+	writeTree(t, filepath.Dir(file), map[string]string{"terraform.tfstate": tainted})
+	res := mustStackd(t, append([]string{"import-state", "ws", "--target", "eu-west-1/111111111111", file}, f.flags()...)...)
+	if !strings.Contains(res.stdout, "1 to replace") {
+		t.Fatalf("import-state said:\n%s", res)
+	}
+	plan := stackd(t, append([]string{"plan", "--detailed-exitcode"}, f.flags()...)...)
+	if plan.code() != 2 || !strings.Contains(plan.stdout, "terraform_data.single") || !strings.Contains(plan.stdout, "tainted") {
+		t.Fatalf("plan: exit %d, want 2 with the tainted terraform_data.single replaced:\n%s", plan.code(), plan)
+	}
+}
