@@ -39,7 +39,14 @@ type Modules struct {
 	// mu serializes the work on the cache: fetching a module is rare (once
 	// per new pin) and reading a pinned one takes microseconds.
 	mu sync.Mutex
+	// open are the repositories opened lately, by directory (at most
+	// maxOpenModules, guarded by mu): a plan loads its modules again at
+	// every revision, and opening a repository costs more than reading it.
+	open map[string]*Source
 }
+
+// maxOpenModules bounds the repository handles Modules keeps open.
+const maxOpenModules = 32
 
 // ModulesOptions configures [NewModules].
 type ModulesOptions struct {
@@ -100,41 +107,68 @@ func (m *Modules) Fetch(ctx context.Context, rawURL, ref, commit string, cachedO
 	} else if err := creds.applyAuth(Auth{CABundle: m.opts.Auth.CABundle, KnownHostsFile: m.opts.Auth.KnownHostsFile, InsecureIgnoreHostKey: m.opts.Auth.InsecureIgnoreHostKey}, rawURL); err != nil {
 		return nil, "", err
 	}
-	s := &Source{opts: Options{Repo: rawURL, FetchTimeout: m.opts.FetchTimeout, Auth: m.opts.Auth}, creds: creds, sem: make(chan struct{}, 1)}
-	defer func() { err = s.scrub(err) }()
 	sum := sha256.Sum256([]byte(rawURL))
-	s.dir = filepath.Join(m.opts.CacheDir, "git", hex.EncodeToString(sum[:16]))
-	r, err := m.openRepo(s.dir, !cachedOnly)
-	if err != nil {
-		if cachedOnly {
-			return nil, "", fmt.Errorf("%s: %w", redactURL(rawURL), ErrModuleNotCached)
-		}
-		return nil, "", err
-	}
-	s.repo = r
-	if commit != "" && m.pinned(r, commit) {
+	dir := filepath.Join(m.opts.CacheDir, "git", hex.EncodeToString(sum[:16]))
+	s := m.open[dir]
+	if s != nil && commit != "" && m.pinned(s, commit) {
+		touch(dir)
 		return m.tree(ctx, s, commit)
 	}
+	if s == nil || !s.exists() {
+		s = &Source{opts: Options{Repo: rawURL, FetchTimeout: m.opts.FetchTimeout, Auth: m.opts.Auth}, creds: creds, sem: make(chan struct{}, 1), dir: dir}
+		r, err := m.openRepo(s.dir, !cachedOnly)
+		if err != nil {
+			if cachedOnly {
+				return nil, "", fmt.Errorf("%s: %w", redactURL(rawURL), ErrModuleNotCached)
+			}
+			return nil, "", s.scrub(err)
+		}
+		s.repo = r
+		m.keep(s)
+		if commit != "" && m.pinned(s, commit) {
+			return m.tree(ctx, s, commit)
+		}
+	}
+	defer func() { err = s.scrub(err) }()
 	if cachedOnly {
 		if commit == "" {
 			return nil, "", fmt.Errorf("%s at %q: no pin: %w", redactURL(rawURL), ref, ErrModuleNotCached)
 		}
 		return nil, "", fmt.Errorf("%s at commit %s: %w", redactURL(rawURL), commit, ErrModuleNotCached)
 	}
-	head, err := m.fetch(ctx, s, ref)
+	if err := s.acquire(ctx); err != nil {
+		return nil, "", err
+	}
+	commit, err = m.fetchPin(ctx, s, ref, commit)
+	s.release()
 	if err != nil {
 		return nil, "", err
 	}
-	if commit == "" {
-		commit = head
-	} else if _, err := r.CommitObject(plumbing.NewHash(commit)); err != nil {
-		return nil, "", fmt.Errorf("%s: the pinned commit %s is not reachable from %q any more (the ref was moved?); pin it again: %w", redactURL(rawURL), commit, ref, ErrCommitNotFound)
-	}
-	if err := r.Storer.SetReference(plumbing.NewHashReference(pinRef(commit), plumbing.NewHash(commit))); err != nil {
-		return nil, "", fmt.Errorf("module cache %s: %w", s.dir, err)
-	}
 	m.prune(s.dir)
 	return m.tree(ctx, s, commit)
+}
+
+// exists reports whether s's repository is still on disk.
+func (s *Source) exists() bool {
+	_, err := os.Stat(filepath.Join(s.dir, "refs"))
+	return err == nil
+}
+
+// fetchPin fetches ref and pins commit (ref's, when ""). Callers hold s.sem.
+func (m *Modules) fetchPin(ctx context.Context, s *Source, ref, commit string) (string, error) {
+	head, err := m.fetch(ctx, s, ref)
+	if err != nil {
+		return "", err
+	}
+	if commit == "" {
+		commit = head
+	} else if _, err := s.repo.CommitObject(plumbing.NewHash(commit)); err != nil {
+		return "", fmt.Errorf("%s: the pinned commit %s is not reachable from %q any more (the ref was moved?); pin it again: %w", s.name(), commit, ref, ErrCommitNotFound)
+	}
+	if err := s.repo.Storer.SetReference(plumbing.NewHashReference(pinRef(commit), plumbing.NewHash(commit))); err != nil {
+		return "", fmt.Errorf("module cache %s: %w", s.dir, err)
+	}
+	return commit, nil
 }
 
 func pinRef(commit string) plumbing.ReferenceName {
@@ -147,8 +181,7 @@ func (m *Modules) openRepo(dir string, create bool) (*git.Repository, error) {
 	r, err := openCache(dir)
 	if err == nil || !create {
 		if err == nil {
-			now := time.Now()
-			_ = os.Chtimes(dir, now, now) // recently used (prune)
+			touch(dir)
 		}
 		return r, err
 	}
@@ -167,14 +200,41 @@ func (m *Modules) openRepo(dir string, create bool) (*git.Repository, error) {
 	return r, nil
 }
 
-// pinned reports whether commit was fetched into r (and is still there).
-func (m *Modules) pinned(r *git.Repository, commit string) bool {
-	ref, err := r.Storer.Reference(pinRef(commit))
-	if err != nil || ref.Hash().String() != commit {
+// touch marks a repository recently used (prune).
+func touch(dir string) {
+	now := time.Now()
+	_ = os.Chtimes(dir, now, now)
+}
+
+// keep remembers s's open repository, forgetting the others beyond
+// maxOpenModules. Callers hold m.mu.
+func (m *Modules) keep(s *Source) {
+	if m.open == nil {
+		m.open = map[string]*Source{}
+	}
+	if len(m.open) >= maxOpenModules {
+		clear(m.open)
+	}
+	m.open[s.dir] = s
+}
+
+// pinned reports whether commit was fetched into s's repository (and is
+// still there: a repository removed under it reads as not pinned).
+func (m *Modules) pinned(s *Source, commit string) bool {
+	if !s.exists() {
 		return false
 	}
-	_, err = r.CommitObject(ref.Hash())
-	return err == nil
+	found := false
+	_ = s.read(context.Background(), func(r *git.Repository) error {
+		ref, err := r.Storer.Reference(pinRef(commit))
+		if err != nil || ref.Hash().String() != commit {
+			return nil
+		}
+		_, err = r.CommitObject(ref.Hash())
+		found = err == nil
+		return nil
+	})
+	return found
 }
 
 // fetch resolves ref on the remote and fetches it, returning its commit.
@@ -285,6 +345,7 @@ func (m *Modules) prune(keep string) {
 	for _, r := range repos[:max(0, len(repos)-m.opts.MaxRepositories)] {
 		if r.dir != keep {
 			_ = os.RemoveAll(r.dir)
+			delete(m.open, r.dir)
 		}
 	}
 }

@@ -152,3 +152,29 @@ func TestModulesCacheBounded(t *testing.T) {
 		t.Errorf("the evicted repository fetched again: %s, %v", c, err)
 	}
 }
+
+// BenchmarkModulesFetchPinned: what a plan pays per load for a module
+// already pinned and cached (no network): open the cached repository,
+// check the pin, and read the package's tree and one file.
+func BenchmarkModulesFetchPinned(b *testing.B) {
+	ctx := testCtx(b)
+	bare, _, head := newRemote(b, map[string]string{"net/main.tf": "output \"v\" { value = 1 }\n", "net/vars.tf": "variable \"x\" {}\n"})
+	port := startGitDaemon(b, filepath.Dir(bare))
+	url := fmt.Sprintf("git://127.0.0.1:%d/%s", port, filepath.Base(bare))
+	m, err := NewModules(ModulesOptions{CacheDir: b.TempDir(), FetchTimeout: 20 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := m.Fetch(ctx, url, "main", "", false); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		tree, _, err := m.Fetch(ctx, url, "main", head, true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := fs.ReadFile(tree, "net/main.tf"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
