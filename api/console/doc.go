@@ -24,7 +24,7 @@
 //     'none'; scripts, styles, images and connections from 'self' only; no
 //     inline script or style, no eval; frame-ancestors 'none';
 //     form-action 'self'), X-Content-Type-Options: nosniff, Referrer-Policy:
-//     no-referrer and Cache-Control: no-store on pages and data. Every asset
+//     same-origin and Cache-Control: no-store on pages and data. Every asset
 //     is embedded (go:embed): nothing loads from another origin.
 //   - No sensitive value reaches a page: the data endpoints answer from the
 //     state's records, which hold none (outputs and drift properties are
