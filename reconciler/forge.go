@@ -58,6 +58,9 @@ const (
 	// metaForgeOpen + <branch>: the number of the branch's pull request,
 	// seen open; once it is not, the branch is no longer planned.
 	metaForgeOpen = "forge/open/"
+	// metaForgeReviewed + <branch>: the head whose comments and status
+	// were queued.
+	metaForgeReviewed = "forge/reviewed/"
 )
 
 // forgeState is the reconciler's memory of the forge.
@@ -108,6 +111,12 @@ func (r *Reconciler) forgeBranches(ctx context.Context, branches map[string]stri
 			if err := r.opts.Store.SetMeta(key, []byte(strconv.Itoa(pr.Number))); err != nil {
 				r.log.Warn().Err(err).Str("branch", b).Msg("cannot remember a pull request")
 			}
+			if rv, _ := r.opts.Store.Meta(metaForgeReviewed + b); string(rv) != head {
+				// Planned while the forge could not be asked, or before
+				// the pull request was opened: plan it again for its
+				// comment and status.
+				_ = r.opts.Store.DeleteMeta(metaPRPrefix + b)
+			}
 			out[b] = head
 			continue
 		}
@@ -123,6 +132,7 @@ func (r *Reconciler) forgeBranches(ctx context.Context, branches map[string]stri
 			if _, ok := branches[b]; !ok {
 				_ = r.opts.Store.DeleteMeta(k)
 				_ = r.opts.Store.DeleteMeta(metaForgeCommented + b)
+				_ = r.opts.Store.DeleteMeta(metaForgeReviewed + b)
 			}
 		}
 	}
@@ -210,6 +220,7 @@ func (r *Reconciler) forgePlanned(branch, head string, res *PlanResult) {
 		return
 	}
 	r.forgeStatus(f, head, planStatus(res), &pr)
+	_ = r.opts.Store.SetMeta(metaForgeReviewed+branch, []byte(head))
 	if len(res.Diagnostics) == 0 {
 		// The errors reported earlier are fixed: their comment says so.
 		r.forgeNoChanges(branch, head, &changeset.StackSetChangeSet{StackSetName: config.ReservedStackSetName},

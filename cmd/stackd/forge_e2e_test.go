@@ -118,3 +118,107 @@ func TestForgeReviews(t *testing.T) {
 		})
 	}
 }
+
+// TestForgeEmptyChangeSetAndPerStackSet: a pull request whose change set
+// becomes empty gets its comment updated to say so; with
+// --status-per-stack-set each stack set's deploy has its own status.
+func TestForgeEmptyChangeSetAndPerStackSet(t *testing.T) {
+	t.Parallel()
+	srv := forgetest.New(t, forge.GitLab, "group/sub/r", "tok-1")
+	tok := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tok, []byte("tok-1"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t)
+	apply := func() {
+		t.Helper()
+		mustStackd(t, append([]string{"apply"}, f.flags("--forge", "gitlab", "--forge-url", srv.URL, "--forge-repo", "group/sub/r",
+			"--forge-token-file", tok, "--status-per-stack-set")...)...)
+	}
+	main1 := runGit(t, f.repo, "rev-parse", "HEAD")
+	apply()
+	var got []string
+	for _, s := range srv.Statuses(main1) {
+		got = append(got, s.Context+" "+string(s.State))
+	}
+	if strings.Join(got, ",") != "stackd/deploy/web success" && strings.Join(got, ",") != "stackd/deploy/web pending,stackd/deploy/web success" {
+		t.Errorf("statuses of the first commit: %v", got)
+	}
+
+	runGit(t, f.repo, "checkout", "-q", "-b", "tweak")
+	replaceIn(t, f.repo, "web.hcl", `"nginx:1.25"`, `"nginx:1.26"`)
+	head1 := f.commit(t, "new image")
+	pr := srv.OpenPR("tweak", head1)
+	runGit(t, f.repo, "checkout", "-q", "main")
+	apply()
+	if c := srv.Comments(pr); len(c) != 1 || !strings.Contains(c[0], "file.config") {
+		t.Fatalf("comments: %q", c)
+	}
+	// The change is taken back: nothing left to change.
+	runGit(t, f.repo, "checkout", "-q", "tweak")
+	replaceIn(t, f.repo, "web.hcl", `"nginx:1.26"`, `"nginx:1.25"`)
+	head2 := f.commit(t, "never mind")
+	srv.Push(pr, head2)
+	runGit(t, f.repo, "checkout", "-q", "main")
+	apply()
+	c := srv.Comments(pr)
+	if len(c) != 1 || !strings.Contains(c[0], "**No changes**") || strings.Contains(c[0], "file.config") {
+		t.Errorf("comment of the emptied change set: %q", c)
+	}
+	var plan forge.Status
+	for _, s := range srv.Statuses(head2) {
+		plan = s
+	}
+	if plan.Context != reconciler.StatusPlan || plan.State != forge.Success || !strings.Contains(plan.Description, "0 to add, 0 to change, 0 to destroy") {
+		t.Errorf("stackd/plan of the emptied change set: %+v", plan)
+	}
+}
+
+// TestForgeDownNeverHoldsUp: a forge answering 429 with a Retry-After of
+// an hour holds up neither planning nor deploying; the statuses it owes
+// are sent by the next start once it answers.
+func TestForgeDownNeverHoldsUp(t *testing.T) {
+	t.Parallel()
+	srv := forgetest.New(t, forge.GitHub, "o/r", "tok-1")
+	tok := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tok, []byte("tok-1"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t)
+	runGit(t, f.repo, "checkout", "-q", "-b", "feature")
+	replaceIn(t, f.repo, "web.hcl", `"nginx:1.25"`, `"nginx:1.26"`)
+	head := f.commit(t, "new image")
+	runGit(t, f.repo, "checkout", "-q", "main")
+	main1 := runGit(t, f.repo, "rev-parse", "HEAD")
+	srv.OpenPR("feature", head)
+	srv.Fail(forgetest.Failure{Status: 429, Header: map[string]string{"Retry-After": "3600"}, Body: `{"message":"API rate limit exceeded"}`, Times: 1000})
+	flags := f.flags("--forge-url", srv.URL, "--forge-repo", "o/r", "--forge-token-file", tok)
+	mustStackd(t, append([]string{"apply"}, flags...)...)
+	st := statusHead(t, f.repo)
+	if st.stackSetStatus(t, "web").Revision != main1 {
+		t.Fatalf("not deployed while the forge was down")
+	}
+	if _, ok := st.Files[reconciler.ChangeSetPath("feature", "web", "md")]; !ok {
+		t.Errorf("the branch was not planned while the forge was down: %v", keys(st.Files))
+	}
+	if n := len(srv.AllStatuses()); n != 0 {
+		t.Fatalf("%d statuses while rate limited", n)
+	}
+	// The forge is back; the next start sends what is owed, once.
+	srv.ClearFailures()
+	mustStackd(t, append([]string{"apply"}, flags...)...)
+	if s := srv.Statuses(main1); len(s) != 1 || s[0].Context != reconciler.StatusDeploy || s[0].State != forge.Success {
+		t.Errorf("owed deploy status after the restart: %+v", s)
+	}
+	if s := srv.Statuses(head); len(s) == 0 || s[len(s)-1].Context != reconciler.StatusPlan || s[len(s)-1].State != forge.Success {
+		t.Errorf("stackd/plan of the pull request after the outage: %+v", s)
+	}
+	if c := srv.Comments(1); len(c) != 1 || !strings.Contains(c[0], "file.config") {
+		t.Errorf("comment after the outage: %q", c)
+	}
+	calls := len(srv.AllStatuses())
+	mustStackd(t, append([]string{"apply"}, flags...)...)
+	if n := len(srv.AllStatuses()); n != calls || len(srv.Comments(1)) != 1 {
+		t.Errorf("a third start posted again: %+v, %d comments", srv.AllStatuses(), len(srv.Comments(1)))
+	}
+}

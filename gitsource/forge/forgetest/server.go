@@ -718,6 +718,13 @@ func (s *Server) Fail(f ...Failure) {
 	}
 }
 
+// ClearFailures drops the canned failures not yet used.
+func (s *Server) ClearFailures() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures = nil
+}
+
 // SetRemaining sets the calls left in the rate limit's window (0: every
 // call is refused as rate limited until it is raised again).
 func (s *Server) SetRemaining(n int) {
