@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/internal/clock"
@@ -376,7 +377,7 @@ func (e *Engine) applyOne(ctx context.Context, w *walker, tr *config.Resource, t
 	}
 	switch rp.Action {
 	case Replace:
-		if !cbd && rr != nil && rr.DeletionPolicy != "Retain" {
+		if !cbd && rr != nil && !changeset.Retains(rr.DeletionPolicy) {
 			if err := e.provisionDestroy(ctx, w.inst, rr); err != nil { // provisioners.go
 				return fail(err)
 			}

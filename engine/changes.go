@@ -95,8 +95,8 @@ func removeChange(rp *ResourcePlan, deletionPolicy string, tmpls ...*config.Temp
 		mi.TypeHierarchy = moduleTypes(strings.Split(mi.LogicalIdHierarchy, "/"), tmpls...)
 	}
 	rc := changeset.ResourceChange{Action: changeset.Remove, LogicalResourceId: id, PhysicalResourceId: rp.PhysicalID, ResourceType: rp.Type, ModuleInfo: mi}
-	if deletionPolicy == "Retain" {
-		rc.DeletionPolicy = "Retain"
+	if changeset.Retains(deletionPolicy) {
+		rc.DeletionPolicy = changeset.DeletionRetain
 	}
 	return changeset.Change{Type: "Resource", ResourceChange: rc}
 }

@@ -14,6 +14,7 @@ import (
 	zlog "github.com/rs/zerolog/log"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 	"github.com/stackd/stackd/internal/clock"
@@ -58,7 +59,7 @@ func DestroyPrevented(ss *config.StackSet, t config.Target, recorded []ResourceS
 	var diags hcl.Diagnostics
 	for _, r := range recorded {
 		res := templateResource(ss.Template, r.Address)
-		if res == nil || !res.Lifecycle.PreventDestroy || r.DeletionPolicy == "Retain" {
+		if res == nil || !res.Lifecycle.PreventDestroy || changeset.Retains(r.DeletionPolicy) {
 			continue
 		}
 		diags = diags.Append(config.Errorf(res.DeclRange, "Instance cannot be destroyed",

@@ -133,7 +133,7 @@ func (e *Engine) provisionCreate(ctx context.Context, w *walker, r *config.Resou
 // its resource (Terraform runs none for a resource removed from the
 // configuration, nor for a tainted object).
 func (e *Engine) provisionDestroy(ctx context.Context, inst *Instance, rr *recordedResource) error {
-	if inst == nil || inst.StackSet == nil || rr == nil || rr.Tainted || rr.Status != StatusApplied || rr.DeletionPolicy == "Retain" {
+	if inst == nil || inst.StackSet == nil || rr == nil || rr.Tainted || rr.Status != StatusApplied || changeset.Retains(rr.DeletionPolicy) {
 		return nil
 	}
 	tmpl, r := resourceTemplate(inst.StackSet.Template, rr.Address)

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
 )
@@ -165,7 +166,7 @@ func (e *Engine) remove(ctx context.Context, target provider.Target, rr *recorde
 		}
 		rr = &recordedResource{ResourceState: rec}
 	}
-	if rr.DeletionPolicy != "Retain" {
+	if !changeset.Retains(rr.DeletionPolicy) {
 		d, err := e.deleteInWorld(ctx, target, rr, requestID, j)
 		ev.Duration = d
 		if err != nil {
@@ -215,7 +216,7 @@ func (e *Engine) deleteInWorld(ctx context.Context, target provider.Target, rr *
 // object stays recorded as deposed, and the next apply tries again.
 func (e *Engine) deleteDeposed(ctx context.Context, target provider.Target, rec *ResourceState, j Journal, obs Observer) error {
 	d := *rec.Deposed
-	if d.DeletionPolicy != "Retain" {
+	if !changeset.Retains(d.DeletionPolicy) {
 		p, err := e.provider(rec.Type)
 		if err != nil {
 			return err

@@ -38,10 +38,10 @@ type ResourceChange struct {
 	Details            []ResourceChangeDetail   `json:"Details,omitempty"`
 	PropertyChanges    []ResourcePropertyChange `json:"PropertyChanges,omitempty"`
 	ModuleInfo         *ModuleInfo              `json:"ModuleInfo,omitempty"`
-	// DeletionPolicy is "Retain" on a Remove whose resource leaves the
-	// stack but is kept in the world (deletion_policy = "Retain"): it is
-	// not destroyed. Not in the seed, which has no such removal.
-	DeletionPolicy string `json:"DeletionPolicy,omitempty"`
+	// DeletionPolicy is DeletionRetain on a Remove whose resource leaves
+	// the stack but is kept in the world: it is not destroyed. Not in the
+	// seed, which has no such removal.
+	DeletionPolicy DeletionPolicy `json:"DeletionPolicy,omitempty"`
 	// ResourceDriftStatus is "MODIFIED" or "DELETED" on a change that
 	// corrects drift (stackd plan --refresh, a DriftCorrection): the
 	// resource was found so in the world, and BeforeValue is the value
@@ -62,9 +62,24 @@ type ResourceChange struct {
 	MovedFrom string `json:"MovedFrom,omitempty"`
 }
 
+// DeletionPolicy is a resource's deletion_policy: what removing it from
+// its stack does in the world.
+type DeletionPolicy string
+
+// The deletion policies.
+const (
+	DeletionDelete DeletionPolicy = "Delete" // destroy it (the default)
+	DeletionRetain DeletionPolicy = "Retain" // keep it in the world; the stack forgets it
+)
+
+// Retains reports whether a recorded or declared deletion_policy (a
+// string in the state and the configuration) keeps the resource in the
+// world when it is removed.
+func Retains(policy string) bool { return policy == string(DeletionRetain) }
+
 // Retained reports whether a Remove keeps the resource in the world.
 func (rc ResourceChange) Retained() bool {
-	return rc.Action == Remove && rc.DeletionPolicy == "Retain"
+	return rc.Action == Remove && rc.DeletionPolicy == DeletionRetain
 }
 
 // ResourceChangeDetail says why a property changes.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/provider"
 )
 
@@ -53,7 +54,7 @@ func (t *Template) addOutput(b *hcl.Block) hcl.Diagnostics {
 func (t *Template) addResource(b *hcl.Block, reg provider.Registry, e Plugins) hcl.Diagnostics {
 	typ, name := b.Labels[0], b.Labels[1]
 	var diags hcl.Diagnostics
-	r := &Resource{Type: typ, Name: name, DeclRange: b.DefRange, DeletionPolicy: "Delete", refs: map[string][]string{}}
+	r := &Resource{Type: typ, Name: name, DeclRange: b.DefRange, DeletionPolicy: string(changeset.DeletionDelete), refs: map[string][]string{}}
 	if prev, ok := t.Resources[r.Addr()]; ok {
 		return diags.Append(duplicate("resource", r.Addr(), prev.DeclRange, b.DefRange))
 	}
@@ -123,7 +124,7 @@ func (t *Template) addResource(b *hcl.Block, reg provider.Registry, e Plugins) h
 			r.Metadata = a.Expr
 		case "deletion_policy":
 			diags = append(diags, stringAttr(a, &r.DeletionPolicy)...)
-			if r.DeletionPolicy != "Delete" && r.DeletionPolicy != "Retain" {
+			if r.DeletionPolicy != string(changeset.DeletionDelete) && !changeset.Retains(r.DeletionPolicy) {
 				diags = diags.Append(&hcl.Diagnostic{
 					Severity: hcl.DiagError, Summary: "Invalid deletion_policy",
 					Detail:  fmt.Sprintf("deletion_policy is %q; it must be \"Delete\" or \"Retain\".", r.DeletionPolicy),
