@@ -187,7 +187,7 @@ func (w *walker) refactor() hcl.Diagnostics {
 		}
 		for _, rr := range w.plan.recorded {
 			if removedMatches(rm.from, rr.Address) {
-				rr.DeletionPolicy = "Retain"
+				rr.DeletionPolicy = string(changeset.DeletionRetain)
 			}
 		}
 	}
