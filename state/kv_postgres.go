@@ -54,6 +54,22 @@ var pgMigrations = []string{
 	// 1: records and settings.
 	`CREATE TABLE stackd_kv (k bytea PRIMARY KEY, v bytea NOT NULL);
 	 CREATE TABLE stackd_settings (name text PRIMARY KEY, value bytea NOT NULL)`,
+	// 2: leases, and the fence a lease holder's writes check (lease_postgres.go).
+	`CREATE TABLE stackd_leases (
+		stack_set text PRIMARY KEY,
+		holder text NOT NULL,
+		epoch bigint NOT NULL,
+		expires timestamptz NOT NULL);
+	 CREATE FUNCTION stackd_fence(ss text, h text, e bigint) RETURNS void LANGUAGE plpgsql AS $$
+	 BEGIN
+		PERFORM 1 FROM stackd_leases
+			WHERE stack_set = ss AND holder = h AND epoch = e AND expires > clock_timestamp()
+			FOR SHARE;
+		IF NOT FOUND THEN
+			RAISE EXCEPTION 'lease of stack set % (holder %, epoch %) is no longer held', ss, h, e
+				USING ERRCODE = 'SDL01';
+		END IF;
+	 END $$`,
 }
 
 const (
@@ -283,11 +299,15 @@ func (b *pgBackend) unseal(key, val []byte) ([]byte, error) {
 }
 
 func (b *pgBackend) update(fn func(kvTxn) error) error {
-	return b.run(`BEGIN ISOLATION LEVEL SERIALIZABLE`, fn)
+	return b.run(`BEGIN ISOLATION LEVEL SERIALIZABLE`, nil, fn)
+}
+
+func (b *pgBackend) updateFenced(l Lease, fn func(kvTxn) error) error {
+	return b.run(`BEGIN ISOLATION LEVEL SERIALIZABLE`, &l, fn)
 }
 
 func (b *pgBackend) view(fn func(kvTxn) error) error {
-	return b.run(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`, fn)
+	return b.run(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`, nil, fn)
 }
 
 // run runs fn in one transaction begun with begin, and commits it. A
@@ -296,9 +316,9 @@ func (b *pgBackend) view(fn func(kvTxn) error) error {
 // transaction run again on another, as nothing of it can have happened;
 // a connection lost later, with the commit in flight, is an error, since
 // the commit may or may not have happened.
-func (b *pgBackend) run(begin string, fn func(kvTxn) error) error {
+func (b *pgBackend) run(begin string, fence *Lease, fn func(kvTxn) error) error {
 	for attempt := 0; ; attempt++ {
-		err := b.runOnce(begin, fn)
+		err := b.runOnce(begin, fence, fn)
 		var ce *pgConnError
 		if !errors.As(err, &ce) || !ce.retry || attempt == pgConnRetries {
 			return err
@@ -306,7 +326,7 @@ func (b *pgBackend) run(begin string, fn func(kvTxn) error) error {
 	}
 }
 
-func (b *pgBackend) runOnce(begin string, fn func(kvTxn) error) error {
+func (b *pgBackend) runOnce(begin string, fence *Lease, fn func(kvTxn) error) error {
 	if b.isClosed.Load() {
 		return ErrClosed
 	}
@@ -316,7 +336,7 @@ func (b *pgBackend) runOnce(begin string, fn func(kvTxn) error) error {
 	if err != nil {
 		return pgConvert(err)
 	}
-	t := &pgTxn{ctx: ctx, b: b, conn: conn, begin: begin, pending: map[string]int{}}
+	t := &pgTxn{ctx: ctx, b: b, conn: conn, begin: begin, pending: map[string]int{}, fence: fence}
 	defer t.release()
 	if err := fn(t); err != nil {
 		return err
@@ -367,9 +387,9 @@ func (b *pgBackend) close() error {
 // operation, held until the commit, serialises the appends of all stores,
 // and READ COMMITTED lets each read the last event its predecessor
 // committed. Two round trips: BEGIN, lock and read; write and COMMIT.
-func (b *pgBackend) appendEvent(opIDKey, prefix []byte, build func(seq uint64) ([]byte, []byte, error)) (uint64, error) {
+func (b *pgBackend) appendEvent(fence *Lease, opIDKey, prefix []byte, build func(seq uint64) ([]byte, []byte, error)) (uint64, error) {
 	for attempt := 0; ; attempt++ {
-		seq, err := b.appendEventOnce(opIDKey, prefix, build)
+		seq, err := b.appendEventOnce(fence, opIDKey, prefix, build)
 		var ce *pgConnError
 		if !errors.As(err, &ce) || !ce.retry || attempt == pgConnRetries {
 			return seq, err
@@ -377,7 +397,7 @@ func (b *pgBackend) appendEvent(opIDKey, prefix []byte, build func(seq uint64) (
 	}
 }
 
-func (b *pgBackend) appendEventOnce(opIDKey, prefix []byte, build func(seq uint64) ([]byte, []byte, error)) (uint64, error) {
+func (b *pgBackend) appendEventOnce(fence *Lease, opIDKey, prefix []byte, build func(seq uint64) ([]byte, []byte, error)) (uint64, error) {
 	if b.isClosed.Load() {
 		return 0, ErrClosed
 	}
@@ -387,7 +407,7 @@ func (b *pgBackend) appendEventOnce(opIDKey, prefix []byte, build func(seq uint6
 	if err != nil {
 		return 0, pgConvert(err)
 	}
-	t := &pgTxn{ctx: ctx, b: b, conn: conn, begin: `BEGIN ISOLATION LEVEL READ COMMITTED`, pending: map[string]int{}}
+	t := &pgTxn{ctx: ctx, b: b, conn: conn, begin: `BEGIN ISOLATION LEVEL READ COMMITTED`, pending: map[string]int{}, fence: fence}
 	defer t.release()
 	batch := &pgx.Batch{}
 	batch.Queue(t.begin)
@@ -458,6 +478,8 @@ type pgTxn struct {
 	// writes in order; pending maps a key to its latest write.
 	writes  []pgWrite
 	pending map[string]int
+	// fence, if set, is the lease the commit checks (stackd_fence).
+	fence *Lease
 }
 
 type pgWrite struct {
@@ -647,6 +669,11 @@ func (t *pgTxn) commit() error {
 	if !t.begun {
 		b.Queue(t.begin)
 	}
+	if t.fence != nil {
+		// Before the writes, in their transaction: it locks the lease
+		// row until the commit, so a taker waits for this commit.
+		b.Queue(`SELECT stackd_fence($1, $2, $3)`, t.fence.StackSet, t.fence.Holder, int64(t.fence.Epoch))
+	}
 	t.queueWrites(b)
 	b.Queue(`COMMIT`)
 	t.begun = true
@@ -679,6 +706,8 @@ func pgConvert(err error) error {
 			return fmt.Errorf("%w: %s", ErrConflict, pe.Message)
 		case "54000": // program limit exceeded
 			return fmt.Errorf("%w: %s", ErrTooLarge, pe.Message)
+		case pgLeaseLost:
+			return fmt.Errorf("%w: %s", ErrLeaseLost, pe.Message)
 		}
 		return fmt.Errorf("postgresql: %s (SQLSTATE %s)", pe.Message, pe.Code)
 	}

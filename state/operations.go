@@ -279,7 +279,7 @@ func (s *Store) AppendEvent(ev Event) (Event, error) {
 		return Event{}, fmt.Errorf("append event to operation %s: %w", ev.OperationID, err)
 	}
 	if ea, ok := s.kv.(eventAppender); ok {
-		seq, err := ea.appendEvent(operationIDKey(ev.OperationID), eventsPrefix(ev.OperationID), func(seq uint64) ([]byte, []byte, error) {
+		seq, err := ea.appendEvent(s.fence, operationIDKey(ev.OperationID), eventsPrefix(ev.OperationID), func(seq uint64) ([]byte, []byte, error) {
 			ev.Seq = seq
 			b, err := encode(ev)
 			return eventKey(ev.OperationID, seq), b, err
@@ -372,10 +372,11 @@ func lastEventSeq(txn kvTxn, opID string) uint64 {
 // (several stores share it, so the store's counters cannot): appendEvent
 // takes the next number after the operation's last event, writes what
 // build makes of it, and commits, with appends of one operation
-// serialised until their commit. Errors: ErrNotFound (wrapped) if
-// opIDKey does not exist.
+// serialised until their commit; with a fence, only while that lease is
+// held. Errors: ErrNotFound (wrapped) if opIDKey does not exist,
+// ErrLeaseLost.
 type eventAppender interface {
-	appendEvent(opIDKey, prefix []byte, build func(seq uint64) (key, val []byte, err error)) (uint64, error)
+	appendEvent(fence *Lease, opIDKey, prefix []byte, build func(seq uint64) (key, val []byte, err error)) (uint64, error)
 }
 
 func stripe(id string) int {

@@ -148,3 +148,6 @@ func tail(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// openedOnPostgres reports whether newStore opens PostgreSQL stores.
+func openedOnPostgres() bool { return os.Getenv(envTestDSN) != "" }

@@ -93,6 +93,10 @@ type Store struct {
 	// state is a directory (nil on PostgreSQL).
 	kv backend
 	db *badger.DB
+	// fence, if set, is the lease every write of this store is fenced
+	// by; parent is the store this one is a fenced view of (see Fenced).
+	fence  *Lease
+	parent *Store
 	// key encrypts the state and its backups at rest (nil: not).
 	key []byte
 	// dir is the state directory; writes are refused (ErrNoSpace) while
@@ -282,6 +286,9 @@ func (s *Store) gcLoop(interval time.Duration, done func()) {
 // Errors: ErrNoSpace (wrapped) when it did not close for lack of space; a
 // wrapped Badger error if flushing or closing failed.
 func (s *Store) Close() error {
+	if s.parent != nil {
+		return nil // a fenced view: its parent owns the backend
+	}
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		s.wg.Wait()
@@ -349,7 +356,12 @@ func (s *Store) update(fn func(txn kvTxn) error) error {
 		return err
 	}
 	for attempt := 0; ; attempt++ {
-		err := s.kv.update(fn)
+		var err error
+		if s.fence != nil {
+			err = s.kv.(leaser).updateFenced(*s.fence, fn)
+		} else {
+			err = s.kv.update(fn)
+		}
 		if !errors.Is(err, ErrConflict) || attempt == maxRetries {
 			return err
 		}
