@@ -204,14 +204,14 @@ func fromGitLab(s string) StatusState {
 }
 
 // CommitStatus returns the latest status named context on sha (GET
-// /projects/:id/repository/commits/:sha/statuses?name=..., newest first).
+// /projects/:id/repository/commits/:sha/statuses?name=...: the latest of
+// each name).
 // An Error state reads back as Failure (GitLab has one failed state).
 func (c *GitLabClient) CommitStatus(ctx context.Context, sha, context string) (Status, bool, error) {
 	var got *glStatus
 	var page []glStatus
-	err := c.list(ctx, c.path("repository", "commits", sha, "statuses"), url.Values{"name": {context}, "all": {"true"}}, func(http.Header) any { page = nil; return &page }, func() {
-		// GitLab lists the newest first; keep the highest id would need
-		// ids: the first match is the newest.
+	err := c.list(ctx, c.path("repository", "commits", sha, "statuses"), url.Values{"name": {context}}, func(http.Header) any { page = nil; return &page }, func() {
+		// Without all=true GitLab lists the latest status of each name.
 		for i := range page {
 			if got == nil && page[i].Name == context {
 				s := page[i]

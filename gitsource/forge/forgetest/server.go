@@ -564,11 +564,20 @@ func (s *Server) listStatuses(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	var sel []StatusRecord
 	if s.Kind == forge.GitLab {
-		// Every status, newest first, filtered by name.
+		// The latest status of each name (every one with all=true, in
+		// the order posted), filtered by name.
 		name := r.URL.Query().Get("name")
-		for i := len(s.statuses) - 1; i >= 0; i-- {
-			st := s.statuses[i]
-			if st.SHA == sha && (name == "" || st.Context == name) {
+		src := s.latest(sha)
+		if r.URL.Query().Get("all") == "true" {
+			src = nil
+			for _, st := range s.statuses {
+				if st.SHA == sha {
+					src = append(src, st)
+				}
+			}
+		}
+		for _, st := range src {
+			if name == "" || st.Context == name {
 				sel = append(sel, st)
 			}
 		}
