@@ -259,7 +259,10 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 		// Planned when the pass validated the commit, against this same
 		// recorded state (one operation per stack set at a time).
 	case w.action == changeset.InstanceDelete:
-		plan = engine.PlanDestroy(&engine.Instance{Name: o.j.name, StackSetID: ssID, Target: t, DeclaredTypes: o.r.declaredTypes(o.j), Caller: config.CallerAccount(o.j.desired)}, recorded)
+		// StackSet: a removed target's destroy-time provisioners run (nil
+		// when the stack set itself was removed, as Terraform runs none
+		// without the configuration).
+		plan = engine.PlanDestroy(&engine.Instance{StackSet: o.j.desired, Name: o.j.name, StackSetID: ssID, Target: t, DeclaredTypes: o.r.declaredTypes(o.j), Caller: config.CallerAccount(o.j.desired)}, recorded)
 	default:
 		if err := o.plan(ctx, t, recorded, &plan); err != nil {
 			if o.r.stopping(ctx) {

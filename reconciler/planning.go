@@ -251,7 +251,7 @@ func (r *Reconciler) takePlan(ctx context.Context, j *job, dc instanceDecision, 
 		if ip == nil {
 			return nil, nil, nil
 		}
-		w.plan = engine.PlanDestroy(&engine.Instance{Name: j.name, StackSetID: j.id(), Target: t, Prior: prior.of(ctx, dc.recorded), DeclaredTypes: r.declaredTypes(j), Caller: config.CallerAccount(j.desired)}, sp.removed[t])
+		w.plan = engine.PlanDestroy(&engine.Instance{StackSet: j.desired, Name: j.name, StackSetID: j.id(), Target: t, Prior: prior.of(ctx, dc.recorded), DeclaredTypes: r.declaredTypes(j), Caller: config.CallerAccount(j.desired)}, sp.removed[t])
 		return &changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: changeset.InstanceDelete, Changes: w.plan.Changes()}, nil, nil
 	case ip == nil:
 		return nil, nil, nil
