@@ -52,7 +52,7 @@ func (w *walker) expandBy(addr string, count, forEach hcl.Expression, ctx *hcl.E
 			return nil, diags
 		}
 		if !v.IsWhollyKnown() {
-			return nil, diags.Append(config.Errorf(count.Range(), "Invalid count argument", "The count of %s depends on values known only after apply; it must be known at plan time.", addr))
+			return nil, diags.Append(config.Errorf(count.Range(), "Invalid count argument", "%s", unknownCountDetail))
 		}
 		if v.IsMarked() {
 			return nil, diags.Append(config.Errorf(count.Range(), "Invalid count argument", "The count of %s is derived from a sensitive value; count must not be sensitive.", addr))
@@ -83,8 +83,14 @@ func (w *walker) expandBy(addr string, count, forEach hcl.Expression, ctx *hcl.E
 		bad := func(why string) ([]expansion, hcl.Diagnostics) {
 			return nil, diags.Append(config.Errorf(forEach.Range(), "Invalid for_each argument", "The for_each of %s %s; it must be a map, or a set of strings, known at plan time and not sensitive.", addr, why))
 		}
-		if !v.IsWhollyKnown() {
-			return bad("depends on values known only after apply")
+		if ty := v.Type(); !v.IsKnown() || !ty.IsMapType() && !ty.IsObjectType() && !v.IsWhollyKnown() {
+			// A map's keys must be known, its values need not be (each.value
+			// may be known only after apply); a set's elements are the keys.
+			detail := unknownForEachMapDetail // what Terraform says but of a set
+			if ty.IsSetType() || ty.IsListType() || ty.IsTupleType() {
+				detail = unknownForEachSetDetail
+			}
+			return nil, diags.Append(config.Errorf(forEach.Range(), "Invalid for_each argument", "%s", detail))
 		}
 		sensitive := func() ([]expansion, hcl.Diagnostics) {
 			return nil, diags.Append(config.Errorf(forEach.Range(), "Invalid for_each argument",
@@ -143,6 +149,18 @@ func (w *walker) expandBy(addr string, count, forEach hcl.Expression, ctx *hcl.E
 	}
 	return []expansion{{addr: addr}}, nil
 }
+
+// Terraform's words for a count or for_each known only after apply
+// (without its suggestion of -target, an option stackd has not).
+const (
+	unknownCountDetail      = `The "count" value depends on resource attributes that cannot be determined until apply, so Terraform cannot predict how many instances will be created.`
+	unknownForEachMapDetail = `The "for_each" map includes keys derived from resource attributes that cannot be determined until apply, and so Terraform cannot determine the full set of keys that will identify the instances of this resource.
+
+When working with unknown values in for_each, it's better to define the map keys statically in your configuration and place apply-time results only in the map values.`
+	unknownForEachSetDetail = `The "for_each" set includes values derived from resource attributes that cannot be determined until apply, and so Terraform cannot determine the full set of keys that will identify the instances of this resource.
+
+When working with unknown values in for_each, it's better to use a map value where the keys are defined statically in your configuration and where only the values contain apply-time results.`
+)
 
 // countResources counts n more resource instances of the instance (across
 // its modules), before they are expanded: over MaxResourcesPerInstance it

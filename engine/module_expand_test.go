@@ -284,3 +284,87 @@ moved {
 		t.Errorf("move to an instance of a call without count: got %q, want Moved object still exists", diags.Error())
 	}
 }
+
+// TestForEachOverResources: for_each may range over another resource
+// with for_each (or any map whose keys are known at plan), each.value
+// being its object with what is known only after apply unknown; a count,
+// or for_each keys, known only after apply are refused with Terraform's
+// words at the expression.
+func TestForEachOverResources(t *testing.T) {
+	rec := newRecorder()
+	reg := provider.Registry{"rec": rec}
+	e := New(reg)
+	defs := strings.Replace(modDefs, `vars     = { level = "warn" }`, "", 1)
+	main := `
+resource "rec" "a" {
+  for_each = toset(["x", "y"])
+  name     = "a-${each.key}"
+}
+resource "rec" "b" {
+  for_each = rec.a
+  name     = "b-${each.key}"
+  content  = each.value.id
+}
+resource "rec" "n" {
+  count = length(rec.a)
+  name  = "n-${count.index}"
+}
+`
+	inst := &Instance{StackSet: mustLoad(t, map[string]string{"d.hcl": defs, "t/main.hcl": main}, reg).StackSet("s"), StackSetID: "i", Target: config.Target{Region: "r", Account: "a"}}
+	p, diags := e.Plan(inst, nil)
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	for _, rp := range p.Resources {
+		if strings.HasPrefix(rp.Address, "rec.b[") && rp.After.GetAttr("content").IsKnown() {
+			t.Errorf("%s: content %#v, want unknown until rec.a is applied", rp.Address, rp.After.GetAttr("content"))
+		}
+	}
+	if diff := cmp.Diff(map[string]string{
+		`rec.a["x"]`: "Create", `rec.a["y"]`: "Create", `rec.b["x"]`: "Create", `rec.b["y"]`: "Create", "rec.n[0]": "Create", "rec.n[1]": "Create",
+	}, actions(p)); diff != "" {
+		t.Fatalf("plan (-want +got):\n%s", diff)
+	}
+	j := newJournal()
+	if _, err := e.Apply(context.Background(), p, j, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.world["phys-b-y"].GetAttr("content").AsString(); got != "phys-a-y" {
+		t.Errorf(`rec.b["y"] applied with content %q, want rec.a["y"]'s id phys-a-y`, got)
+	}
+	if again, _ := e.Plan(inst, j.list()); again.HasChanges() {
+		t.Errorf("re-plan after apply: %v, want no changes", actions(again))
+	}
+
+	for name, tc := range map[string]struct{ meta, summary, detail string }{
+		"map keys":  {`for_each = { (rec.a["x"].id) = 1 }`, "Invalid for_each argument", `The "for_each" map includes keys derived from resource attributes that cannot be determined until apply`},
+		"set":       {`for_each = toset([rec.a["x"].id])`, "Invalid for_each argument", `The "for_each" set includes values derived from resource attributes that cannot be determined until apply`},
+		"count":     {`count = length(rec.a["x"].id)`, "Invalid count argument", `The "count" value depends on resource attributes that cannot be determined until apply`},
+		"keys only": {`for_each = { for k, v in rec.a : k => v.id }`, "", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			files := map[string]string{"d.hcl": defs, "t/main.hcl": `
+resource "rec" "a" {
+  for_each = toset(["x", "y"])
+  name     = "a-${each.key}"
+}
+resource "rec" "c" {
+  ` + tc.meta + `
+  name = "c"
+}
+`}
+			inst := &Instance{StackSet: mustLoad(t, files, reg).StackSet("s"), StackSetID: "i", Target: config.Target{Region: "r", Account: "a"}}
+			_, diags := e.Plan(inst, nil)
+			if tc.summary == "" {
+				if diags.HasErrors() {
+					t.Fatalf("got %v, want no error (the keys are known, the values need not be)", diags)
+				}
+				return
+			}
+			if len(diags) != 1 || diags[0].Summary != tc.summary || !strings.HasPrefix(diags[0].Detail, tc.detail) ||
+				diags[0].Subject == nil || diags[0].Subject.Start.Line != 7 {
+				t.Errorf("got %v, want one %q at t/main.hcl:7 saying %q", diags, tc.summary, tc.detail)
+			}
+		})
+	}
+}

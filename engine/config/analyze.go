@@ -77,15 +77,10 @@ func (t *Template) analyze(reg provider.Registry) hcl.Diagnostics {
 		g.Add(addr)
 		ranges[addr] = r.DeclRange
 		for _, meta := range []hcl.Expression{r.Count, r.ForEach} {
-			for _, ent := range check(addr, meta, false, false) {
-				if _, isRes := reg[strings.SplitN(ent, ".", 2)[0]]; isRes {
-					diags = diags.Append(&hcl.Diagnostic{
-						Severity: hcl.DiagError, Summary: "Invalid count or for_each argument",
-						Detail:  fmt.Sprintf("count and for_each must be known before apply; they cannot refer to %s. Use variables, locals or target values.", ent),
-						Subject: meta.Range().Ptr(),
-					})
-				}
-			}
+			// Other resources may be referred to, as in Terraform: the
+			// engine refuses a count, or for_each keys, that are unknown
+			// at plan time (engine/expand.go).
+			check(addr, meta, false, false)
 		}
 		for pname, a := range r.Properties {
 			r.refs[pname] = check(addr, a.Expr, r.Count != nil, r.ForEach != nil)
