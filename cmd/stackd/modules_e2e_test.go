@@ -159,10 +159,17 @@ func TestRemoteModulesEndToEnd(t *testing.T) {
 	runGit(t, f.repo, "checkout", "-q", "-b", "feature/evil")
 	tmpl := filepath.Join(f.repo, "templates", "app", "main.tf")
 	writeTree(t, f.repo, map[string]string{"templates/app/main.tf": readFile(t, tmpl) + "module \"evil\" {\n  source = \"git::" + g.url("evil.git") + "?ref=v1\"\n}\n"})
+	f.commit(t, "a module of my own, unpinned")
+	runGit(t, f.repo, "checkout", "-q", "main")
+	res = stackd(t, append([]string{"plan", "--ref", "feature/evil"}, f.flags(modFlags...)...)...)
+	if !strings.Contains(res.String(), "may only use module sources the deploy branch's lock pins") {
+		t.Errorf("a pull-request branch's unpinned module source: %s", res)
+	}
+	runGit(t, f.repo, "checkout", "-q", "feature/evil")
 	lockText := readFile(t, filepath.Join(f.repo, ".stackd-modules.lock"))
 	evilHead := runGit(t, filepath.Join(base, "evil.git"), "rev-parse", "v1")
 	writeTree(t, f.repo, map[string]string{".stackd-modules.lock": lockText + "\nmodule \"git::" + g.url("evil.git") + "?ref=v1\" {\n  commit = \"" + evilHead + "\"\n}\n"})
-	f.commit(t, "a module of my own")
+	f.commit(t, "and its pin")
 	runGit(t, f.repo, "checkout", "-q", "main")
 	res = stackd(t, append([]string{"plan", "--ref", "feature/evil"}, f.flags(modFlags...)...)...)
 	if !strings.Contains(res.String(), "Module not fetched for an untrusted branch") {
