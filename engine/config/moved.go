@@ -192,7 +192,7 @@ func (t *Template) addRemoved(b *hcl.Block) hcl.Diagnostics {
 			diags = append(diags, boolAttr(lc.Attributes["destroy"], &rm.Destroy)...)
 		default:
 			diags = diags.Append(Errorf(inner.DefRange, "Unsupported "+inner.Type+" block",
-				"stackd runs no provisioners: a %s block in a removed block is refused rather than skipped. Remove it, or destroy the object with a command resource.", inner.Type))
+				"stackd does not run the provisioners of a removed block (Terraform runs its when = destroy provisioners as it destroys the object): a %s block here is refused rather than skipped. Keep the resource block, with its destroy-time provisioner, until its objects are destroyed (e.g. count = 0), then remove it.", inner.Type))
 		}
 	}
 	t.Removed = append(t.Removed, rm)
