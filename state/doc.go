@@ -16,7 +16,9 @@
 // backend; on PostgreSQL a commit is durable when it returns, and Sync
 // does nothing. Backups have one format: a Badger backup restores into
 // PostgreSQL (RestoreInto) and a PostgreSQL backup into a directory
-// (Restore).
+// (Restore). Only PostgreSQL has leases (lease.go): one owner per stack set
+// at a time, and Fenced stores whose writes commit only while their
+// owner's lease is held.
 //
 // # Invariants
 //

@@ -188,3 +188,72 @@ func TestLeasesNeedPostgres(t *testing.T) {
 		t.Errorf("Fenced on Badger: %v, want ErrNotShared", err)
 	}
 }
+
+// TestFencedWritesStopAtTakeover: an owner writing in a loop while its
+// lease expires and another replica takes over: once the takeover
+// returns, no write of the old owner lands (its in-flight write, if any,
+// committed before the takeover did).
+func TestFencedWritesStopAtTakeover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	dsn := pgDatabase(t)
+	a, err := OpenPostgres(dsn, PostgresOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := OpenPostgres(dsn, PostgresOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ss := mustCreate(t, a, "web")
+	la, err := a.AcquireLease(ss.ID, "replica-a", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa, err := a.Fenced(la)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		i := 0
+		for ; ; i++ {
+			if i == 5 {
+				close(started)
+			}
+			err := fa.SetMeta("counter", []byte(itoa(i)))
+			if errors.Is(err, ErrLeaseLost) {
+				break
+			}
+			if err != nil {
+				t.Errorf("fenced write %d: %v", i, err)
+				break
+			}
+		}
+		done <- i
+	}()
+	<-started
+	expireLease(t, dsn, ss.ID)
+	if _, err := b.AcquireLease(ss.ID, "replica-b", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	atTakeover, err := b.Meta("counter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := <-done
+	final, err := b.Meta("counter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(final) != string(atTakeover) {
+		t.Errorf("counter was %s at the takeover and %s after: the old owner wrote after losing its lease", atTakeover, final)
+	}
+	if string(final) != itoa(refused-1) {
+		t.Errorf("the last write that succeeded was %d, the state holds %s", refused-1, final)
+	}
+}

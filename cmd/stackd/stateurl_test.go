@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -89,5 +90,40 @@ func TestStateURL(t *testing.T) {
 	mustStackd(t, f2...)
 	if res := mustStackd(t, append([]string{"state", "check"}, db2...)...); !strings.Contains(res.stdout, "state is consistent") {
 		t.Errorf("state check after apply on the restored database: %s", res)
+	}
+}
+
+// TestRunStateURL: `stackd run --state-url` deploys into the database and
+// never logs the password; its state survives the daemon.
+func TestRunStateURL(t *testing.T) {
+	t.Parallel()
+	const password = "run-pa55-word"
+	c := pgtest.Start(t, pgtest.Options{Password: password})
+	pwFile := filepath.Join(t.TempDir(), "pgpassword")
+	if err := os.WriteFile(pwFile, []byte(password), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := []string{"--state-url", c.NewDatabase(t, password), "--state-password-file", pwFile}
+	f := newFixture(t)
+	rev := runGit(t, f.repo, "rev-parse", "HEAD")
+	d := startDaemon(t, append([]string{"--repo", f.repo, "--targets-root", f.targets, "--log-format", "json", "--log-level", "debug",
+		"--interval", "1h", "--listen", "127.0.0.1:0"}, db...)...)
+	addr := d.addr(t)
+	eventually(t, time.Minute, func() bool {
+		code, h, _ := readyz(addr)
+		return code == 200 && h.Revision == rev
+	}, "the daemon never deployed %s; logs:\n%s", rev, d.logs)
+	if err := d.stop(t); err != nil {
+		t.Fatalf("stackd run: %v\n%s", err, d.logs)
+	}
+	if strings.Contains(d.logs.String(), password) {
+		t.Error("the daemon logged the database password")
+	}
+	status := mustStackd(t, append([]string{"status", "--json"}, db...)...).stdout
+	if !strings.Contains(status, `"web"`) {
+		t.Errorf("status after the daemon stopped shows no stack set web:\n%s", status)
+	}
+	if res := mustStackd(t, append([]string{"state", "check"}, db...)...); !strings.Contains(res.stdout, "state is consistent") {
+		t.Errorf("state check: %s", res)
 	}
 }
