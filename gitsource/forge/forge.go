@@ -217,8 +217,15 @@ func commentBody(c Comment, limit int) string {
 	}
 	note += "\n"
 	keep := limit - utf8.RuneCountInString(note) - 5
-	r := []rune(body)
-	cut := string(r[:keep])
+	cut := body
+	n := 0
+	for i := range body { // the byte offset of rune keep
+		if n == keep {
+			cut = body[:i]
+			break
+		}
+		n++
+	}
 	// Close a code fence left open, so the note renders as text.
 	if strings.Count(cut, "```")%2 == 1 {
 		cut += "\n```"
