@@ -50,7 +50,7 @@ const maxOpenModules = 32
 
 // ModulesOptions configures [NewModules].
 type ModulesOptions struct {
-	// CacheDir holds the repositories (created 0700).
+	// CacheDir holds the repositories (created 0700 when first needed).
 	CacheDir string
 	// FetchTimeout bounds one network operation. Default 60s.
 	FetchTimeout time.Duration
@@ -82,9 +82,8 @@ func NewModules(opts ModulesOptions) (*Modules, error) {
 	if opts.MaxRepositories <= 0 {
 		opts.MaxRepositories = 256
 	}
-	if err := os.MkdirAll(opts.CacheDir, privateDirMode); err != nil {
-		return nil, fmt.Errorf("module cache %s: %w", opts.CacheDir, err)
-	}
+	// The directory is made by the first fetch: a daemon whose templates
+	// call no remote module writes nothing.
 	return &Modules{opts: opts}, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/engine/config"
+	"github.com/stackd/stackd/gitsource"
 	"github.com/stackd/stackd/internal/secrets"
 	"github.com/stackd/stackd/reconciler"
 )
@@ -20,6 +21,7 @@ func newValidateCommand() *cobra.Command {
 	var (
 		allowCommand bool
 		plugins      pluginFlags
+		modules      moduleFlags
 		stateDir     string
 	)
 	cmd := &cobra.Command{
@@ -53,6 +55,12 @@ func newValidateCommand() *cobra.Command {
 			defer pool.Close()
 			defer resolver.Close()
 			eng.SetPluginResolver(resolver)
+			// Remote module sources at the pins of the module lock (modules.go).
+			mf, err := modules.fetcher(stateDir, "", gitsource.Auth{})
+			if err != nil {
+				return err
+			}
+			eng.SetModuleFetcher(mf)
 			defs, diags := eng.Load(secrets.New(os.DirFS(args[0])), ".")
 			if !diags.HasErrors() {
 				// Without the state, the override rules that depend on it
@@ -95,6 +103,7 @@ func newValidateCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&allowCommand, "allow-command", true, "allow the command provider")
 	cmd.Flags().StringVar(&stateDir, "state-dir", ".stackd/state", "state directory whose parent holds the provider cache and lock file (see --plugin-cache-dir, --plugin-lock-file)")
 	plugins.add(cmd.Flags())
+	modules.add(cmd.Flags())
 	return cmd
 }
 
