@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -300,5 +301,77 @@ func TestImportStateTainted(t *testing.T) {
 	plan := stackd(t, append([]string{"plan", "--detailed-exitcode"}, f.flags()...)...)
 	if plan.code() != 2 || !strings.Contains(plan.stdout, "terraform_data.single") || !strings.Contains(plan.stdout, "tainted") {
 		t.Fatalf("plan: exit %d, want 2 with the tainted terraform_data.single replaced:\n%s", plan.code(), plan)
+	}
+}
+
+// TestImportStateTerraformProvider: a workspace of a Terraform provider
+// plugin (p6, built from source; its state written once by Terraform
+// 1.11.4 from internal/tfstate/testdata/p6) imports with the provider's
+// schema version, configuration and sensitive attributes; the plan after
+// it is a no-op and a change of one argument updates that object only.
+func TestImportStateTerraformProvider(t *testing.T) {
+	t.Parallel()
+	plugins := providerPluginDir(t)
+	dir := t.TempDir()
+	f := &fixture{repo: filepath.Join(dir, "repo"), state: filepath.Join(dir, "stackd", "state"), targets: filepath.Join(dir, "targets")}
+	world := filepath.Join(dir, "world")
+	if err := os.MkdirAll(world, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	golden := "../../internal/tfstate/testdata/p6"
+	writeTree(t, f.repo, map[string]string{
+		"things.hcl": `stack_set "things" {
+  template = "./templates/things"
+  vars     = { world = "` + world + `" }
+  deployment_targets {
+    regions  = ["eu-west-1"]
+    accounts = ["111111111111"]
+  }
+}
+`,
+		"templates/things/main.tf": readFile(t, filepath.Join(golden, "main.tf")),
+	})
+	runGit(t, f.repo, "init", "-q")
+	f.commit(t, "The p6 workspace as a stack set")
+	flags := f.flags("--plugin-dir", plugins)
+	res := mustStackd(t, append([]string{"import-state", "things", "--target", "eu-west-1/111111111111", filepath.Join(golden, "terraform.tfstate")}, flags...)...)
+	if !strings.Contains(res.stdout, "Imported 2 resources") || !strings.Contains(res.stdout, "no changes") {
+		t.Fatalf("import-state said:\n%s", res)
+	}
+	plan := stackd(t, append([]string{"plan", "--detailed-exitcode", "-o", "json"}, flags...)...)
+	if plan.code() != 0 {
+		t.Fatalf("plan after the import: exit %d, want 0:\n%s", plan.code(), plan)
+	}
+	for _, secret := range []string{"resource-secret-value", "provider-token-secret"} {
+		if strings.Contains(res.stdout+res.stderr+plan.stdout+plan.stderr, secret) {
+			t.Fatalf("%s shows:\n%s\n%s", secret, res, plan)
+		}
+	}
+	st, err := state.Open(f.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := st.StackSetByName("things")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := st.Resources(ss.ID, "eu-west-1", "111111111111")
+	st.Close()
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("got %d records (%v), want 2", len(recs), err)
+	}
+	for _, r := range recs {
+		if r.SchemaVersion != 1 || r.Provider == "" || len(r.ProviderConfig) == 0 || r.PhysicalID != "eu-west-1-app-"+r.Address[len(`p6_thing.app["`):len(`p6_thing.app["`)+1] {
+			t.Errorf("%s: schema version %d, provider %q, config %d bytes, id %q", r.Address, r.SchemaVersion, r.Provider, len(r.ProviderConfig), r.PhysicalID)
+		}
+		if !slices.Contains(r.Sensitive, "secret") {
+			t.Errorf("%s: sensitive %v, want secret among them", r.Address, r.Sensitive)
+		}
+	}
+	replaceIn(t, f.repo, "templates/things/main.tf", `content  = "hello ${each.key}"`, `content  = each.key == "a" ? "changed" : "hello ${each.key}"`)
+	f.commit(t, "Change a's content")
+	plan = stackd(t, append([]string{"plan", "--detailed-exitcode"}, flags...)...)
+	if plan.code() != 2 || !strings.Contains(plan.stdout, `p6_thing.app["a"]`) || strings.Contains(plan.stdout, `p6_thing.app["b"]`) || !strings.Contains(plan.stdout, "0 to add, 1 to change, 0 to replace") {
+		t.Fatalf("plan: exit %d, want an update of p6_thing.app[\"a\"] only:\n%s", plan.code(), plan)
 	}
 }
