@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
 
 	"github.com/stackd/stackd/engine/config"
 	"github.com/stackd/stackd/engine/provider"
@@ -249,6 +251,23 @@ func (p enginePlugins) ProviderConfigSchema(name string) (provider.Schema, bool)
 func (p enginePlugins) DataSource(typ string) (provider.DataSource, bool) { return p.e.dataSource(typ) }
 func (p enginePlugins) Registry() provider.Registry                       { return p.e.registry() }
 func (p enginePlugins) Lookup(typ string) (provider.Provider, bool)       { return p.e.lookup(typ) }
+
+var _ config.FunctionPlugins = enginePlugins{}
+
+// ProviderFunctions gives loading the provider-defined functions of a
+// required provider (config.FunctionPlugins), through the plugin
+// resolver.
+func (p enginePlugins) ProviderFunctions(req provider.ProviderRequirement, untrusted bool) (map[string]function.Function, error) {
+	p.e.plugins.mu.RLock()
+	r := p.e.plugins.resolver
+	p.e.plugins.mu.RUnlock()
+	fr, ok := r.(provider.FunctionResolver)
+	if !ok {
+		return nil, errors.New("this stackd's provider plugins serve no functions")
+	}
+	req.LockedOnly = req.LockedOnly || untrusted
+	return fr.Functions(context.Background(), req)
+}
 
 // ModuleFetcher is the fetcher of remote module sources loading uses.
 func (p enginePlugins) ModuleFetcher() config.ModuleFetcher { return p.e.modules }
