@@ -23,7 +23,8 @@ type Reviews struct {
 	// PerStackSet: stackd/deploy is set once per stack set
 	// (stackd/deploy/<name>) instead of once per commit.
 	PerStackSet bool
-	// ListTimeout bounds OpenPullRequests (default 30s).
+	// ListTimeout bounds OpenPullRequests (default 10s): a forge that
+	// hangs delays a pass's branch planning by no more.
 	ListTimeout time.Duration
 
 	mu       sync.Mutex
@@ -40,7 +41,7 @@ func (r *Reviews) OpenPullRequests(ctx context.Context) (map[string]PullRequest,
 	}
 	d := r.ListTimeout
 	if d <= 0 {
-		d = 30 * time.Second
+		d = 10 * time.Second
 	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
