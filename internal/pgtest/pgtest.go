@@ -87,60 +87,64 @@ func Start(t testing.TB, opts ...Options) *Cluster {
 	if err != nil {
 		t.Skipf("pgtest: %v", err)
 	}
-	c, err := start(t, bin, o)
-	if err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
+	// The temporary directory first: cleanups run last-in first-out, so
+	// the server is stopped before its directory is removed.
+	root := t.TempDir()
+	c := &Cluster{bin: bin}
 	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("pgtest: %v", err)
+		if c.data != "" {
+			if err := c.Stop(); err != nil {
+				t.Errorf("pgtest: %v", err)
+			}
 		}
 		if c.sockDir != "" {
 			os.RemoveAll(c.sockDir)
 		}
 	})
+	if err := c.start(root, o); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
 	return c
 }
 
-func start(t testing.TB, bin string, o Options) (*Cluster, error) {
-	root := t.TempDir()
-	c := &Cluster{bin: bin, data: filepath.Join(root, "data"), logFile: filepath.Join(root, "postgres.log")}
+func (c *Cluster) start(root string, o Options) error {
+	c.data, c.logFile = filepath.Join(root, "data"), filepath.Join(root, "postgres.log")
 	if os.Geteuid() == 0 {
 		cred, err := unprivileged()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		c.cred = cred
 		// The postmaster, running as cred, must traverse root's parents
 		// (t.TempDir's per-test directory is 0700) and own root.
 		if err := os.Chmod(filepath.Dir(root), 0o711); err != nil {
-			return nil, err
+			return err
 		}
 		if err := os.Chown(root, int(cred.Uid), int(cred.Gid)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	// The socket's path must fit into sun_path (107 bytes): a test's
 	// temporary directory can be longer, so the socket gets a short one.
 	sock, err := os.MkdirTemp("", "pgsock")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c.sockDir = sock
 	if c.cred != nil {
 		if err := os.Chown(sock, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	args := []string{"-D", c.data, "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync", "--auth-local=trust"}
 	if o.Password != "" {
 		pw := filepath.Join(root, "pwfile")
 		if err := os.WriteFile(pw, []byte(o.Password+"\n"), 0o600); err != nil {
-			return nil, err
+			return err
 		}
 		if c.cred != nil {
 			if err := os.Chown(pw, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		args = append(args, "--pwfile="+pw, "--auth-host=scram-sha-256")
@@ -148,24 +152,24 @@ func start(t testing.TB, bin string, o Options) (*Cluster, error) {
 		args = append(args, "--auth-host=trust")
 	}
 	if out, err := c.run("initdb", args...); err != nil {
-		return nil, fmt.Errorf("initdb: %v: %s", err, out)
+		return fmt.Errorf("initdb: %v: %s", err, out)
 	}
 	// A free port can be taken between our probe and the postmaster's
 	// bind: try a few.
 	for attempt := 0; ; attempt++ {
 		c.port, err = freePort()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		out, err := c.pgctl("start")
 		if err == nil {
-			return c, nil
+			return nil
 		}
 		log, _ := os.ReadFile(c.logFile)
 		if attempt < 4 && strings.Contains(string(log), "could not bind") {
 			continue
 		}
-		return nil, fmt.Errorf("pg_ctl start: %v: %s\n%s", err, out, lastLines(string(log), 20))
+		return fmt.Errorf("pg_ctl start: %v: %s\n%s", err, out, lastLines(string(log), 20))
 	}
 }
 
