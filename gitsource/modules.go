@@ -250,7 +250,8 @@ func (m *Modules) fetch(ctx context.Context, s *Source, ref string) (string, err
 	if err != nil {
 		return "", fmt.Errorf("list refs of %s: %w", s.name(), err)
 	}
-	src, want := "", plumbing.ZeroHash
+	var src string
+	var want plumbing.Hash
 	byName := map[plumbing.ReferenceName]*plumbing.Reference{}
 	for _, r := range refs {
 		byName[r.Name()] = r
