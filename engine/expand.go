@@ -475,6 +475,9 @@ func trimInstanceKey(addr string) string {
 // configAddr is addr without any instance key: the address of the block
 // that declares it, through module calls (module.a.file.b).
 func configAddr(addr string) string {
+	if !strings.HasPrefix(addr, "module.") {
+		return baseAddr(addr) // no module: only its own key (and no allocation)
+	}
 	steps := addrSteps(addr)
 	for i, s := range steps {
 		steps[i] = s[:keyStart(s)]
