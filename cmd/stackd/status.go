@@ -1,14 +1,20 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/stackd/stackd/api"
 	"github.com/stackd/stackd/engine"
 	"github.com/stackd/stackd/reconciler"
 	"github.com/stackd/stackd/state"
@@ -18,19 +24,41 @@ func newStatusCommand() *cobra.Command {
 	var (
 		stateDir string
 		asJSON   bool
+		output   string
+		watch    bool
 		daemon   daemonFlags
 		stateKey stateKeyFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "status [STACK_SET]",
 		Short: "Show stack sets, their instances and last operations (from the state, or from the daemon holding it)",
-		Args:  cobra.MaximumNArgs(1),
+		Long: `Show stack sets, their instances and last operations (from the state, or from the daemon holding it).
+
+With a stack set's name, its instances are listed one per line (region,
+account, status, reason; -o wide adds the revision, drift and override),
+and --watch follows the daemon's live events, printing each instance whose
+status changes and each step of the operation, until the operation it
+follows (the one running, or the next to start) ends.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			switch output {
+			case "", "wide":
+			case "json":
+				asJSON = true
+			default:
+				return fmt.Errorf("-o %q: want wide or json", output)
+			}
+			if watch && (len(args) == 0 || asJSON) {
+				return fmt.Errorf("--watch needs a stack set's name and text output")
+			}
 			var docs []*reconciler.StackSetStatus
+			var client *api.Client
+			var where string
 			st, err := openUnlessServer(&daemon, &stateKey, stateDir)
 			switch {
 			case daemon.viaDaemon(err):
-				client, where, cerr := daemon.client(stateDir)
+				var cerr error
+				client, where, cerr = daemon.client(stateDir)
 				if cerr != nil {
 					return cerr
 				}
@@ -39,17 +67,28 @@ func newStatusCommand() *cobra.Command {
 				}
 			case err != nil:
 				return err
+			case watch:
+				st.Close()
+				return fmt.Errorf("--watch follows a running daemon, and none holds %s (or give --server)", stateDir)
 			default:
 				defer st.Close()
 				if docs, err = statusDocs(st); err != nil {
 					return err
 				}
 			}
-			return printStatus(cmd.OutOrStdout(), docs, args, asJSON)
+			if err := printStatus(cmd.OutOrStdout(), docs, args, asJSON, output == "wide"); err != nil || !watch {
+				return err
+			}
+			if err := watchStatus(cmd.Context(), client, args[0], cmd.OutOrStdout(), output == "wide"); err != nil {
+				return daemonError(where, err)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&stateDir, "state-dir", ".stackd/state", "Badger state directory")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status documents as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status documents as JSON (as -o json)")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide (more columns) or json")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after listing STACK_SET's instances, follow the daemon's live events until the operation ends")
 	daemon.add(cmd.Flags())
 	stateKey.add(cmd.Flags())
 	return cmd
@@ -87,7 +126,8 @@ func statusDocs(st *state.Store) ([]*reconciler.StackSetStatus, error) {
 
 // printStatus prints the status documents (of only[0], if given): the
 // same output whether they come from the state or from a daemon.
-func printStatus(w io.Writer, all []*reconciler.StackSetStatus, only []string, asJSON bool) error {
+// With a name and text output, the instances are a table (instanceTable).
+func printStatus(w io.Writer, all []*reconciler.StackSetStatus, only []string, asJSON, wide bool) error {
 	var docs []*reconciler.StackSetStatus
 	for _, d := range all {
 		if len(only) == 0 || d.Name == only[0] {
@@ -145,6 +185,10 @@ func printStatus(w io.Writer, all []*reconciler.StackSetStatus, only []string, a
 			fmt.Fprintf(w, "  drift: %s (%d of %s drifted, %s%s)\n", dr.Status, dr.DriftedInstances,
 				plural(len(d.Instances), "instance"), plural(dr.DriftedResources, "resource"), when)
 		}
+		if len(only) > 0 {
+			newInstanceTable(d, wide).print(w, d)
+			continue
+		}
 		var lines []instanceLine
 		for _, in := range d.Instances {
 			if in.Drift != nil && in.Drift.Status == engine.DriftDrifted {
@@ -168,4 +212,155 @@ func printStatus(w io.Writer, all []*reconciler.StackSetStatus, only []string, a
 		printInstanceLines(w, lines)
 	}
 	return nil
+}
+
+// instanceTable prints instances one per line in aligned columns, like
+// kubectl get: REGION, ACCOUNT, STATUS, REASON, and with wide REVISION,
+// DRIFT and OVERRIDE. Widths come from the stack set's instances, so the
+// lines --watch adds line up with the table.
+type instanceTable struct {
+	wide   bool
+	widths [3]int
+}
+
+func newInstanceTable(d *reconciler.StackSetStatus, wide bool) *instanceTable {
+	t := &instanceTable{wide: wide, widths: [3]int{len("REGION"), len("ACCOUNT"), len("STATUS")}}
+	for _, in := range d.Instances {
+		t.widths[0] = max(t.widths[0], len(in.Region))
+		t.widths[1] = max(t.widths[1], len(in.Account))
+		t.widths[2] = max(t.widths[2], len(in.Status))
+	}
+	return t
+}
+
+// maxReason is how much of a reason a narrow line shows.
+const maxReason = 80
+
+func (t *instanceTable) row(w io.Writer, cols ...string) {
+	fmt.Fprintf(w, "%-*s   %-*s   %-*s", t.widths[0], cols[0], t.widths[1], cols[1], t.widths[2], cols[2])
+	if t.wide {
+		fmt.Fprintf(w, "   %-8s   %-11s   %-8s", cols[4], cols[5], cols[6])
+	}
+	fmt.Fprintf(w, "   %s\n", cols[3])
+}
+
+func (t *instanceTable) line(w io.Writer, in reconciler.InstanceStatus) {
+	reason := strings.Join(strings.Fields(in.Reason), " ")
+	if !t.wide && len(reason) > maxReason {
+		reason = reason[:maxReason-1] + "…"
+	}
+	if reason == "" {
+		reason = "-"
+	}
+	drift, override, rev := "-", "-", "-"
+	if in.Drift != nil {
+		drift = string(in.Drift.Status)
+	}
+	if len(in.Overrides) > 0 {
+		override = "yes"
+	}
+	if in.Revision != "" {
+		rev = short(in.Revision)
+	}
+	t.row(w, in.Region, in.Account, string(in.Status), reason, rev, drift, override)
+}
+
+func (t *instanceTable) print(w io.Writer, d *reconciler.StackSetStatus) {
+	ins := slices.Clone(d.Instances)
+	slices.SortFunc(ins, func(a, b reconciler.InstanceStatus) int {
+		return cmp.Or(strings.Compare(a.Region, b.Region), strings.Compare(a.Account, b.Account))
+	})
+	fmt.Fprintln(w)
+	t.row(w, "REGION", "ACCOUNT", "STATUS", "REASON", "REVISION", "DRIFT", "OVERRIDE")
+	for _, in := range ins {
+		t.line(w, in)
+	}
+}
+
+// errWatchDone ends Events once the followed operation has ended.
+var errWatchDone = errors.New("operation ended")
+
+// watchStatus follows the daemon's live events for stack set name: each
+// instance whose status or reason changes is printed as a table line, each
+// change of the last operation (status, batch, phase, counts) as a "#"
+// line; it returns once the operation it follows — the one running when
+// it starts, or the next one — has ended.
+func watchStatus(ctx context.Context, c *api.Client, name string, w io.Writer, wide bool) error {
+	doc, err := c.StackSet(ctx, name)
+	if err != nil {
+		return err
+	}
+	table := newInstanceTable(doc, wide)
+	seen := map[string]string{}
+	for _, in := range doc.Instances {
+		seen[in.Region+"/"+in.Account] = string(in.Status) + "\x00" + in.Reason
+	}
+	opKey := func(op *reconciler.OperationStatus) string {
+		if op == nil {
+			return ""
+		}
+		k := op.ID + " " + string(op.Status) + " " + op.Counts.String()
+		if ro := op.Rollout; ro != nil {
+			k += fmt.Sprintf(" %d/%d %s", ro.Batch, ro.Batches, ro.Phase)
+		}
+		return k
+	}
+	lastOp := opKey(doc.LastOperation)
+	following, before := "", ""
+	if op := doc.LastOperation; op != nil {
+		before = op.ID
+		if op.Ended.IsZero() {
+			following = op.ID
+		}
+	}
+	refresh := func() error {
+		doc, err := c.StackSet(ctx, name)
+		if err != nil {
+			return err
+		}
+		ins := slices.Clone(doc.Instances)
+		slices.SortFunc(ins, func(a, b reconciler.InstanceStatus) int {
+			return cmp.Or(strings.Compare(a.Region, b.Region), strings.Compare(a.Account, b.Account))
+		})
+		for _, in := range ins {
+			k, v := in.Region+"/"+in.Account, string(in.Status)+"\x00"+in.Reason
+			if seen[k] != v {
+				seen[k] = v
+				table.line(w, in)
+			}
+		}
+		op := doc.LastOperation
+		if k := opKey(op); k != lastOp && op != nil {
+			lastOp = k
+			line := fmt.Sprintf("# %s %s %s at %s (%s)", op.ID, op.Kind, op.Status, short(op.Revision), op.Counts)
+			if ro := op.Rollout; ro != nil {
+				line += fmt.Sprintf(", batch %d of %d %s", ro.Batch, ro.Batches, ro.Phase)
+			}
+			fmt.Fprintln(w, line)
+		}
+		// The next operation, even one that ended before the stream was
+		// connected.
+		if op != nil && following == "" && (op.Ended.IsZero() || op.ID != before) {
+			following = op.ID
+		}
+		if op != nil && op.ID == following && !op.Ended.IsZero() {
+			return errWatchDone
+		}
+		return nil
+	}
+	err = c.Events(ctx, func(typ string, data []byte) error {
+		var ev struct {
+			StackSet string `json:"stack_set"`
+			Name     string `json:"name"`
+		}
+		_ = json.Unmarshal(data, &ev)
+		if typ != "" && typ != api.EventReset && ev.StackSet != name && ev.Name != name {
+			return nil
+		}
+		return refresh()
+	})
+	if errors.Is(err, errWatchDone) {
+		return nil
+	}
+	return err
 }
