@@ -127,7 +127,7 @@ func ParseModuleSource(raw string) (ModuleSource, error) {
 		}
 	case getter == "" && strings.HasPrefix(rest, "bitbucket.org/"):
 		getter, rest = "git", "https://"+rest
-	case getter == "" && strings.HasPrefix(rest, "git@"):
+	case (getter == "" || getter == "git") && strings.HasPrefix(rest, "git@") && !strings.Contains(rest, "://"):
 		// git@HOST:PATH, as Terraform reads it: ssh://git@HOST/PATH.
 		host, p, ok := strings.Cut(strings.TrimPrefix(rest, "git@"), ":")
 		if !ok || host == "" || p == "" {

@@ -196,6 +196,7 @@ func TestParseModuleSource(t *testing.T) {
 	for _, tc := range []struct{ raw, pkg, sub, url, ref string }{
 		{"github.com/org/repo//modules/x?ref=v1", "git::https://github.com/org/repo.git?ref=v1", "modules/x", "https://github.com/org/repo.git", "v1"},
 		{"git@github.com:org/repo.git", "git::ssh://git@github.com/org/repo.git", "", "ssh://git@github.com/org/repo.git", ""},
+		{"git::git@gitlab.example.com:org/repo.git//m?ref=v2", "git::ssh://git@gitlab.example.com/org/repo.git?ref=v2", "m", "ssh://git@gitlab.example.com/org/repo.git", "v2"},
 		{"git::ssh://git@h.example/r.git//a/b?ref=main&depth=1", "git::ssh://git@h.example/r.git?ref=main", "a/b", "ssh://git@h.example/r.git", "main"},
 		{"hashicorp/consul/aws//modules/x", "registry.terraform.io/hashicorp/consul/aws", "modules/x", "", ""},
 		{"app.example.com/ns/n/aws", "app.example.com/ns/n/aws", "", "", ""},
