@@ -59,11 +59,12 @@ func newApplyCommand() *cobra.Command {
 			defer a.Close()
 			// Interrupted, the Terraform providers are asked to stop their
 			// calls in flight (StopProvider) before the calls are
-			// cancelled, as Terraform does.
+			// cancelled, as Terraform does; a call failing from the stop is
+			// an interruption, not a failure (Reconciler.StopProviderCalls).
 			firstOnInterrupt(func() {
 				stop, done := context.WithTimeout(context.WithoutCancel(ctx), stopProvidersTimeout)
 				defer done()
-				a.engine.StopProviderCalls(stop)
+				a.rec.StopProviderCalls(stop)
 			})
 			if l != nil {
 				handler, err := a.apiHandler(token, "", "", func() {})
