@@ -35,7 +35,16 @@
 //     POST /v1/hooks/git (GitHub's X-Hub-Signature-256 HMAC of the body,
 //     checked here), and PUT|POST /v1/responses/{token} and POST
 //     /v1/signals/{token} (the signed token, checked by the ResponseSink).
-//     /metrics needs the token: it names stack sets.
+//     /metrics needs the token: it names stack sets. The web console's
+//     session (Options.Console: a cookie with its CSRF token, package
+//     api/console) stands in for the token on the bearer routes, never on
+//     GET /v1/state/backup.
+//   - GET /v1/events streams what changes (Server-Sent Events from an
+//     EventHub that reads the state at an interval, events_sse.go): a
+//     publish never blocks, a lagging client is dropped and resumes with
+//     Last-Event-ID, streams are bounded by the hub (HubOptions.MaxClients)
+//     rather than by the API's slots, and the route has no microversion
+//     (EventSource cannot send the header).
 //   - The webhook triggers a fetch only after its signature checks out; a
 //     bad or missing signature is a 401 and nothing happens.
 //   - Bodies are limited before they are read: a Content-Length over the
