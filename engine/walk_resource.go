@@ -206,7 +206,9 @@ func (w *walker) value(p provider.Provider, schema provider.Schema, rp *Resource
 		return rp.plannedValue(schema, attrs) // plan_create.go
 	}
 	var planned map[string]cty.Value
-	if ap, ok := p.(provider.AttributePlanner); ok {
+	if up, ok := p.(provider.UpdateAttributePlanner); ok && rp.Action == Update {
+		planned = w.planUpdateAttributes(up, rp, props)
+	} else if ap, ok := p.(provider.AttributePlanner); ok {
 		clean, marks := props.UnmarkDeep()
 		planned = ap.PlanAttributes(w.inst.providerTarget(), clean)
 		if len(marks) > 0 {
@@ -280,4 +282,29 @@ func (w *walker) memberPostconditions(r *config.Resource, base *hcl.EvalContext,
 		diags = append(diags, config.Postconditions(r.Lifecycle, withExtra(base, m.extra), self)...)
 	}
 	return diags
+}
+
+// planUpdateAttributes asks up for the attributes of rp, an update in
+// place of a recorded resource to properties props; sensitive properties
+// make the planned attributes sensitive.
+func (w *walker) planUpdateAttributes(up provider.UpdateAttributePlanner, rp *ResourcePlan, props cty.Value) map[string]cty.Value {
+	rr := w.plan.recorded[rp.Address]
+	recorded := map[string]cty.Value{}
+	if attrs := w.recordedAttrs(rr); attrs.Type().IsObjectType() {
+		for k, v := range attrs.AsValueMap() {
+			recorded[k], _ = v.UnmarkDeep()
+		}
+	}
+	oldProps := cty.NullVal(cty.DynamicPseudoType)
+	if rp.Before != cty.NilVal {
+		oldProps, _ = rp.Before.UnmarkDeep()
+	}
+	clean, marks := props.UnmarkDeep()
+	planned := up.PlanUpdateAttributes(w.inst.providerTarget(), recorded, oldProps, clean)
+	if len(marks) > 0 {
+		for k, v := range planned {
+			planned[k] = v.Mark(provider.SensitiveMark)
+		}
+	}
+	return planned
 }

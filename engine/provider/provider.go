@@ -271,6 +271,15 @@ type AttributePlanner interface {
 	PlanAttributes(target Target, properties cty.Value) map[string]cty.Value
 }
 
+// UpdateAttributePlanner is implemented by providers that can tell, for an
+// update in place, the attributes the update keeps or sets: recorded are
+// the attributes recorded for the resource, oldProps and props its
+// recorded and new properties. Missing names are unknown (terraform_data
+// keeps its id, so what refers to the id does not change with its input).
+type UpdateAttributePlanner interface {
+	PlanUpdateAttributes(target Target, recorded map[string]cty.Value, oldProps, props cty.Value) map[string]cty.Value
+}
+
 // Validator is implemented by providers that check properties before apply
 // (file: a jailed relative path). The error is shown to the user as a diagnostic.
 type Validator interface {

@@ -39,10 +39,11 @@ func DataSources() map[string]provider.DataSource {
 }
 
 var (
-	_ provider.Provider         = (*Data)(nil)
-	_ provider.AttributePlanner = (*Data)(nil)
-	_ provider.DriftReader      = (*Data)(nil)
-	_ provider.Importer         = (*Data)(nil)
+	_ provider.Provider               = (*Data)(nil)
+	_ provider.AttributePlanner       = (*Data)(nil)
+	_ provider.UpdateAttributePlanner = (*Data)(nil)
+	_ provider.DriftReader            = (*Data)(nil)
+	_ provider.Importer               = (*Data)(nil)
 )
 
 // Data is terraform_data. It holds no state of its own: everything it
@@ -76,6 +77,28 @@ func (*Data) PlanAttributes(_ provider.Target, props cty.Value) map[string]cty.V
 		out = out.Mark(provider.SensitiveMark)
 	}
 	return map[string]cty.Value{"output": out}
+}
+
+// PlanUpdateAttributes plans an update in place as Terraform's
+// terraform_data does: the id stays; output stays when input did not
+// change, else it is null for a null input and unknown until the apply
+// otherwise. (A change of triggers_replace is a replacement, planned as a
+// new object.)
+func (*Data) PlanUpdateAttributes(_ provider.Target, recorded map[string]cty.Value, oldProps, props cty.Value) map[string]cty.Value {
+	planned := map[string]cty.Value{}
+	if id, ok := recorded["id"]; ok && !id.IsNull() {
+		planned["id"] = id
+	}
+	in := attr(props, "input")
+	switch out, ok := recorded["output"]; {
+	case ok && sameValue(attr(oldProps, "input"), in):
+		planned["output"] = out
+	case in.IsNull():
+		planned["output"] = in
+	default:
+		planned["output"] = cty.UnknownVal(in.Type())
+	}
+	return planned
 }
 
 // CanImport: an import block adopts its id (Terraform's terraform_data
