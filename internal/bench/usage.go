@@ -76,10 +76,17 @@ func childrenCPUSeconds() float64 {
 // childrenPeakRSSMB is the largest peak resident set size (VmHWM) of the
 // process's running children (Linux; 0 elsewhere). getrusage's figure for
 // children would be stackd's own: a child's high-water mark starts from
-// the address space it was forked from.
+// the address space it was forked from. A child that has not yet called
+// exec is left out: Go starts processes with clone(CLONE_VM|CLONE_VFORK),
+// so until the exec its VmHWM is this process's own (stackd's peak, not a
+// provider's); it still has this process's command name then.
 func childrenPeakRSSMB() float64 {
+	self, _ := os.ReadFile("/proc/self/comm")
 	var kib float64
 	eachChild(func(dir string, _ []string) {
+		if comm, err := os.ReadFile(filepath.Join(dir, "comm")); err != nil || bytes.Equal(comm, self) {
+			return // ended, or not yet exec'd: its memory is ours
+		}
 		b, err := os.ReadFile(filepath.Join(dir, "status"))
 		if err != nil {
 			return
