@@ -45,6 +45,32 @@ func TestExamples(t *testing.T) {
 		t.Fatalf("found %d examples, want quickstart, organization and custom-resource at least", n)
 	}
 
+	t.Run("terraform-module deploys", func(t *testing.T) {
+		// An ordinary Terraform root module (*.tf, terraform.tfvars, a
+		// local module with for_each, an implied provider) unchanged.
+		tmp := t.TempDir()
+		f := &fixture{repo: filepath.Join(tmp, "repo"), state: filepath.Join(tmp, "state"), targets: filepath.Join(tmp, "targets")}
+		if err := os.CopyFS(f.repo, os.DirFS(filepath.Join("..", "..", "examples", "terraform-module"))); err != nil {
+			t.Fatal(err)
+		}
+		runGit(t, f.repo, "init", "-q")
+		f.commit(t, "service")
+		f.mustApply(t)
+		doc := statusHead(t, f.repo).stackSetStatus(t, "service")
+		if len(doc.Instances) != 4 {
+			t.Fatalf("instances: %+v, want 4", doc.Instances)
+		}
+		for _, in := range doc.Instances {
+			if in.Status != state.InstanceOperationComplete {
+				t.Errorf("%s/%s: %s", in.Region, in.Account, in.Status)
+			}
+		}
+		res := stackd(t, "plan", "--repo", f.repo, "--state-dir", f.state)
+		if res.code() != 0 || !strings.Contains(res.stdout, "0 to add, 0 to change, 0 to replace, 0 to destroy") {
+			t.Fatalf("plan after the deployment is not a no-op: %s", res)
+		}
+	})
+
 	t.Run("organization deploys", func(t *testing.T) {
 		tmp := t.TempDir()
 		f := &fixture{repo: filepath.Join(tmp, "repo"), state: filepath.Join(tmp, "state"), targets: filepath.Join(tmp, "targets")}

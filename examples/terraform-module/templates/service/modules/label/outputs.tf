@@ -1,0 +1,7 @@
+output "id" {
+  value = local.id
+}
+
+output "tags" {
+  value = local.tags
+}

@@ -1,0 +1,5 @@
+name       = "Billing"
+components = ["api", "worker"]
+tags = {
+  owner = "platform-team"
+}
