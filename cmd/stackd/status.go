@@ -185,9 +185,11 @@ func printStatus(w io.Writer, all []*reconciler.StackSetStatus, only []string, a
 			fmt.Fprintf(w, "  drift: %s (%d of %s drifted, %s%s)\n", dr.Status, dr.DriftedInstances,
 				plural(len(d.Instances), "instance"), plural(dr.DriftedResources, "resource"), when)
 		}
-		if len(only) > 0 {
+		named := len(only) > 0
+		if named {
+			// One stack set: every instance in a table; the drift hints
+			// and the overrides (whole, as deployed) follow it.
 			newInstanceTable(d, wide).print(w, d)
-			continue
 		}
 		var lines []instanceLine
 		for _, in := range d.Instances {
@@ -198,7 +200,7 @@ func printStatus(w io.Writer, all []*reconciler.StackSetStatus, only []string, a
 		printInstanceLines(w, lines)
 		lines = nil
 		for _, in := range d.Instances {
-			if in.Status != state.InstanceOperationComplete {
+			if !named && in.Status != state.InstanceOperationComplete {
 				lines = append(lines, instanceLine{in.Region + "/" + in.Account, string(in.Status), in.Reason})
 			}
 		}
