@@ -228,6 +228,9 @@ type pluginProvider struct {
 	validResources validCache
 	// funcs are its provider-defined functions (functions_bridge.go).
 	funcs funcTable
+	// planned are its plans of creates, kept for their apply
+	// (plancache.go).
+	planned planCache
 }
 
 func newPluginProvider(r *Resolver, name string, pkg install.Package, ps *ProviderSchema) *pluginProvider {

@@ -125,6 +125,9 @@ type Pool struct {
 	done chan struct{}
 
 	started atomic.Int64
+	// plans and applies count the PlanResourceChange and
+	// ApplyResourceChange calls made through leases (Calls).
+	plans, applies atomic.Int64
 }
 
 type poolEntry struct {
@@ -182,6 +185,18 @@ func (l *Lease) Release() {
 
 // Key is the PoolKey of the lease's process.
 func (l *Lease) Key() PoolKey { return l.e.key }
+
+// PlanResourceChange is the Client's, counted in the Pool's Calls.
+func (l *Lease) PlanResourceChange(ctx context.Context, req PlanRequest) (*PlanResponse, error) {
+	l.p.plans.Add(1)
+	return l.Client.PlanResourceChange(ctx, req)
+}
+
+// ApplyResourceChange is the Client's, counted in the Pool's Calls.
+func (l *Lease) ApplyResourceChange(ctx context.Context, req ApplyRequest) (*ApplyResponse, error) {
+	l.p.applies.Add(1)
+	return l.Client.ApplyResourceChange(ctx, req)
+}
 
 func (p *Pool) signalLocked() {
 	close(p.changed)
@@ -420,6 +435,17 @@ func (p *Pool) StopCalls(ctx context.Context) {
 
 // Started is the number of processes the Pool started.
 func (p *Pool) Started() int { return int(p.started.Load()) }
+
+// Calls are the resource calls made through a Pool's leases.
+type Calls struct {
+	Plans, Applies int
+}
+
+// Calls is the number of PlanResourceChange and ApplyResourceChange
+// calls made through the Pool's leases so far.
+func (p *Pool) Calls() Calls {
+	return Calls{Plans: int(p.plans.Load()), Applies: int(p.applies.Load())}
+}
 
 // Len is the number of processes the Pool holds (started or starting),
 // not counting retired ones still finishing their calls.

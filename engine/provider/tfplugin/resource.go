@@ -113,10 +113,21 @@ func (rt *resourceType) change(ctx context.Context, req provider.Request, update
 // bringTo plans and applies the change from prior (null for a create;
 // identity its resource identity, cty.NilVal when none) to cfg.
 func (rt *resourceType) bringTo(ctx context.Context, lease Client, req provider.Request, cfg, prior cty.Value, private []byte, identity cty.Value) (provider.Result, error) {
-	plan, err := lease.PlanResourceChange(ctx, PlanRequest{TypeName: rt.typ, Prior: prior, Proposed: proposedNew(rt.schema.Block, prior, cfg), Config: cfg,
-		PriorPrivate: private, PriorIdentity: identity})
-	if err != nil {
-		return provider.Result{}, err
+	var plan *PlanResponse
+	if prior.IsNull() && req.ImportID == "" {
+		// A create the engine planned with this configuration: applied
+		// as the provider planned it then (plancache.go).
+		if k, ok := createKey(lease, rt.typ, cfg); ok {
+			plan, _ = rt.p.planned.get(k, rt.p.now(), true)
+		}
+	}
+	if plan == nil {
+		var err error
+		plan, err = lease.PlanResourceChange(ctx, PlanRequest{TypeName: rt.typ, Prior: prior, Proposed: proposedNew(rt.schema.Block, prior, cfg), Config: cfg,
+			PriorPrivate: private, PriorIdentity: identity})
+		if err != nil {
+			return provider.Result{}, err
+		}
 	}
 	if !prior.IsNull() && req.ImportID != "" && len(plan.RequiresReplace) > 0 {
 		return rt.replaceImported(ctx, lease, req, cfg, prior, private) // import_plan.go
@@ -379,10 +390,23 @@ func (rt *resourceType) PlanChange(ctx context.Context, req provider.Request) (p
 	if err != nil {
 		return provider.PlannedChange{}, err
 	}
-	plan, err := lease.PlanResourceChange(ctx, PlanRequest{TypeName: rt.typ, Prior: prior, Proposed: proposedNew(rt.schema.Block, prior, cfg), Config: cfg,
-		PriorPrivate: req.Private, PriorIdentity: rt.identityOf(req.Identity)})
-	if err != nil {
-		return provider.PlannedChange{}, err
+	// A create planned before with this configuration: the provider's
+	// plan from then (plancache.go).
+	k, keep := createKey(lease, rt.typ, cfg)
+	keep = keep && prior.IsNull() && req.ImportID == "" && len(req.Private) == 0
+	var plan *PlanResponse
+	if keep {
+		plan, _ = rt.p.planned.get(k, rt.p.now(), false)
+	}
+	if plan == nil {
+		plan, err = lease.PlanResourceChange(ctx, PlanRequest{TypeName: rt.typ, Prior: prior, Proposed: proposedNew(rt.schema.Block, prior, cfg), Config: cfg,
+			PriorPrivate: req.Private, PriorIdentity: rt.identityOf(req.Identity)})
+		if err != nil {
+			return provider.PlannedChange{}, err
+		}
+		if keep {
+			rt.p.planned.put(k, plan, rt.p.now()) // for the Create that applies it
+		}
 	}
 	out := provider.PlannedChange{Attributes: map[string]cty.Value{}}
 	if plan.Planned.Type().IsObjectType() && !plan.Planned.IsNull() {
