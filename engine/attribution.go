@@ -17,7 +17,7 @@ import (
 )
 
 // Attribution: the seed's ChangeSource and CausingEntity of a change
-// (DESIGN §4). A property's change is blamed on
+// (docs/design.md §4). A property's change is blamed on
 //
 //   - the template itself (DirectModification, CausingEntity null) when its
 //     expression, evaluated with the variables the instance last applied,

@@ -1,6 +1,6 @@
 package reconciler
 
-// Rollouts (DESIGN §6, the Heat seed): with a rollout block, an operation's
+// Rollouts (docs/design.md §6, the Heat seed): with a rollout block, an operation's
 // creates and updates go in batches (rolling or canary), each followed by a
 // pause and a gate — every instance of the batch at the operation's
 // revision and healthy, and the earlier batches still healthy — before the
@@ -105,7 +105,7 @@ const metaRolloutAbort = "rollout_abort/"
 // rolloutRun is the rollout of one running operation: a state machine
 // whose state is the operation's RolloutProgress, recorded in the store
 // before each batch starts and at every phase change, so that a restart
-// resumes it where it was (DESIGN §6).
+// resumes it where it was (docs/design.md §6).
 type rolloutRun struct {
 	o     *opRun
 	spec  *config.Rollout

@@ -2,7 +2,7 @@ package reconciler
 
 // Rolling back a failed rollout: each instance the operation changed goes
 // back to the revision it ran before, newest batch first, each batch
-// paced and gated (DESIGN §6).
+// paced and gated (docs/design.md §6).
 
 import (
 	"context"

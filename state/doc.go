@@ -9,7 +9,7 @@
 // The store's logic runs on a small transactional key-value interface
 // (kv.go): Badger in a state directory (Open, the embedded default) or a
 // PostgreSQL database shared by several stackd replicas (OpenPostgres,
-// DESIGN §13; kv_postgres.go). Every invariant below holds on both, and
+// docs/design.md §13; kv_postgres.go). Every invariant below holds on both, and
 // one test suite checks both (TestPostgresConformance runs the store's
 // tests again on PostgreSQL). What is said below of Badger's directory,
 // SyncWrites, value-log GC, free disk space and damage is of the Badger

@@ -19,7 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// The PostgreSQL backend (DESIGN §13): the same keys and values as Badger,
+// The PostgreSQL backend (docs/design.md §13): the same keys and values as Badger,
 // in one table of bytea key -> bytea value whose primary key's B-tree
 // orders keys bytewise, as Badger does, so prefix scans are index range
 // scans. Read-write transactions run SERIALIZABLE: PostgreSQL's

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Leases (DESIGN §13): on a shared PostgreSQL state, each stack set has at
+// Leases (docs/design.md §13): on a shared PostgreSQL state, each stack set has at
 // most one owner, the holder of its lease row (holder, epoch, expiry set by
 // the database's clock). AcquireLease takes a free or expired lease with
 // the next epoch; RenewLease extends it while it is still held;

@@ -147,7 +147,7 @@ type Instance struct {
 	Drift *Drift `json:"drift,omitempty"`
 }
 
-// Drift is the result of a drift check of one instance (DESIGN §12).
+// Drift is the result of a drift check of one instance (docs/design.md §12).
 type Drift struct {
 	// Status is IN_SYNC, DRIFTED, NOT_CHECKED or UNKNOWN.
 	Status  string    `json:"status"`
@@ -161,7 +161,7 @@ type Drift struct {
 
 // InService reports whether the instance serves: it runs a good revision
 // (one applied successfully) and was last seen healthy, whatever its
-// status label says (DESIGN §6). An instance being changed or whose last
+// status label says (docs/design.md §6). An instance being changed or whose last
 // operation failed does not serve (the status check keeps records written
 // before OutOfService existed honest).
 func (in Instance) InService() bool {
@@ -350,7 +350,7 @@ const (
 	StackSetDeleteFailed StackSetStatus = "DELETE_FAILED"
 )
 
-// ResourceType is one entry of the resource type registry (DESIGN §8):
+// ResourceType is one entry of the resource type registry (docs/design.md §8):
 // created once, never renamed.
 type ResourceType struct {
 	Name    string    `json:"name"`

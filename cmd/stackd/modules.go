@@ -1,6 +1,6 @@
 package main
 
-// Remote module sources (DESIGN §2): the fetcher the engine loads them
+// Remote module sources (docs/design.md §2): the fetcher the engine loads them
 // through (Git via gitsource, the registry protocol and archives via
 // internal/modregistry), its flags, and `stackd modules lock`, which pins
 // them in the definitions' .stackd-modules.lock.

@@ -1,6 +1,6 @@
 package main
 
-// --state-url: the state in a PostgreSQL database (DESIGN §13) instead of
+// --state-url: the state in a PostgreSQL database (docs/design.md §13) instead of
 // a Badger directory, for run, apply, status and the state commands.
 
 import (

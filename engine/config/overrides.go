@@ -33,7 +33,7 @@ type Override struct {
 	DeclRange       hcl.Range
 	// Digest identifies the block as a request: its selectors, the values
 	// it gives and the names it keeps, independent of the stack set's
-	// variables. Instances record it (DESIGN §2): a block whose digest no
+	// variables. Instances record it (docs/design.md §2): a block whose digest no
 	// instance records is new or changed in this commit.
 	Digest string
 	hash   string
@@ -345,7 +345,7 @@ func overrideDigest(ov *Override, raw map[string]cty.Value) string {
 }
 
 // CheckOverrides applies the seed's two override rules read for GitOps
-// (DESIGN §2). recorded holds the digests of the instance_override blocks
+// (docs/design.md §2). recorded holds the digests of the instance_override blocks
 // the stack set's instances were last deployed with. A block whose digest
 // is not recorded is new or changed in this commit, a new
 // UpdateStackInstances request: its vars and use_stack_set_vars must name

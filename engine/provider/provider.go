@@ -299,7 +299,7 @@ type Syncer interface {
 }
 
 // DriftReader is implemented by providers whose Read tells what the world
-// holds of a resource, so that drift can be detected (DESIGN §12): Read
+// holds of a resource, so that drift can be detected (docs/design.md §12): Read
 // returns the properties found (Result.Properties) and the attributes
 // found, or ErrNotFound when the resource is gone. Readable says whether a
 // resource last applied with these properties can be read at all (a
