@@ -39,7 +39,7 @@ func (rr *rolloutRun) drive(ctx context.Context, resumed *state.RolloutProgress)
 			k = max(resumed.Batch, 1)
 		}
 		if resumed.Batch > 0 {
-			o.log.Info().Int("batch", resumed.Batch).Int("batches", prog.Batches).Str("phase", resumed.Phase).Msg("resuming the rollout where it was")
+			o.log.Info().Int("batch", resumed.Batch).Int("batches", prog.Batches).Str("phase", string(resumed.Phase)).Msg("resuming the rollout where it was")
 		}
 	}
 	for ; k <= len(prog.Plan); k++ {
@@ -320,7 +320,7 @@ func (rr *rolloutRun) abortedBy() string {
 }
 
 // phase records where the rollout is.
-func (rr *rolloutRun) phase(n int, phase string) {
+func (rr *rolloutRun) phase(n int, phase state.RolloutPhase) {
 	rr.o.op.Rollout.Batch, rr.o.op.Rollout.Phase = n, phase
 	rr.persist()
 }

@@ -77,14 +77,14 @@ type OperationStatus struct {
 // progress with the size of each batch of its plan (the members of each
 // batch are in the operation's record, GET /v1/operations/{id}).
 type RolloutStatus struct {
-	Pattern          string `json:"pattern"`
-	Batch            int    `json:"batch"`
-	Batches          int    `json:"batches"`
-	Phase            string `json:"phase"`
-	FailedBatch      int    `json:"failed_batch,omitempty"`
-	PreviousRevision string `json:"previous_revision,omitempty"`
-	RollbackBatch    int    `json:"rollback_batch,omitempty"`
-	Sizes            []int  `json:"sizes,omitempty"`
+	Pattern          string             `json:"pattern"`
+	Batch            int                `json:"batch"`
+	Batches          int                `json:"batches"`
+	Phase            state.RolloutPhase `json:"phase"`
+	FailedBatch      int                `json:"failed_batch,omitempty"`
+	PreviousRevision string             `json:"previous_revision,omitempty"`
+	RollbackBatch    int                `json:"rollback_batch,omitempty"`
+	Sizes            []int              `json:"sizes,omitempty"`
 }
 
 // rolloutStatus summarises a rollout's progress (nil without one).

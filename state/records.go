@@ -90,14 +90,17 @@ const (
 var OperationStatuses = []OperationStatus{OperationQueued, OperationRunning, OperationSucceeded, OperationFailed,
 	OperationStopped, OperationCancelled, OperationRolledBack, OperationRollbackFailed}
 
+// RolloutPhase is where a rollout's state machine is (RolloutProgress.Phase).
+type RolloutPhase string
+
 // Rollout phases of a running operation with a rollout block.
 const (
-	RolloutDeploying           = "DEPLOYING"
-	RolloutPaused              = "PAUSED"
-	RolloutHealthCheck         = "HEALTH_CHECK"
-	RolloutWaitingForPromotion = "WAITING_FOR_PROMOTION"
-	RolloutRollingBack         = "ROLLING_BACK"
-	RolloutDone                = "DONE"
+	RolloutDeploying           RolloutPhase = "DEPLOYING"
+	RolloutPaused                           = "PAUSED"
+	RolloutHealthCheck                      = "HEALTH_CHECK"
+	RolloutWaitingForPromotion              = "WAITING_FOR_PROMOTION"
+	RolloutRollingBack                      = "ROLLING_BACK"
+	RolloutDone                             = "DONE"
 )
 
 // Resource journal statuses: a provider action is journaled (Pending*) before
@@ -248,9 +251,9 @@ type RolloutProgress struct {
 	Pattern string `json:"pattern"`
 	// Batch is the current batch (1-based; 0 before the first), Batches
 	// how many there are.
-	Batch   int    `json:"batch"`
-	Batches int    `json:"batches"`
-	Phase   string `json:"phase"` // Rollout* phase
+	Batch   int          `json:"batch"`
+	Batches int          `json:"batches"`
+	Phase   RolloutPhase `json:"phase"`
 	// FailedBatch is the batch whose gate or tolerance failed (0: none).
 	FailedBatch int `json:"failed_batch,omitempty"`
 	// PreviousRevision is the revision the stack set was at before the

@@ -105,7 +105,7 @@ type opSummary struct {
 	Started     *time.Time                 `json:"started,omitempty"`
 	Ended       *time.Time                 `json:"ended,omitempty"`
 	Counts      reconciler.OperationCounts `json:"counts"`
-	Phase       string                     `json:"phase,omitempty"`
+	Phase       state.RolloutPhase         `json:"phase,omitempty"`
 	Batch       int                        `json:"batch,omitempty"`
 	Batches     int                        `json:"batches,omitempty"`
 	// StatusCommit is the message of the status commit the operation

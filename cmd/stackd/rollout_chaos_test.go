@@ -941,7 +941,7 @@ func (h *rcHarness) snapshot(r *rcRun) {
 			continue
 		}
 		h.snaps = append(h.snaps, &rcSnap{
-			kill: h.kills + 1, set: set, op: id, batch: op.Rollout.Batch, phase: op.Rollout.Phase,
+			kill: h.kills + 1, set: set, op: id, batch: op.Rollout.Batch, phase: string(op.Rollout.Phase),
 			plan: op.Rollout.Plan, replans: op.replans,
 		})
 	}
