@@ -96,11 +96,11 @@ type RolloutPhase string
 // Rollout phases of a running operation with a rollout block.
 const (
 	RolloutDeploying           RolloutPhase = "DEPLOYING"
-	RolloutPaused                           = "PAUSED"
-	RolloutHealthCheck                      = "HEALTH_CHECK"
-	RolloutWaitingForPromotion              = "WAITING_FOR_PROMOTION"
-	RolloutRollingBack                      = "ROLLING_BACK"
-	RolloutDone                             = "DONE"
+	RolloutPaused              RolloutPhase = "PAUSED"
+	RolloutHealthCheck         RolloutPhase = "HEALTH_CHECK"
+	RolloutWaitingForPromotion RolloutPhase = "WAITING_FOR_PROMOTION"
+	RolloutRollingBack         RolloutPhase = "ROLLING_BACK"
+	RolloutDone                RolloutPhase = "DONE"
 )
 
 // Resource journal statuses: a provider action is journaled (Pending*) before
