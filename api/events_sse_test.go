@@ -154,7 +154,7 @@ func TestEventsStreamResumeAndReset(t *testing.T) {
 	}
 	m = c.next(t)
 	ro, _ := m.data["rollout"].(map[string]any)
-	if m.typ != EventOperation || ro["phase"] != state.RolloutWaitingForPromotion {
+	if m.typ != EventOperation || ro["phase"] != string(state.RolloutWaitingForPromotion) {
 		t.Fatalf("second event = %s %v, want the operation waiting for promotion", m.typ, m.data)
 	}
 	lastID := m.id
