@@ -251,7 +251,7 @@ func (r *Reconciler) takePlan(ctx context.Context, j *job, dc instanceDecision, 
 		if ip == nil {
 			return nil, nil, nil
 		}
-		w.plan = engine.PlanDestroy(&engine.Instance{StackSet: j.desired, Name: j.name, StackSetID: j.id(), Target: t, Prior: prior.of(ctx, dc.recorded), DeclaredTypes: r.declaredTypes(j), Caller: config.CallerAccount(j.desired)}, sp.removed[t])
+		w.plan = engine.PlanDestroy(&engine.Instance{StackSet: j.desired, Name: j.name, StackSetID: j.id(), Target: t, Prior: prior.of(ctx, dc.recorded), DeclaredTypes: r.declaredTypes(j), Caller: sp.caller}, sp.removed[t])
 		return &changeset.InstanceChangeSet{Region: t.Region, Account: t.Account, Action: changeset.InstanceDelete, Changes: w.plan.Changes()}, nil, nil
 	case ip == nil:
 		return nil, nil, nil
@@ -309,6 +309,9 @@ type stackSetPlan struct {
 	dec     operationDecision
 	removed map[config.Target][]engine.ResourceState
 	policy  engine.StackSetPolicy
+	// caller is the account stackd runs as (config.CallerAccount), read
+	// with the targets so that planning a deletion makes no move of its own.
+	caller string
 }
 
 // planStackSet is the one planning entry point of a stack set: its desired
@@ -328,7 +331,7 @@ func (r *Reconciler) planStackSet(j *job, withResources, withRollout bool) (*sta
 			return nil, err
 		}
 	}
-	sp := &stackSetPlan{dec: decideOperation(j.desired, j.recorded, id, existing), removed: map[config.Target][]engine.ResourceState{}}
+	sp := &stackSetPlan{dec: decideOperation(j.desired, j.recorded, id, existing), removed: map[config.Target][]engine.ResourceState{}, caller: config.CallerAccount(j.desired)}
 	facts := engine.StackSetFacts{Overrides: recordedOverrides(existing), Untouched: sp.dec.untouched, RolloutPlan: withRollout}
 	for _, in := range existing {
 		if in.InService() {
