@@ -112,7 +112,7 @@ check does. --last shows the last check without checking again.`,
 		},
 	}
 	c.addFlags(cmd)
-	for _, name := range []string{"forge-url", "forge-repo", "forge-token-file", "min-free-space", "adopt-empty-state", "pr-branches"} {
+	for _, name := range withForgeFlags("min-free-space", "adopt-empty-state", "pr-branches") {
 		_ = cmd.Flags().MarkHidden(name)
 	}
 	daemon.add(cmd.Flags())

@@ -28,6 +28,13 @@ type forgeFlags struct {
 	statusPerStackSet bool
 }
 
+// withForgeFlags is more and the flags addForgeFlags adds: commands that
+// never talk to a forge (plan, drift, import-state) hide them from their help.
+func withForgeFlags(more ...string) []string {
+	return append([]string{"forge", "forge-url", "forge-repo", "forge-token-file", "forge-app-id",
+		"forge-app-installation-id", "forge-app-key-file", "status-per-stack-set"}, more...)
+}
+
 func (c *repoConfig) addForgeFlags(f *pflag.FlagSet) {
 	f.StringVar(&c.forgeOpts.kind, "forge", "", "forge API: github, gitlab or gitea (Forgejo too); default guessed from --forge-url (/api/v4: gitlab, /api/v1: gitea, else github)")
 	f.StringVar(&c.forgeURL, "forge-url", "", "forge REST API base URL for pull-request comments and commit statuses (https://api.github.com, https://ghe.example.com/api/v3, https://gitlab.com/api/v4, https://gitea.example.com/api/v1)")

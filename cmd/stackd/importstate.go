@@ -101,7 +101,7 @@ files relative to DIR.`,
 		},
 	}
 	c.addFlags(cmd)
-	for _, name := range []string{"forge-url", "forge-repo", "forge-token-file", "notify-webhook-url-file", "notify-slack-url-file", "min-free-space", "adopt-empty-state", "pr-branches", "plan-budget", "external-url", "custom-ca-file", "status-branch"} {
+	for _, name := range withForgeFlags("notify-webhook-url-file", "notify-slack-url-file", "min-free-space", "adopt-empty-state", "pr-branches", "plan-budget", "external-url", "custom-ca-file", "status-branch") {
 		_ = cmd.Flags().MarkHidden(name)
 	}
 	cmd.Flags().StringVar(&target, "target", "", "the target REGION/ACCOUNT the one STATE_FILE is the workspace of")

@@ -65,7 +65,7 @@ func newPlanCommand() *cobra.Command {
 	}
 	c.addFlags(cmd)
 	// Flags of deploying that a plan never uses stay out of its help.
-	for _, name := range []string{"forge-url", "forge-repo", "forge-token-file", "notify-webhook-url-file", "notify-slack-url-file", "min-free-space", "adopt-empty-state"} {
+	for _, name := range withForgeFlags("notify-webhook-url-file", "notify-slack-url-file", "min-free-space", "adopt-empty-state") {
 		_ = cmd.Flags().MarkHidden(name)
 	}
 	daemon.add(cmd.Flags())
