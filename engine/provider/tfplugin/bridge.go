@@ -245,22 +245,13 @@ func newPluginProvider(r *Resolver, name string, pkg install.Package, ps *Provid
 	return pp
 }
 
-// fullConfig is the provider block cfg as the provider's process is
-// configured with it (and pooled by).
-func (pp *pluginProvider) fullConfig(cfg cty.Value) (cty.Value, error) {
-	full, err := fullObject(pp.schema.Provider.Block, cfg, pp.schema.Provider.Block.ImpliedType())
-	if err != nil {
-		return cty.NilVal, fmt.Errorf("provider %s configuration: %w", pp.name, err)
-	}
-	return full, nil
-}
-
 // client is a lease on a process of the provider configured with cfg (the
 // provider block as the engine evaluated it).
 func (pp *pluginProvider) client(ctx context.Context, cfg cty.Value) (*Lease, error) {
-	full, err := pp.fullConfig(cfg)
+	ty := pp.schema.Provider.Block.ImpliedType()
+	full, err := fullObject(pp.schema.Provider.Block, cfg, ty)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("provider %s configuration: %w", pp.name, err)
 	}
 	// The provider's log lines are redacted of its configuration's
 	// sensitive values (credentials, tokens).

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/zclconf/go-cty/cty"
-
-	"github.com/stackd/stackd/engine/provider"
 )
 
 // maxPlanned bounds a planCache: past it the cache starts again empty
@@ -52,27 +50,19 @@ type planKey struct {
 	provider string
 }
 
-// createKey is the key of a create of typeName with cfg under req's
-// provider configuration; ok is false when the plan must not be kept: not
-// a create (recorded attributes, an import, private data), or a
-// configuration with unknown values.
-func (pp *pluginProvider) createKey(req provider.Request, typeName string, cfg cty.Value) (planKey, bool) {
-	if len(req.Attributes) != 0 || req.ImportID != "" || len(req.Private) != 0 {
+// createKey is the key of a create of typeName with cfg on the process
+// of lease; ok is false when the plan must not be kept: the
+// configuration has unknown values, or lease is not from a Pool.
+func createKey(lease Client, typeName string, cfg cty.Value) (planKey, bool) {
+	l, ok := lease.(*Lease)
+	if !ok || l.e == nil {
 		return planKey{}, false
 	}
 	k, ok := validKey(typeName, cfg)
 	if !ok {
 		return planKey{}, false
 	}
-	full, err := pp.fullConfig(req.ProviderConfig)
-	if err != nil {
-		return planKey{}, false
-	}
-	hash, err := ConfigHash(full)
-	if err != nil {
-		return planKey{}, false
-	}
-	return planKey{resource: k, provider: hash}, true
+	return planKey{resource: k, provider: l.e.key.ConfigHash}, true
 }
 
 func (c *planCache) put(k planKey, plan *PlanResponse, now time.Time) {

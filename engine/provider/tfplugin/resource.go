@@ -117,10 +117,8 @@ func (rt *resourceType) bringTo(ctx context.Context, lease Client, req provider.
 	if prior.IsNull() && req.ImportID == "" {
 		// A create the engine planned with this configuration: applied
 		// as the provider planned it then (plancache.go).
-		if k, ok := rt.p.createKey(req, rt.typ, cfg); ok {
-			if l, leased := lease.(*Lease); leased && l.e != nil && l.e.key.ConfigHash == k.provider {
-				plan, _ = rt.p.planned.get(k, rt.p.now(), true)
-			}
+		if k, ok := createKey(lease, rt.typ, cfg); ok {
+			plan, _ = rt.p.planned.get(k, rt.p.now(), true)
 		}
 	}
 	if plan == nil {
@@ -381,14 +379,6 @@ func (rt *resourceType) PlanChange(ctx context.Context, req provider.Request) (p
 	if err != nil {
 		return provider.PlannedChange{}, err
 	}
-	// A create planned before with this configuration: the provider's
-	// plan from then, with no process leased (plancache.go).
-	k, keep := rt.p.createKey(req, rt.typ, cfg)
-	if keep {
-		if plan, ok := rt.p.planned.get(k, rt.p.now(), false); ok {
-			return rt.plannedChange(plan), nil
-		}
-	}
 	lease, err := rt.p.client(ctx, req.ProviderConfig)
 	if err != nil {
 		return provider.PlannedChange{}, err
@@ -400,19 +390,24 @@ func (rt *resourceType) PlanChange(ctx context.Context, req provider.Request) (p
 	if err != nil {
 		return provider.PlannedChange{}, err
 	}
-	plan, err := lease.PlanResourceChange(ctx, PlanRequest{TypeName: rt.typ, Prior: prior, Proposed: proposedNew(rt.schema.Block, prior, cfg), Config: cfg,
-		PriorPrivate: req.Private, PriorIdentity: rt.identityOf(req.Identity)})
-	if err != nil {
-		return provider.PlannedChange{}, err
+	// A create planned before with this configuration: the provider's
+	// plan from then (plancache.go).
+	k, keep := createKey(lease, rt.typ, cfg)
+	keep = keep && prior.IsNull() && req.ImportID == "" && len(req.Private) == 0
+	var plan *PlanResponse
+	if keep {
+		plan, _ = rt.p.planned.get(k, rt.p.now(), false)
 	}
-	if keep && prior.IsNull() && lease.Key().ConfigHash == k.provider {
-		rt.p.planned.put(k, plan, rt.p.now()) // for the Create that applies it
+	if plan == nil {
+		plan, err = lease.PlanResourceChange(ctx, PlanRequest{TypeName: rt.typ, Prior: prior, Proposed: proposedNew(rt.schema.Block, prior, cfg), Config: cfg,
+			PriorPrivate: req.Private, PriorIdentity: rt.identityOf(req.Identity)})
+		if err != nil {
+			return provider.PlannedChange{}, err
+		}
+		if keep {
+			rt.p.planned.put(k, plan, rt.p.now()) // for the Create that applies it
+		}
 	}
-	return rt.plannedChange(plan), nil
-}
-
-// plannedChange is what the engine gets of the provider's plan.
-func (rt *resourceType) plannedChange(plan *PlanResponse) provider.PlannedChange {
 	out := provider.PlannedChange{Attributes: map[string]cty.Value{}}
 	if plan.Planned.Type().IsObjectType() && !plan.Planned.IsNull() {
 		out.Attributes = plan.Planned.AsValueMap()
@@ -432,7 +427,7 @@ func (rt *resourceType) plannedChange(plan *PlanResponse) provider.PlannedChange
 		}
 	}
 	sort.Strings(out.RequiresReplace)
-	return out
+	return out, nil
 }
 
 // result is what the engine records of a new state: every attribute of it
