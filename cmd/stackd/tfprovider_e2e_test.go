@@ -543,10 +543,12 @@ func TestTerraformProviderMoreConfigurationsThanProcesses(t *testing.T) {
 	// call would be 8 a target (4 plans, 4 creates). A process idle for
 	// longer than its start cost may make room (a loaded machine
 	// stretches the pauses between an instance's calls and so restarts a
-	// few): the bound is 4 a target, half the failure's.
+	// few): the bound is 5 a target, well under the failure's 8. (Measured
+	// on 2 cores: 67–83 in all for 20 targets, idle or loaded; 4 a target
+	// was the edge of that range and failed now and then.)
 	started := strings.Count(res.stderr, "provider started")
 	t.Logf("%d provider processes started", started)
-	if started > 4*targets {
+	if started > 5*targets {
 		t.Errorf("%d provider processes started for %d configurations of %d resources each: processes were ended between the calls of one instance", started, targets, 4)
 	}
 	objects, _ := filepath.Glob(filepath.Join(world, "*", "*-app*.json"))
