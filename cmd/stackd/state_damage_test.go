@@ -146,6 +146,10 @@ func TestBackupKilledMidwayKeepsPrevious(t *testing.T) {
 			} else if res := runBinary(t, binary, "state", "verify", file); res.err != nil {
 				// Finished before the kill: then the new backup is complete.
 				t.Fatalf("%s: the backup that finished is not complete: %s", phase.name, res)
+			} else {
+				// It is now the backup a later killed attempt must leave
+				// in place.
+				first = fileSHA(t, file)
 			}
 		}
 		if !caught {
