@@ -142,7 +142,7 @@ func Parse(src []byte) (st *State, err error) {
 	if len(src) > MaxBytes {
 		return nil, fmt.Errorf("%w: the file is %d bytes; at most %d are read", ErrUnsupported, len(src), MaxBytes)
 	}
-	if d := nesting(src); d > MaxNesting {
+	if d := Nesting(src); d > MaxNesting {
 		return nil, fmt.Errorf("%w: the JSON nests more than %d levels deep", ErrNotState, MaxNesting)
 	}
 	var f fileV4
@@ -460,8 +460,10 @@ func jsonError(err error) string {
 	return "invalid JSON"
 }
 
-// nesting is how deeply src's JSON arrays and objects nest.
-func nesting(src []byte) int {
+// Nesting is how deeply src's JSON arrays and objects nest (strings
+// skipped), read before decoding so that a deeply nested document is
+// refused without a recursive decoder's cost.
+func Nesting(src []byte) int {
 	depth, most := 0, 0
 	inString, escaped := false, false
 	for _, c := range src {

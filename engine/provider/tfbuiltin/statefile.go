@@ -10,6 +10,7 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/stackd/stackd/engine/provider"
+	"github.com/stackd/stackd/internal/tfstate"
 )
 
 // Limits of a state file terraform_remote_state reads.
@@ -50,7 +51,7 @@ func readOutputs(src []byte) (outs map[string]cty.Value, err error) {
 	if len(src) > MaxStateBytes {
 		return nil, fmt.Errorf("the state file is %d bytes; at most %d are read", len(src), MaxStateBytes)
 	}
-	if d := nesting(src); d > MaxStateNesting {
+	if d := tfstate.Nesting(src); d > MaxStateNesting {
 		return nil, fmt.Errorf("the state file nests more than %d levels deep", MaxStateNesting)
 	}
 	var sf stateFile
@@ -121,31 +122,4 @@ func jsonError(err error) string {
 		return fmt.Sprintf("at %s: %s", provider.FormatPath(pe.Path), pe.Error())
 	}
 	return err.Error()
-}
-
-// nesting is how deeply src's JSON arrays and objects nest.
-func nesting(src []byte) int {
-	depth, most := 0, 0
-	inString, escaped := false, false
-	for _, c := range src {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '[' || c == '{':
-			depth++
-			most = max(most, depth)
-		case c == ']' || c == '}':
-			depth--
-		}
-	}
-	return most
 }
