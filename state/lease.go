@@ -146,3 +146,26 @@ func (s *Store) Fenced(l Lease) (*Store, error) {
 	}
 	return &Store{kv: s.kv, key: s.key, stop: make(chan struct{}), fence: &l, parent: s}, nil
 }
+
+// FencedWhile is Fenced, with valid asked before every write: while it
+// reports false (the holder's own clock says the lease may be lost, or the
+// holder gave it up), writes are refused with ErrLeaseLost before they
+// reach the database. The database's check still decides every write
+// valid lets through.
+func (s *Store) FencedWhile(l Lease, valid func() bool) (*Store, error) {
+	f, err := s.Fenced(l)
+	if err != nil {
+		return nil, err
+	}
+	f.fenceValid = valid
+	return f, nil
+}
+
+// checkFence refuses a write of a fenced view whose holder considers its
+// lease lost.
+func (s *Store) checkFence() error {
+	if s.fenceValid != nil && !s.fenceValid() {
+		return fmt.Errorf("lease of stack set %s (epoch %d): %w", s.fence.StackSet, s.fence.Epoch, ErrLeaseLost)
+	}
+	return nil
+}

@@ -272,6 +272,9 @@ func (s *Store) AppendEvent(ev Event) (Event, error) {
 	if err := s.checkSpace(); err != nil {
 		return Event{}, err
 	}
+	if err := s.checkFence(); err != nil {
+		return Event{}, err
+	}
 	if ev.Time.IsZero() {
 		ev.Time = time.Now().UTC()
 	}

@@ -97,6 +97,10 @@ type Store struct {
 	// by; parent is the store this one is a fenced view of (see Fenced).
 	fence  *Lease
 	parent *Store
+	// fenceValid, if set, is asked before every write of a fenced view:
+	// false means its holder considers the lease lost (self-fencing), and
+	// the write is refused without reaching the database.
+	fenceValid func() bool
 	// key encrypts the state and its backups at rest (nil: not).
 	key []byte
 	// dir is the state directory; writes are refused (ErrNoSpace) while
@@ -353,6 +357,9 @@ func convertErr(err error) error {
 // MinFreeSpace), else what fn or the backend returned, converted.
 func (s *Store) update(fn func(txn kvTxn) error) error {
 	if err := s.checkSpace(); err != nil {
+		return err
+	}
+	if err := s.checkFence(); err != nil {
 		return err
 	}
 	for attempt := 0; ; attempt++ {
