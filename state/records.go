@@ -132,6 +132,7 @@ type Instance struct {
 	StackSetID   string          `json:"stack_set_id"`
 	Region       string          `json:"region"`
 	Account      string          `json:"account"`
+	OU           string          `json:"ou,omitempty"` // Account's organizational unit (SERVICE_MANAGED) at its last operation
 	Status       InstanceStatus  `json:"status"`
 	StatusReason string          `json:"status_reason,omitempty"`
 	Revision     string          `json:"revision,omitempty"`    // commit last applied successfully
