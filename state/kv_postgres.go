@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,6 +71,12 @@ var pgMigrations = []string{
 				USING ERRCODE = 'SDL01';
 		END IF;
 	 END $$`,
+	// 3: replicas (member_postgres.go).
+	`CREATE TABLE stackd_members (
+		id text PRIMARY KEY,
+		info text NOT NULL,
+		started timestamptz NOT NULL,
+		expires timestamptz NOT NULL)`,
 }
 
 const (
@@ -194,6 +201,11 @@ type pgBackend struct {
 	pool     *pgxpool.Pool
 	aead     cipher.AEAD
 	isClosed atomic.Bool
+	// fencedRefused counts fenced writes refused with ErrLeaseLost.
+	fencedRefused atomic.Uint64
+	// channelSuffix (notify_postgres.go) is set on first use.
+	channelMu     sync.Mutex
+	channelSuffix *string
 }
 
 var (
@@ -303,7 +315,7 @@ func (b *pgBackend) update(fn func(kvTxn) error) error {
 }
 
 func (b *pgBackend) updateFenced(l Lease, fn func(kvTxn) error) error {
-	return b.run(`BEGIN ISOLATION LEVEL SERIALIZABLE`, &l, fn)
+	return b.countRefused(b.run(`BEGIN ISOLATION LEVEL SERIALIZABLE`, &l, fn))
 }
 
 func (b *pgBackend) view(fn func(kvTxn) error) error {
@@ -392,7 +404,7 @@ func (b *pgBackend) appendEvent(fence *Lease, opIDKey, prefix []byte, build func
 		seq, err := b.appendEventOnce(fence, opIDKey, prefix, build)
 		var ce *pgConnError
 		if !errors.As(err, &ce) || !ce.retry || attempt == pgConnRetries {
-			return seq, err
+			return seq, b.countRefused(err)
 		}
 	}
 }

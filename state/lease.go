@@ -109,8 +109,10 @@ func (s *Store) RenewLease(l Lease, ttl time.Duration) (Lease, error) {
 }
 
 // ReleaseLease gives l up at once (a replica leaving); the epoch stays,
-// so the next holder gets a greater one. Releasing a lease no longer held
-// is not an error.
+// so the next holder gets a greater one. A release notifies ChannelLease
+// (payload: the stack set id) when it commits, so the other replicas
+// rebalance at once. Releasing a lease no longer held is not an error
+// (and notifies no one).
 //
 // Errors: ErrNotShared, ErrClosed.
 func (s *Store) ReleaseLease(l Lease) error {

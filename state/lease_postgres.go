@@ -76,12 +76,21 @@ func (b *pgBackend) renewLease(l Lease, ttl time.Duration) (Lease, error) {
 	return l, nil
 }
 
+// releaseLease notifies ChannelLease (the stack set id) in the same
+// statement, so the notification is sent when the release commits.
 func (b *pgBackend) releaseLease(l Lease) error {
 	return b.leaseQuery(func(ctx context.Context) error {
-		_, err := b.pool.Exec(ctx, `
-			UPDATE stackd_leases SET expires = clock_timestamp() - interval '1 microsecond'
-			WHERE stack_set = $1 AND holder = $2 AND epoch = $3 AND expires > clock_timestamp()`,
-			l.StackSet, l.Holder, int64(l.Epoch))
+		ch, err := b.channel(ctx, ChannelLease)
+		if err != nil {
+			return err
+		}
+		_, err = b.pool.Exec(ctx, `
+			WITH released AS (
+				UPDATE stackd_leases SET expires = clock_timestamp() - interval '1 microsecond'
+				WHERE stack_set = $1 AND holder = $2 AND epoch = $3 AND expires > clock_timestamp()
+				RETURNING stack_set)
+			SELECT pg_notify($4, stack_set) FROM released`,
+			l.StackSet, l.Holder, int64(l.Epoch), ch)
 		return pgConvert(err)
 	})
 }

@@ -118,6 +118,9 @@ type Store struct {
 	// events number the events of each operation (striped by operation
 	// id hash; see AppendEvent).
 	events [eventLocks]eventStripe
+
+	// hub holds the Listen calls, which Close ends (notify.go).
+	hub notifyHub
 }
 
 // eventStripe holds the last sequence number taken per operation of one
@@ -294,6 +297,7 @@ func (s *Store) Close() error {
 		return nil // a fenced view: its parent owns the backend
 	}
 	s.closeOnce.Do(func() {
+		s.hub.close()
 		close(s.stop)
 		s.wg.Wait()
 		if s.db == nil {
