@@ -213,6 +213,9 @@ func (o *opRun) markWaiting() error {
 			continue
 		}
 		in.Status, in.StatusReason, in.Updated = state.InstanceWaitInProgress, "", now
+		if o.j.desired != nil {
+			in.OU = o.j.desired.OU(w.target.Account)
+		}
 		ins = append(ins, in)
 	}
 	o.results = map[config.Target]state.InstanceResult{}

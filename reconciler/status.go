@@ -140,6 +140,7 @@ func (c OperationCounts) String() string {
 type InstanceStatus struct {
 	Region   string               `json:"region"`
 	Account  string               `json:"account"`
+	OU       string               `json:"ou,omitempty"` // SERVICE_MANAGED: the account's organizational unit
 	Status   state.InstanceStatus `json:"status"`
 	Reason   string               `json:"reason,omitempty"`
 	Revision string               `json:"revision,omitempty"`
@@ -198,7 +199,7 @@ func BuildStatus(st *state.Store, ss *state.StackSet) (*StackSetStatus, error) {
 	checked := false
 	for _, in := range ins {
 		is := InstanceStatus{
-			Region: in.Region, Account: in.Account, Status: in.Status, Reason: in.StatusReason,
+			Region: in.Region, Account: in.Account, OU: in.OU, Status: in.Status, Reason: in.StatusReason,
 			Revision: in.Revision, Overrides: OverridesView(in.Overrides), Outputs: in.Outputs,
 		}
 		if d := in.Drift; d != nil {
@@ -310,8 +311,8 @@ func (r *Reconciler) catchUpStatus() {
 	var entries []*statusEntry
 	for _, key := range keys {
 		name := strings.TrimPrefix(key, metaStatusOwed)
-		if r.status.owes(StatusPath(name)) {
-			continue // the writer has it
+		if r.status.owes(StatusPath(name)) || !r.owns(name) {
+			continue // the writer has it, or its owner writes it
 		}
 		opID, err := r.opts.Store.Meta(key)
 		if err != nil {
