@@ -49,8 +49,8 @@ func ChangeSetPath(branch, stackSet, ext string) string {
 // branch's reconcile holds, so Run calls it from a worker of its own.
 func (r *Reconciler) PlanBranches(ctx context.Context) error {
 	lister, ok := r.opts.Source.(BranchLister)
-	if !ok {
-		return nil
+	if !ok || !r.leader() {
+		return nil // no branches, or another replica plans them
 	}
 	r.branchMu.Lock()
 	defer r.branchMu.Unlock()

@@ -526,8 +526,8 @@ func (r *Reconciler) driftLoop(ctx context.Context) {
 				}
 				last[name] = l
 			}
-			if now.Sub(l) < (*specs)[name].Interval {
-				continue
+			if now.Sub(l) < (*specs)[name].Interval || !r.owns(name) {
+				continue // not due, or another replica's
 			}
 			_, err := r.CheckDrift(ctx, name)
 			switch {

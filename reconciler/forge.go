@@ -342,7 +342,7 @@ func (r *Reconciler) forgeCommented(branch string, edit func([]string) []string)
 // apply) has queued it when it returns.
 func (r *Reconciler) forgeDeploy(head string, res *Result, err error, p *pass) *pass {
 	f := r.reviewer()
-	if f == nil || err != nil || res == nil || res.UpToDate {
+	if f == nil || err != nil || res == nil || res.UpToDate || !r.leader() {
 		return p
 	}
 	r.forgeResend()

@@ -45,6 +45,19 @@ type job struct {
 	queuedOp string
 	// dropPlans: validate each instance's plan, then let it go.
 	dropPlans bool
+	// hold is this replica's lease of the stack set on a shared state
+	// (nil: the process owns every stack set): the job writes through its
+	// fenced store and stops when it is lost (docs/design.md §13).
+	hold Hold
+}
+
+// store is the state the job writes through: fenced by its stack set's
+// lease on a shared state, else the reconciler's.
+func (j *job) store(r *Reconciler) *state.Store {
+	if j.hold != nil {
+		return j.hold.Store()
+	}
+	return r.opts.Store
 }
 
 // id is the stack set's id: recorded, or chosen for a new stack set.

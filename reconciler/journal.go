@@ -25,9 +25,10 @@ type journal struct {
 	buf                   []state.ResourceWrite
 }
 
-// journal returns the journal of the instance of stack set ssID at t.
-func (r *Reconciler) journal(ssID string, t config.Target) *journal {
-	return &journal{store: r.opts.Store, ssID: ssID, region: t.Region, account: t.Account, now: r.opts.Now, metrics: r.opts.Metrics}
+// journal returns the journal of the instance of stack set ssID at t,
+// written through st (the job's store: fenced on a shared state).
+func (r *Reconciler) journal(st *state.Store, ssID string, t config.Target) *journal {
+	return &journal{store: st, ssID: ssID, region: t.Region, account: t.Account, now: r.opts.Now, metrics: r.opts.Metrics}
 }
 
 var _ engine.Journal = (*journal)(nil)

@@ -23,7 +23,7 @@ import (
 // runJob runs (or resumes) the operation of one stack set at its revision
 // and writes its status commit.
 func (r *Reconciler) runJob(ctx context.Context, j *job) (*state.Operation, error) {
-	st := r.opts.Store
+	st := j.store(r)
 	now := r.opts.Now()
 	rev := j.rev
 	if j.recorded == nil {
@@ -129,7 +129,7 @@ func (r *Reconciler) stopOthers(j *job, cur *state.Operation) error {
 			// rollout) runs next: it is not taken over.
 			continue
 		}
-		if err := r.endOperation(op, state.OperationStopped, "superseded by revision "+short(cur.Revision)); err != nil {
+		if err := r.endOperation(j.store(r), op, state.OperationStopped, "superseded by revision "+short(cur.Revision)); err != nil {
 			return err
 		}
 	}
@@ -140,9 +140,9 @@ func (r *Reconciler) stopOthers(j *job, cur *state.Operation) error {
 // by a newer one, coalesced into it, or left for a stack set that no
 // longer exists — with status and reason: the one place those records are
 // written (finish writes the outcome of those it runs).
-func (r *Reconciler) endOperation(op state.Operation, status state.OperationStatus, reason string) error {
+func (r *Reconciler) endOperation(st *state.Store, op state.Operation, status state.OperationStatus, reason string) error {
 	op.Status, op.Reason, op.Ended = status, reason, r.opts.Now()
-	return r.opts.Store.PutOperation(op)
+	return st.PutOperation(op)
 }
 
 // opRun is one running operation.
@@ -172,7 +172,7 @@ type opRun struct {
 
 func (o *opRun) event(region, account, resource, status, msg string) {
 	defer o.r.spent(PhaseJournal, time.Now())
-	if _, err := o.r.opts.Store.AppendEvent(state.Event{
+	if _, err := o.st().AppendEvent(state.Event{
 		OperationID: o.op.ID, Time: o.r.opts.Now(), Region: region, Account: account,
 		Resource: resource, Status: status, Message: o.redact(msg),
 	}); err != nil {
@@ -219,14 +219,14 @@ func (o *opRun) markWaiting() error {
 		ins = append(ins, in)
 	}
 	o.results = map[config.Target]state.InstanceResult{}
-	return o.r.opts.Store.PutInstances(ins)
+	return o.st().PutInstances(ins)
 }
 
 // execute applies one instance; it reports success.
 func (o *opRun) execute(ctx context.Context, w *work) bool {
 	began := time.Now()
 	defer func() { o.r.opts.Metrics.InstanceDuration(string(o.op.Kind), time.Since(began)) }()
-	st := o.r.opts.Store
+	st := o.st()
 	ssID := o.j.recorded.ID
 	t := w.target
 	log := o.log.With().Str("region", t.Region).Str("account", t.Account).Logger()
@@ -274,7 +274,7 @@ func (o *opRun) execute(ctx context.Context, w *work) bool {
 			return o.fail(w, log, err)
 		}
 	}
-	j := o.r.journal(ssID, t)
+	j := o.r.journal(o.st(), ssID, t)
 	res, err := o.r.opts.Engine.Apply(ctx, plan, j, func(ev engine.Event) {
 		o.r.observeTime(ev)
 		msg := ev.Action.String()
@@ -369,7 +369,7 @@ func (o *opRun) settle(w *work, status state.InstanceStatus, reason string, outp
 // It returns the error only when writes could not be written (the caller
 // fails the instance); other errors are logged and the result is kept.
 func (o *opRun) record(w *work, known *state.Instance, writes []state.ResourceWrite, status state.InstanceStatus, reason string, outputs json.RawMessage) error {
-	st := o.r.opts.Store
+	st := o.st()
 	t := w.target
 	if !(w.action == changeset.InstanceDelete && status == state.InstanceOperationComplete) {
 		var in state.Instance
@@ -436,7 +436,7 @@ func (o *opRun) record(w *work, known *state.Instance, writes []state.ResourceWr
 // final status): it records the operation, updates the stack set record
 // and writes the status commit. An interrupted operation stays RUNNING.
 func (o *opRun) finish(ctx context.Context) (*state.Operation, error) {
-	st := o.r.opts.Store
+	st := o.st()
 	op := o.op
 	op.Results = o.mergedResults()
 	if o.interrupted(ctx) {
@@ -480,7 +480,7 @@ func (o *opRun) interrupted(ctx context.Context) bool {
 // the two leaves a stack set no longer desired, deleted again at the
 // next start); it returns the stack set record.
 func (o *opRun) recordStackSet(op *state.Operation, out outcome) (state.StackSet, error) {
-	st := o.r.opts.Store
+	st := o.st()
 	ss := *o.j.recorded
 	ss.LastOperation = op.ID
 	switch {
@@ -513,7 +513,7 @@ func (o *opRun) recordStackSet(op *state.Operation, out outcome) (state.StackSet
 func (o *opRun) saveProgress() (state.Operation, error) {
 	op := *o.op
 	op.Results = o.mergedResults()
-	return op, o.r.opts.Store.PutOperation(op)
+	return op, o.st().PutOperation(op)
 }
 
 // varsRecord returns the stack set's variable names and values with

@@ -196,7 +196,7 @@ func (r *Reconciler) checkPass(ctx context.Context, head string) ([]state.Operat
 		return nil, nil, err
 	}
 	if len(unfinished) == 0 {
-		if last, _ := r.opts.Store.Meta(metaLastRevision); string(last) == head {
+		if last, _ := r.opts.Store.Meta(metaLastRevision); string(last) == head && r.upToDateHere(head) {
 			r.catchUpIndex(head)
 			// Instances the last operations failed stay failed until the
 			// next operation: the result says so (stackd apply exits 1).
@@ -393,6 +393,9 @@ func (r *Reconciler) unfinished() ([]state.Operation, error) {
 		if ru := r.runners[op.StackSet]; ru != nil && ru.busy {
 			continue
 		}
+		if r.opts.Shard != nil && !r.opts.Shard.Owns(op.StackSet) {
+			continue // another replica's (or an owner's to be)
+		}
 		out = append(out, op)
 	}
 	return out, nil
@@ -403,6 +406,7 @@ func (r *Reconciler) unfinished() ([]state.Operation, error) {
 func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...string) (*Result, *pass, error) {
 	log := r.log.With().Str("revision", short(rev)).Logger()
 	res := &Result{Revision: rev}
+	gen := r.shardGeneration() // read before the leases are looked at
 	jobs, diags, err := r.prepare(ctx, rev, modeApply, false)
 	if err != nil {
 		return nil, nil, err
@@ -433,6 +437,9 @@ func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...
 		if len(only) > 0 && !slices.Contains(only, j.name) {
 			continue
 		}
+		if !r.hold(j) {
+			continue // another replica runs this stack set
+		}
 		if j.kind == "" {
 			// Nothing left to apply, but an operation a crash or stop
 			// interrupted may still be open: finish it at this revision
@@ -458,16 +465,18 @@ func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...
 					j.kind = op.Kind
 					continue
 				}
-				if err := r.endOperation(op, state.OperationStopped, "its stack set no longer exists"); err != nil {
+				if err := r.endOperation(j.store(r), op, state.OperationStopped, "its stack set no longer exists"); err != nil {
 					return nil, nil, err
 				}
 			}
 			if j.kind == "" {
+				j.releaseHold()
 				continue
 			}
 		}
-		r.dispatch(ctx, j, p)
-		dispatched++
+		if r.dispatch(ctx, j, p) {
+			dispatched++
+		}
 	}
 	if len(only) == 0 {
 		if rej, _ := r.opts.Store.Meta(metaRejectedRevision); len(rej) > 0 {
@@ -478,6 +487,7 @@ func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...
 		if err := r.opts.Store.SetMeta(metaLastRevision, []byte(rev)); err != nil {
 			return res, p, err
 		}
+		r.notePassed(rev, gen)
 	}
 	if dispatched == 0 {
 		log.Info().Msg("no changes")

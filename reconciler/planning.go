@@ -64,6 +64,13 @@ func (r *Reconciler) prepare(ctx context.Context, rev string, mode planMode, unt
 		default:
 		}
 	}
+	if mode == modeApply {
+		names := make([]string, 0, len(defs.StackSets))
+		for _, ss := range defs.StackSets {
+			names = append(names, ss.Name)
+		}
+		r.desiredNames.Store(&names)
+	}
 	recorded, err := r.opts.Store.ListStackSets()
 	if err != nil {
 		return nil, nil, err

@@ -96,6 +96,10 @@ type Options struct {
 	// Space, if set, is asked before a pass starts operations; while it
 	// reports no room, the pass fails before anything is dispatched.
 	Space SpaceGate
+	// Shard, if set, makes this process one replica of several sharing a
+	// PostgreSQL state: it runs only the stack sets whose lease it holds
+	// (shard.go, docs/design.md §13).
+	Shard Shard
 }
 
 // DefaultPlanBudget is the default Options.PlanBudget: a fleet of 10,000
@@ -264,6 +268,11 @@ type Reconciler struct {
 	// resource type registry it was validated against: only a rejection
 	// made under the same flags and registry is not validated again.
 	rejectedHere atomic.Pointer[rejection]
+	// passed is this process's last pass over the head's jobs, on a
+	// shared state (upToDateHere); desiredNames the stack sets of the last
+	// revision planned for deploying (StackSetNames).
+	passed       atomic.Pointer[passedAt]
+	desiredNames atomic.Pointer[[]string]
 	// forge is what the reconciler remembers of the forge (forge.go).
 	forge forgeState
 

@@ -179,7 +179,7 @@ func (o *opRun) runRollout(ctx context.Context, prefs config.OperationPreference
 	defer o.r.rollouts.CompareAndDelete(o.j.name, rr)
 	defer func() {
 		if !rr.interrupted {
-			_ = o.r.opts.Store.DeleteMeta(metaRolloutAbort + o.op.ID)
+			_ = o.st().DeleteMeta(metaRolloutAbort + o.op.ID)
 		}
 	}()
 
@@ -238,7 +238,7 @@ func (o *opRun) runRollout(ctx context.Context, prefs config.OperationPreference
 	// status shows this operation while it runs.
 	rr.persist()
 	o.j.recorded.LastOperation = o.op.ID
-	if err := o.r.opts.Store.PutStackSet(*o.j.recorded); err != nil {
+	if err := o.st().PutStackSet(*o.j.recorded); err != nil {
 		o.log.Warn().Err(err).Msg("cannot record the running operation on the stack set")
 	}
 	o.log.Info().Str("pattern", rr.spec.Pattern).Int("batches", prog.Batches).Ints("sizes", prog.BatchSizes()).Bool("resumed", resumed != nil).Msg("rollout planned")

@@ -70,7 +70,7 @@ func (rr *rolloutRun) gate(ctx context.Context, n int) error {
 			}
 		}
 	}
-	st := o.r.opts.Store
+	st := o.st()
 	ssID := o.j.recorded.ID
 	for _, t := range failed {
 		// Deployed, then failed this gate before a restart: the batch
@@ -179,7 +179,7 @@ func (rr *rolloutRun) probeAll(ctx context.Context, ss *config.StackSet, ts []co
 // serve records that instances passed their gate: they are in service.
 func (rr *rolloutRun) serve(ts []config.Target) {
 	o := rr.o
-	st := o.r.opts.Store
+	st := o.st()
 	var ins []state.Instance
 	for _, t := range ts {
 		in, err := st.Instance(o.j.recorded.ID, t.Region, t.Account)
@@ -200,7 +200,7 @@ func (rr *rolloutRun) serve(ts []config.Target) {
 func (rr *rolloutRun) gateFailed(t config.Target, reason string) {
 	o := rr.o
 	reason = o.redact(reason)
-	st := o.r.opts.Store
+	st := o.st()
 	if in, err := st.Instance(o.j.recorded.ID, t.Region, t.Account); err == nil {
 		in.Status, in.StatusReason, in.OutOfService, in.Updated = state.InstanceOperationFailed, reason, reason, o.r.opts.Now()
 		if err := st.PutInstance(in); err != nil {

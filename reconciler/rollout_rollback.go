@@ -100,7 +100,7 @@ func (rr *rolloutRun) fail(ctx context.Context, bf *batchFailure) {
 
 // restore puts back the instance status an interrupted run recorded.
 func (rr *rolloutRun) restore(w *work, pr state.InstanceResult) {
-	st := rr.o.r.opts.Store
+	st := rr.o.st()
 	in, err := st.Instance(rr.o.j.recorded.ID, w.target.Region, w.target.Account)
 	if err != nil {
 		return
@@ -151,7 +151,7 @@ type rollbackItem struct {
 // neither misses an instance nor rolls one back twice.
 func (rr *rolloutRun) rollbackItems(k int) ([]rollbackItem, error) {
 	o := rr.o
-	st := o.r.opts.Store
+	st := o.st()
 	var items []rollbackItem
 	for _, m := range o.op.Rollout.Plan[k-1].Members {
 		t := config.Target{Region: m.Region, Account: m.Account}
@@ -261,7 +261,7 @@ func (rr *rolloutRun) rollbackGate(ctx context.Context, k int, items []rollbackI
 			return "", err
 		}
 	}
-	st := o.r.opts.Store
+	st := o.st()
 	byRev := map[string][]config.Target{}
 	outputs := map[config.Target][]byte{}
 	var restored []config.Target
@@ -424,7 +424,7 @@ func (rr *rolloutRun) rollbackBatch(ctx context.Context, items []rollbackItem) (
 // an instance the operation created).
 func (rr *rolloutRun) rollbackOne(ctx context.Context, it rollbackItem) error {
 	o := rr.o
-	st := o.r.opts.Store
+	st := o.st()
 	ssID := o.j.recorded.ID
 	t := it.target
 	log := o.log.With().Str("region", t.Region).Str("account", t.Account).Int("batch", it.batch).Logger()
@@ -480,7 +480,7 @@ func (rr *rolloutRun) rollbackOne(ctx context.Context, it rollbackItem) error {
 	if err := st.PutInstance(in); err != nil {
 		return failWith(err)
 	}
-	j := o.r.journal(ssID, t)
+	j := o.r.journal(o.st(), ssID, t)
 	res, err := o.r.opts.Engine.Apply(ctx, plan, j, o.r.observeTime)
 	if ferr := j.Flush(); err == nil && ferr != nil {
 		err = ferr

@@ -74,8 +74,13 @@ func (p *pass) wait(res *Result, ctx context.Context) error {
 }
 
 // dispatch hands a job to its stack set's runner: it starts at once if the
-// runner is idle, else it is queued (replacing an older queued job).
-func (r *Reconciler) dispatch(ctx context.Context, j *job, p *pass) {
+// runner is idle, else it is queued (replacing an older queued job). On a
+// shared state, only a replica holding the stack set's lease runs it:
+// false when this one does not.
+func (r *Reconciler) dispatch(ctx context.Context, j *job, p *pass) bool {
+	if !r.hold(j) {
+		return false
+	}
 	j.pass = p
 	p.wg.Add(1)
 	r.runMu.Lock()
@@ -101,7 +106,7 @@ func (r *Reconciler) dispatch(ctx context.Context, j *job, p *pass) {
 		}
 		r.opts.Metrics.QueueLength(r.queued())
 		r.log.Info().Str("stack_set", j.name).Str("revision", short(j.rev)).Msg("operation queued behind the running one")
-		return
+		return true
 	}
 	ru.busy = true
 	checking := stopDrift(ru)
@@ -111,6 +116,7 @@ func (r *Reconciler) dispatch(ctx context.Context, j *job, p *pass) {
 	}
 	r.wg.Add(1)
 	go r.runLoop(ctx, ru, j)
+	return true
 }
 
 // dispatchIfIdle dispatches j only when no operation of its stack set runs
@@ -123,19 +129,21 @@ func (r *Reconciler) dispatchIfIdle(ctx context.Context, j *job, p *pass) bool {
 	if busy {
 		return false
 	}
-	r.dispatch(ctx, j, p)
-	return true
+	return r.dispatch(ctx, j, p)
 }
 
 // runLoop runs a job, then whatever was queued behind it.
 func (r *Reconciler) runLoop(ctx context.Context, ru *runner, j *job) {
 	defer r.wg.Done()
 	for {
-		op, err := r.runJob(ctx, j)
+		jctx, cancel := holdContext(ctx, j)
+		op, err := r.runJob(jctx, j)
+		cancel()
 		if err != nil {
 			r.log.Error().Err(err).Str("stack_set", j.name).Msg("operation error")
 		}
 		j.pass.record(j.name, op, err)
+		j.releaseHold()
 
 		r.runMu.Lock()
 		next := ru.queued
@@ -150,6 +158,7 @@ func (r *Reconciler) runLoop(ctx context.Context, ru *runner, j *job) {
 			if next != nil {
 				// Stopping: the QUEUED operation stays recorded and runs
 				// after the restart.
+				next.releaseHold()
 				next.pass.wg.Done()
 			}
 			return
@@ -159,6 +168,7 @@ func (r *Reconciler) runLoop(ctx context.Context, ru *runner, j *job) {
 		// The state changed while the job waited: decide its instances again.
 		if err := r.refresh(ctx, next); err != nil {
 			next.pass.record(next.name, nil, err)
+			next.releaseHold()
 			next.pass.wg.Done()
 			r.runMu.Lock()
 			ru.busy = false
@@ -198,7 +208,7 @@ func (r *Reconciler) recordQueued(j *job) {
 		return
 	}
 	now := r.opts.Now()
-	op, _, err := r.opts.Store.ClaimOperation(state.Operation{
+	op, _, err := j.store(r).ClaimOperation(state.Operation{
 		ID: state.NewOperationID(), StackSetID: j.recorded.ID, StackSet: j.name,
 		Kind: j.kind, Revision: j.rev, Status: state.OperationQueued, Created: now,
 	})
@@ -211,6 +221,7 @@ func (r *Reconciler) recordQueued(j *job) {
 
 // coalesce drops a queued job in favour of a newer one for the same stack set.
 func (r *Reconciler) coalesce(old, newer *job) {
+	defer old.releaseHold()
 	old.pass.wg.Done()
 	if old.queuedOp == "" {
 		return
@@ -219,7 +230,7 @@ func (r *Reconciler) coalesce(old, newer *job) {
 	if err != nil || op.Status != state.OperationQueued {
 		return
 	}
-	if err := r.endOperation(op, state.OperationCancelled, "coalesced into revision "+short(newer.rev)); err != nil {
+	if err := r.endOperation(old.store(r), op, state.OperationCancelled, "coalesced into revision "+short(newer.rev)); err != nil {
 		r.log.Warn().Err(err).Str("stack_set", old.name).Msg("cannot record coalesced operation")
 	}
 	r.log.Info().Str("stack_set", old.name).Str("revision", short(old.rev)).Str("by", short(newer.rev)).Msg("queued operation coalesced")

@@ -311,8 +311,8 @@ func (r *Reconciler) catchUpStatus() {
 	var entries []*statusEntry
 	for _, key := range keys {
 		name := strings.TrimPrefix(key, metaStatusOwed)
-		if r.status.owes(StatusPath(name)) {
-			continue // the writer has it
+		if r.status.owes(StatusPath(name)) || !r.owns(name) {
+			continue // the writer has it, or its owner writes it
 		}
 		opID, err := r.opts.Store.Meta(key)
 		if err != nil {
