@@ -146,6 +146,9 @@ func (r *Reconciler) start(ctx context.Context) (res *Result, p *pass, err error
 		r.dispatching.Store(false)
 		r.status.wake()
 	}()
+	if r.opts.Shard != nil {
+		r.opts.Shard.Rebalance() // operations taken over are resumed now
+	}
 	unfinished, res, err := r.checkPass(ctx, head)
 	if err != nil || res != nil {
 		return res, nil, err
@@ -406,7 +409,6 @@ func (r *Reconciler) unfinished() ([]state.Operation, error) {
 func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...string) (*Result, *pass, error) {
 	log := r.log.With().Str("revision", short(rev)).Logger()
 	res := &Result{Revision: rev}
-	gen := r.shardGeneration() // read before the leases are looked at
 	jobs, diags, err := r.prepare(ctx, rev, modeApply, false)
 	if err != nil {
 		return nil, nil, err
@@ -427,6 +429,10 @@ func (r *Reconciler) reconcileRevision(ctx context.Context, rev string, only ...
 		}
 		return res, nil, r.opts.Store.SetMeta(metaRejectedRevision, []byte(rev))
 	}
+	if r.opts.Shard != nil && len(only) == 0 {
+		r.opts.Shard.Rebalance() // the revision's new stack sets get owners
+	}
+	gen := r.shardGeneration() // read before the leases are looked at
 	p := &pass{}
 	dispatched := 0
 	left, err := r.unfinished()

@@ -32,6 +32,9 @@ type Shard interface {
 	// Leader reports whether this replica does the fleet's global duties
 	// (planning pull-request branches, forge reviews) now.
 	Leader() bool
+	// Rebalance takes and gives up leases now, before a pass dispatches:
+	// the stack sets of a new revision get their owners at once.
+	Rebalance()
 }
 
 // Hold is one use of a held lease.

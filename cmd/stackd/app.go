@@ -57,6 +57,8 @@ type repoConfig struct {
 	// progress, when set, draws stackd apply's progress bar on the
 	// terminal the log goes to.
 	progress *termProgress
+	// replica: run on a shared state is one replica of several.
+	replica replicaFlags
 }
 
 func (c *repoConfig) addFlags(cmd *cobra.Command) {
@@ -156,6 +158,9 @@ type app struct {
 	resolver *tfplugin.Resolver
 	// forge, if configured, holds the queue of forge calls.
 	forge *forgeRuntime
+	// replica, on a shared state (run --state-url), holds this replica's
+	// leases (docs/design.md §13).
+	replica *reconciler.Replica
 }
 
 func (a *app) Close() error {
@@ -260,6 +265,10 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	if c.progress != nil {
 		ropts.Progress = c.progress
 	}
+	rep := c.newReplica(st, log)
+	if rep != nil {
+		ropts.Shard = rep
+	}
 	rec, err := reconciler.New(ropts)
 	if err != nil {
 		events.Close()
@@ -269,7 +278,7 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	}
 	metrics.WatchStackSets(st, func() string { return rec.Health().Rejected })
 	fr.start()
-	return &app{store: st, source: src, engine: eng, rec: rec, log: log, broker: broker, signals: wp, metrics: metrics, space: space, events: events, plugins: plugins, resolver: resolver, forge: fr}, nil
+	return &app{store: st, source: src, engine: eng, rec: rec, log: log, broker: broker, signals: wp, metrics: metrics, space: space, events: events, plugins: plugins, resolver: resolver, forge: fr, replica: rep}, nil
 }
 
 // secretSource is the definitions repository with its SOPS-encrypted files

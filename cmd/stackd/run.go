@@ -94,14 +94,20 @@ func newRunCommand() *cobra.Command {
 			a.log.Info().Str("version", version.Get().Short()).Str("repo", a.source.Name()).Str("branch", c.branch).Str("listen", srv.Addr).Bool("tls", tlsCert != "").
 				Str("external_url", c.externalURL).Msg("stackd running")
 			stopNotify := notifySystemd(ctx, a)
+			// A replica keeps its leases until its operations ended, then
+			// releases them and leaves at once.
+			stopReplica := a.runReplica(kick)
 			err = a.rec.Run(ctx, trigger, grace)
+			stopReplica()
 			stopNotify()
 			a.log.Info().Msg("stackd stopped")
 			return err
 		},
 	}
 	c.addFlags(cmd)
+	c.replica.enabled = true
 	f := cmd.Flags()
+	c.replica.add(f)
 	f.DurationVar(&interval, "interval", time.Minute, "poll interval (local repositories are also watched with fsnotify)")
 	f.StringVar(&listen, "listen", "127.0.0.1:7070", "address of the HTTP API")
 	f.DurationVar(&grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long provider calls in flight may take to finish")
