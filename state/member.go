@@ -28,6 +28,9 @@ type Member struct {
 }
 
 const (
+	// maxReplicaID bounds a replica's id (bytes): it travels in
+	// notifications.
+	maxReplicaID = 256
 	// maxMemberInfo bounds Member.Info (bytes).
 	maxMemberInfo = 1024
 	// memberForget is how long after its expiry a dead member's row is
@@ -59,15 +62,28 @@ func (s *Store) members() (memberBackend, error) {
 // left.
 func memberPayload(id string) string { return "member:" + id }
 
+// checkReplicaID validates a replica's id: non-empty, no NUL, at most
+// maxReplicaID bytes.
+func checkReplicaID(id string) error {
+	if err := checkLast("replica id", id); err != nil {
+		return err
+	}
+	if len(id) > maxReplicaID {
+		return fmt.Errorf("%w: replica id is %d bytes long (at most %d)", ErrInvalidKey, len(id), maxReplicaID)
+	}
+	return nil
+}
+
 // Heartbeat records (or refreshes) replica id as live until now+ttl by the
 // database clock. The first heartbeat of id (or the first after its row
 // expired) is a join: Started is set, and ChannelLease is notified.
 //
-// Errors: ErrNotShared, ErrInvalidKey (an empty id, NUL, or info longer
-// than 1,024 bytes or not UTF-8), ErrInvalid (a ttl that is not positive),
+// Errors: ErrNotShared, ErrInvalidKey (an id that is empty, has NUL or is
+// longer than 256 bytes; info with NUL, not UTF-8 or longer than 1,024
+// bytes), ErrInvalid (a ttl that is not positive),
 // ErrClosed.
 func (s *Store) Heartbeat(id, info string, ttl time.Duration) error {
-	if err := checkLast("replica id", id); err != nil {
+	if err := checkReplicaID(id); err != nil {
 		return err
 	}
 	if len(info) > maxMemberInfo || strings.ContainsRune(info, 0) || !utf8.ValidString(info) {
@@ -91,7 +107,7 @@ func (s *Store) Heartbeat(id, info string, ttl time.Duration) error {
 //
 // Errors: ErrNotShared, ErrInvalidKey, ErrClosed.
 func (s *Store) Leave(id string) error {
-	if err := checkLast("replica id", id); err != nil {
+	if err := checkReplicaID(id); err != nil {
 		return err
 	}
 	b, err := s.members()

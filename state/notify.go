@@ -132,6 +132,9 @@ func (s *Store) Listen(ctx context.Context, channel string) (<-chan string, erro
 	if n, ok := s.kv.(notifier); ok {
 		if err := n.listen(lctx, channel, l, h); err != nil {
 			cancel()
+			if ctx.Err() != nil {
+				return out, nil // ended before it listened: out closes
+			}
 			return nil, fmt.Errorf("listen on %s: %w", channel, err)
 		}
 	}

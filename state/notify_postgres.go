@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -66,11 +67,28 @@ func (b *pgBackend) channel(ctx context.Context, name string) (string, error) {
 func (b *pgBackend) retryLost(ctx context.Context, fn func() error) error {
 	for attempt := 0; ; attempt++ {
 		err := fn()
-		var pe *pgconn.PgError
-		if err == nil || errors.As(err, &pe) || ctx.Err() != nil || b.isClosed.Load() || attempt == pgConnRetries {
+		if err == nil || !connLost(err) || ctx.Err() != nil || b.isClosed.Load() || attempt == pgConnRetries {
 			return pgConvert(err)
 		}
+		t := time.NewTimer(listenBackoff(attempt + 1))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
 	}
+}
+
+// connLost reports whether err is a connection's loss: an error that is
+// not the server's, or the server's that it is ending the session
+// (SQLSTATE class 08, connection exception, and 57P..., a shutdown,
+// a crash of another backend, a server still starting).
+func connLost(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+	}
+	return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P")
 }
 
 func isLeaseLost(err error) bool { return errors.Is(err, ErrLeaseLost) }
@@ -173,7 +191,10 @@ func (h *pgListenHandler) HandleBacklog(context.Context, string, *pgx.Conn) erro
 	h.attempt = 1 // a connection that is cut at once is not retried in a busy loop
 	if !h.listening {
 		h.listening = true
-		h.ready <- nil
+		select {
+		case h.ready <- nil:
+		default: // Listen returned already (a first attempt failed)
+		}
 		return nil
 	}
 	h.l.push("")
