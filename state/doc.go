@@ -18,7 +18,14 @@
 // PostgreSQL (RestoreInto) and a PostgreSQL backup into a directory
 // (Restore). Only PostgreSQL has leases (lease.go): one owner per stack set
 // at a time, and Fenced stores whose writes commit only while their
-// owner's lease is held.
+// owner's lease is held (FencedWritesRefused counts the refusals). Only
+// PostgreSQL has members too (member.go): replicas heartbeat a row whose
+// expiry is by the database clock, and leave at once on shutdown.
+// Notify and Listen (notify.go) wake other replicas: PostgreSQL's
+// NOTIFY/LISTEN, or in-process on Badger; a notification carries ids
+// only and is a hint (it can be lost, and a listener that reconnected is
+// told "" to re-read): the rows are the truth. Member rows, like lease
+// rows, are runtime, not state: backups do not carry them.
 //
 // # Invariants
 //
