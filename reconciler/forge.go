@@ -31,8 +31,9 @@ type ForgeReviewer interface {
 	// OpenPullRequests lists the open pull requests by head branch.
 	OpenPullRequests(ctx context.Context) (map[string]forge.PullRequest, error)
 	// Comment queues a stack set's comment on pr; fullPath is its change
-	// set's path on the status branch.
-	Comment(pr forge.PullRequest, c forge.Comment, fullPath string)
+	// set's path on the status branch. settled is called once the forge
+	// has it or refused it for good (it is not retried then).
+	Comment(pr forge.PullRequest, c forge.Comment, fullPath string, settled func())
 	// Status queues a commit status (linked to pr's comment when it has no
 	// target URL); delivered is called once the forge has it.
 	Status(sha string, s forge.Status, pr *forge.PullRequest, delivered func())
@@ -52,6 +53,10 @@ const (
 	// metaForgeStatus + <sha>/<context>: a status not yet delivered,
 	// re-sent after a restart.
 	metaForgeStatus = "forge/status/"
+	// metaForgeComment + <pull request>/<stack set>: a comment not yet
+	// delivered, re-sent after a restart (comments are found by their
+	// marker before one is created, so a re-send edits, never duplicates).
+	metaForgeComment = "forge/comment/"
 	// metaForgeCommented + <branch>: the stack sets with a comment on the
 	// branch's pull request (JSON list), updated when they become empty.
 	metaForgeCommented = "forge/commented/"
@@ -166,13 +171,26 @@ type owedStatus struct {
 	PR     *forge.PullRequest `json:"pr,omitempty"`
 }
 
-// forgeResend queues, once per process, the statuses a previous one owed.
+// forgeResend queues, once per process, the comments and statuses a
+// previous one owed. Comments go first: a status links to its pull
+// request's comment once that is posted.
 func (r *Reconciler) forgeResend() {
 	f := r.reviewer()
 	if f == nil {
 		return
 	}
 	r.forge.resend.Do(func() {
+		if keys, err := r.opts.Store.MetaKeys(metaForgeComment); err == nil {
+			for _, k := range keys {
+				b, err := r.opts.Store.Meta(k)
+				var o owedComment
+				if err != nil || json.Unmarshal(b, &o) != nil || o.PR.Number <= 0 || o.Comment.StackSet == "" {
+					_ = r.opts.Store.DeleteMeta(k)
+					continue
+				}
+				r.forgeSendComment(f, o.PR, o.Comment, o.FullPath)
+			}
+		}
 		keys, err := r.opts.Store.MetaKeys(metaForgeStatus)
 		if err != nil {
 			return
@@ -187,6 +205,36 @@ func (r *Reconciler) forgeResend() {
 			r.forgeStatus(f, o.SHA, o.Status, o.PR)
 		}
 	})
+}
+
+// forgeSendComment queues a comment, remembered until the forge has it
+// (or refused it for good) so that a restart sends it again: a comment
+// that failed to post is delivered by the queue's retries or by the next
+// start, not only by planning its branch again.
+func (r *Reconciler) forgeSendComment(f ForgeReviewer, pr forge.PullRequest, c forge.Comment, fullPath string) {
+	key := metaForgeComment + strconv.Itoa(pr.Number) + "/" + c.StackSet
+	owed := owedComment{PR: pr, Comment: c, FullPath: fullPath}
+	if b, err := json.Marshal(owed); err == nil {
+		if err := r.opts.Store.SetMeta(key, b); err != nil {
+			r.log.Warn().Err(err).Str("stack_set", c.StackSet).Int("pull_request", pr.Number).Msg("cannot remember a pull-request comment")
+		}
+	}
+	f.Comment(pr, c, fullPath, func() {
+		// Only if it is still this comment: a newer one of the key is
+		// owed otherwise.
+		if b, err := r.opts.Store.Meta(key); err == nil {
+			var o owedComment
+			if json.Unmarshal(b, &o) == nil && o == owed {
+				_ = r.opts.Store.DeleteMeta(key)
+			}
+		}
+	})
+}
+
+type owedComment struct {
+	PR       forge.PullRequest `json:"pr"`
+	Comment  forge.Comment     `json:"comment"`
+	FullPath string            `json:"full_path,omitempty"`
 }
 
 // forgePlanStarted sets stackd/plan pending on a pull request's head.
@@ -280,7 +328,7 @@ func (r *Reconciler) forgeComment(branch, stackSet, md string) bool {
 	if !ok {
 		return true
 	}
-	f.Comment(pr, forge.Comment{StackSet: stackSet, Markdown: md}, ChangeSetPath(branch, stackSet, "md"))
+	r.forgeSendComment(f, pr, forge.Comment{StackSet: stackSet, Markdown: md}, ChangeSetPath(branch, stackSet, "md"))
 	r.forgeCommented(branch, func(sets []string) []string {
 		if !slices.Contains(sets, stackSet) {
 			sets = append(sets, stackSet)
@@ -312,7 +360,7 @@ func (r *Reconciler) forgeNoChanges(branch, head string, cs *changeset.StackSetC
 	if cs.StackSetName != config.ReservedStackSetName {
 		body = fmt.Sprintf("**No changes** to stack set `%s` any more at `%s`.\n\n%s", cs.StackSetName, short(head), md)
 	}
-	f.Comment(pr, forge.Comment{StackSet: cs.StackSetName, Markdown: body, OnlyIfExists: true}, ChangeSetPath(branch, cs.StackSetName, "md"))
+	r.forgeSendComment(f, pr, forge.Comment{StackSet: cs.StackSetName, Markdown: body, OnlyIfExists: true}, ChangeSetPath(branch, cs.StackSetName, "md"))
 }
 
 // forgeCommented edits the list of stack sets commented on branch's pull

@@ -3,8 +3,10 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stackd/stackd/gitsource/forge"
 	"github.com/stackd/stackd/gitsource/forge/forgetest"
@@ -220,5 +222,106 @@ func TestForgeDownNeverHoldsUp(t *testing.T) {
 	mustStackd(t, append([]string{"apply"}, flags...)...)
 	if n := len(srv.AllStatuses()); n != calls || len(srv.Comments(1)) != 1 {
 		t.Errorf("a third start posted again: %+v, %d comments", srv.AllStatuses(), len(srv.Comments(1)))
+	}
+}
+
+// TestForgeCommentOwed: a comment the forge failed to take is kept until
+// it is delivered, like a status. The forge answers the comment's POST
+// with 502 three times: the daemon delivers exactly one comment without a
+// new push. Then the forge fails the edit of a second push's comment, the
+// daemon is killed with SIGKILL while the edit is owed, and the next
+// start delivers it once, with no push and no new comment.
+func TestForgeCommentOwed(t *testing.T) {
+	t.Parallel()
+	binary := stackdBinary(t)
+	srv := forgetest.New(t, forge.GitHub, "o/r", "tok-1")
+	tok := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tok, []byte("tok-1"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t)
+	runGit(t, f.repo, "checkout", "-q", "-b", "feature")
+	replaceIn(t, f.repo, "web.hcl", `"nginx:1.25"`, `"nginx:1.26"`)
+	head1 := f.commit(t, "new image")
+	runGit(t, f.repo, "checkout", "-q", "main")
+	pr := srv.OpenPR("feature", head1)
+	args := append([]string{"run"}, f.flags("--listen", "127.0.0.1:0", "--interval", "1h",
+		"--forge-url", srv.URL, "--forge-repo", "o/r", "--forge-token-file", tok)...)
+	commentPath := "/api/v3/repos/o/r/issues/" + strconv.Itoa(pr) + "/comments"
+	countCalls := func(from int, method, pathContains string) int {
+		n := 0
+		for _, c := range srv.Calls()[from:] {
+			if c.Method == method && strings.Contains(c.Path, pathContains) {
+				n++
+			}
+		}
+		return n
+	}
+	// queueEmpty: the daemon's forge queue has nothing waiting.
+	queueEmpty := func(addr string) bool {
+		var doc struct {
+			Reconcile struct {
+				Forge *forge.QueueStats
+			} `json:"reconcile"`
+		}
+		_, err := getJSON(addr, "/readyz", &doc)
+		return err == nil && doc.Reconcile.Forge != nil && doc.Reconcile.Forge.Depth == 0
+	}
+
+	// 1. Three 502s, then the forge takes the comment: delivered once by
+	// the queue's retries, without a new push.
+	srv.Fail(forgetest.Failure{Method: "POST", PathContains: commentPath, Status: 502, Body: "<html>Bad Gateway</html>", Times: 3})
+	a := startProc(t, binary, nil, args...)
+	addr := a.addr(t)
+	eventually(t, 90*time.Second, func() bool { return len(srv.Comments(pr)) > 0 },
+		"no comment after three 502s")
+	eventually(t, 30*time.Second, func() bool { return queueEmpty(addr) }, "the forge queue never emptied")
+	if c := srv.Comments(pr); len(c) != 1 || !strings.Contains(c[0], "file.config") {
+		t.Fatalf("comments after three 502s: %q", c)
+	}
+	if n := countCalls(0, "POST", commentPath); n != 4 {
+		t.Errorf("%d POSTs of the comment, want 3 refused and 1 taken", n)
+	}
+	a.kill(t)
+
+	// 2. A second push; the forge fails the comment's edit until the
+	// daemon is killed while the edit is owed.
+	runGit(t, f.repo, "checkout", "-q", "feature")
+	replaceIn(t, f.repo, "web.hcl", "replicas = 2", "replicas = 4")
+	head2 := f.commit(t, "more replicas")
+	runGit(t, f.repo, "checkout", "-q", "main")
+	srv.Push(pr, head2)
+	srv.Fail(forgetest.Failure{Method: "PATCH", PathContains: "/issues/comments/", Status: 502, Body: "<html>Bad Gateway</html>", Times: 1 << 20})
+	mark := len(srv.Calls())
+	b := startProc(t, binary, nil, args...)
+	eventually(t, 60*time.Second, func() bool { return countCalls(mark, "PATCH", "/issues/comments/") > 0 },
+		"the second push's comment was never attempted; logs:\n%s", b.log)
+	b.kill(t)
+	if c := srv.Comments(pr); len(c) != 1 || strings.Contains(c[0], "file.replica[3]") {
+		t.Fatalf("comment edited while the forge refused it: %q", c)
+	}
+
+	// 3. The forge is back; no push: the next start delivers the owed
+	// edit, once.
+	srv.ClearFailures()
+	mark = len(srv.Calls())
+	c := startProc(t, binary, nil, args...)
+	addr = c.addr(t)
+	eventually(t, 60*time.Second, func() bool {
+		cs := srv.Comments(pr)
+		return len(cs) == 1 && strings.Contains(cs[0], "file.replica[3]")
+	}, "the owed comment was not delivered after the restart")
+	eventually(t, 30*time.Second, func() bool { return queueEmpty(addr) }, "the forge queue never emptied")
+	if n := countCalls(mark, "PATCH", "/issues/comments/"); n != 1 {
+		t.Errorf("%d edits of the comment after the restart, want 1", n)
+	}
+	if n := countCalls(mark, "POST", commentPath); n != 0 {
+		t.Errorf("%d new comments after the restart, want none", n)
+	}
+	if cs := srv.Comments(pr); len(cs) != 1 {
+		t.Errorf("comments: %q", cs)
+	}
+	if s := srv.Statuses(head2); len(s) == 0 || s[len(s)-1].Context != reconciler.StatusPlan || s[len(s)-1].State != forge.Success {
+		t.Errorf("stackd/plan of the second push: %+v", s)
 	}
 }

@@ -75,8 +75,11 @@ type Queue struct {
 }
 
 type item struct {
-	what      string
-	fn        func(ctx context.Context) (string, error)
+	what string
+	fn   func(ctx context.Context) (string, error)
+	// refused, if set, is called when the forge refuses fn for good (not
+	// retried): what was owed is settled then.
+	refused   func()
 	attempts  int
 	notBefore time.Time
 }
@@ -108,10 +111,16 @@ func (q *Queue) Forge() Forge { return q.o.Forge }
 // not started (it keeps its place in line). fn returns ResultOK or
 // ResultUnchanged, or an error (Retryable says whether it is retried).
 func (q *Queue) Enqueue(key, what string, fn func(ctx context.Context) (string, error)) {
+	q.enqueue(key, what, fn, nil)
+}
+
+// enqueue is Enqueue with refused called if the forge refuses the call for
+// good.
+func (q *Queue) enqueue(key, what string, fn func(ctx context.Context) (string, error), refused func()) {
 	q.mu.Lock()
 	if it, ok := q.items[key]; ok {
 		// A call backing off keeps its wait: the forge is no readier.
-		it.fn, it.what = fn, what
+		it.fn, it.what, it.refused = fn, what, refused
 	} else {
 		if len(q.order) >= q.o.MaxDepth {
 			oldest := q.order[0]
@@ -119,7 +128,7 @@ func (q *Queue) Enqueue(key, what string, fn func(ctx context.Context) (string, 
 			delete(q.items, oldest)
 			q.observeCall(ResultDropped)
 		}
-		q.items[key] = &item{what: what, fn: fn}
+		q.items[key] = &item{what: what, fn: fn, refused: refused}
 		q.order = append(q.order, key)
 	}
 	n := len(q.order)
@@ -261,6 +270,13 @@ func (q *Queue) run(ctx context.Context, key string, it *item) {
 	result, err := it.fn(cctx)
 	cancel()
 	now := q.o.Clock.Now()
+	refused := false
+	defer func() {
+		// After the lock is released: the callback may use the queue.
+		if refused && it.refused != nil {
+			it.refused()
+		}
+	}()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.running = ""
@@ -287,6 +303,7 @@ func (q *Queue) run(ctx context.Context, key string, it *item) {
 		retry = true
 	}
 	if !retry {
+		refused = true
 		q.observeCall(ResultError)
 		if q.o.OnError != nil {
 			q.o.OnError(it.what, err, false)
@@ -320,11 +337,17 @@ func maxTime(a, b time.Time) time.Time {
 }
 
 // Comment queues the comment of a pull request and stack set; done, if
-// set, is told its URL once the forge has it.
+// set, is told its URL once the forge has it ("" when OnlyIfExists found
+// none, or when the forge refused the comment for good: it is not
+// retried).
 func (q *Queue) Comment(pr PullRequest, c Comment, done func(url string)) {
 	key := fmt.Sprintf("comment/%d/%s", pr.Number, c.StackSet)
 	what := fmt.Sprintf("comment of %s on pull request %d", c.StackSet, pr.Number)
-	q.Enqueue(key, what, func(ctx context.Context) (string, error) {
+	var refused func()
+	if done != nil {
+		refused = func() { done("") }
+	}
+	q.enqueue(key, what, func(ctx context.Context) (string, error) {
 		u, err := q.o.Forge.UpsertComment(ctx, pr, c)
 		if err != nil {
 			return "", err
@@ -333,13 +356,14 @@ func (q *Queue) Comment(pr PullRequest, c Comment, done func(url string)) {
 			done(u)
 		}
 		return ResultOK, nil
-	})
+	}, refused)
 }
 
 // Status queues a commit status. Before posting, the forge's current
 // status of the commit and context is read: one that already says the
 // same is not posted again (a restart re-sends what it owes without
-// duplicating it). done, if set, is told once the forge has the status.
+// duplicating it). done, if set, is told once the forge has the status or
+// refused it for good (it is not retried then).
 func (q *Queue) Status(sha string, s Status, done func()) {
 	q.StatusFunc(sha, s.Context, func() Status { return s }, done)
 }
@@ -350,7 +374,7 @@ func (q *Queue) StatusFunc(sha, statusContext string, status func() Status, done
 	key := "status/" + sha + "/" + statusContext
 	what := fmt.Sprintf("status %s of %s", statusContext, short(sha))
 	f := q.o.Forge
-	q.Enqueue(key, what, func(ctx context.Context) (string, error) {
+	q.enqueue(key, what, func(ctx context.Context) (string, error) {
 		want := status().normalize()
 		want.Context = statusContext
 		cur, found, err := f.CommitStatus(ctx, sha, statusContext)
@@ -374,5 +398,5 @@ func (q *Queue) StatusFunc(sha, statusContext string, status func() Status, done
 			done()
 		}
 		return ResultOK, nil
-	})
+	}, done)
 }

@@ -222,12 +222,63 @@ func TestQueue(t *testing.T) {
 				s := forgetest.New(t, kind, "acme/defs", token)
 				s.Fail(forgetest.Failure{Method: http.MethodPost, Status: http.StatusNotFound, Body: `{"message":"Not Found"}`})
 				q, obs := startQueue(t, s, clk)
-				q.Comment(forge.PullRequest{Number: 9}, forge.Comment{StackSet: "web", Markdown: "x"}, nil)
+				// The caller is told the call is settled (what it owed can
+				// be forgotten: sending it again would be refused again).
+				settled := make(chan string, 1)
+				q.Comment(forge.PullRequest{Number: 9}, forge.Comment{StackSet: "web", Markdown: "x"}, func(u string) { settled <- u })
 				if r := obs.next(t); r != forge.ResultError {
 					t.Fatalf("got %s, want error", r)
 				}
+				select {
+				case u := <-settled:
+					if u != "" {
+						t.Errorf("refused comment settled with URL %q", u)
+					}
+				case <-time.After(20 * time.Second):
+					t.Fatal("a refused comment was never settled")
+				}
 				if q.Depth() != 0 {
 					t.Errorf("depth %d", q.Depth())
+				}
+			})
+
+			t.Run("a comment failing with 502 is settled only once the forge has it", func(t *testing.T) {
+				clk := testkit.NewClock(false)
+				s := forgetest.New(t, kind, "acme/defs", token)
+				s.Now = clk.Now
+				s.OpenPR("feature", "abc1")
+				s.Fail(forgetest.Failure{Method: http.MethodPost, Status: http.StatusBadGateway, Body: "<html>502 Bad Gateway</html>", Times: 2})
+				q, obs := startQueue(t, s, clk)
+				var mu sync.Mutex
+				var urls []string
+				q.Comment(forge.PullRequest{Number: 1, Branch: "feature", HeadSHA: "abc1", URL: "https://forge.example/acme/defs/pull/1"}, forge.Comment{StackSet: "web", Markdown: "x"}, func(u string) {
+					mu.Lock()
+					urls = append(urls, u)
+					mu.Unlock()
+				})
+				for i, d := range []time.Duration{2 * time.Second, 4 * time.Second} {
+					if r := obs.next(t); r != forge.ResultRetry {
+						t.Fatalf("call %d: %s, want retry", i, r)
+					}
+					mu.Lock()
+					n := len(urls)
+					mu.Unlock()
+					if n != 0 {
+						t.Fatalf("settled after a 502: %q", urls)
+					}
+					clk.WaitForWaiter(t, d, 20*time.Second)
+					clk.Advance(d)
+				}
+				if r := obs.next(t); r != forge.ResultOK {
+					t.Fatalf("after the 502s: %s", r)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if len(urls) != 1 || urls[0] == "" {
+					t.Errorf("settled with %q, want the comment's URL once", urls)
+				}
+				if c := s.Comments(1); len(c) != 1 {
+					t.Errorf("comments %q, want one", c)
 				}
 			})
 		})

@@ -71,12 +71,16 @@ func (r *Reviews) PullRequest(branch string) (PullRequest, bool) {
 
 // Comment queues the comment of a stack set on pr; fullPath is the change
 // set's path on the status branch (the link of a comment cut to the
-// forge's limit).
-func (r *Reviews) Comment(pr PullRequest, c Comment, fullPath string) {
+// forge's limit). settled, if set, is called once the forge has the
+// comment or refused it for good.
+func (r *Reviews) Comment(pr PullRequest, c Comment, fullPath string, settled func()) {
 	if c.FullURL == "" && fullPath != "" {
 		c.FullURL = FileURL(r.Queue.Forge().Kind(), RepoWebURL(pr.URL), r.StatusBranch, fullPath)
 	}
 	r.Queue.Comment(pr, c, func(u string) {
+		if settled != nil {
+			defer settled()
+		}
 		if u == "" {
 			return
 		}
@@ -127,6 +131,6 @@ func (r *Reviews) Notify(ctx context.Context, branch, stackSet, markdown string)
 			return nil
 		}
 	}
-	r.Comment(pr, Comment{StackSet: stackSet, Markdown: markdown}, "")
+	r.Comment(pr, Comment{StackSet: stackSet, Markdown: markdown}, "", nil)
 	return nil
 }
