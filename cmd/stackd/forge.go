@@ -37,7 +37,7 @@ func withForgeFlags(more ...string) []string {
 
 func (c *repoConfig) addForgeFlags(f *pflag.FlagSet) {
 	f.StringVar(&c.forgeOpts.kind, "forge", "", "forge API: github, gitlab or gitea (Forgejo too); default guessed from --forge-url (/api/v4: gitlab, /api/v1: gitea, else github)")
-	f.StringVar(&c.forgeURL, "forge-url", "", "forge REST API base URL for pull-request comments and commit statuses (https://api.github.com, https://ghe.example.com/api/v3, https://gitlab.com/api/v4, https://gitea.example.com/api/v1)")
+	f.StringVar(&c.forgeURL, "forge-url", "", "forge REST API base URL for pull-request comments and commit statuses (https://api.github.com, https://ghe.example.com/api/v3, https://gitlab.com/api/v4, https://gitea.example.com/api/v1); a GitLab's or Gitea's web address gets its API path added")
 	f.StringVar(&c.forgeRepo, "forge-repo", "", "the repository on the forge: owner/name (GitLab: the project's path, group/subgroup/name)")
 	f.StringVar(&c.forgeToken, "forge-token-file", "", "file holding the forge API token (or use --forge-app-*)")
 	f.StringVar(&c.forgeOpts.appID, "forge-app-id", "", "GitHub App id: authenticate as the App's installation instead of with a token")
@@ -81,6 +81,9 @@ func (c *repoConfig) openForge(log zerolog.Logger, metrics *api.Metrics) (*forge
 	if c.forgeRepo == "" {
 		return nil, errors.New("--forge-url needs --forge-repo")
 	}
+	// The forge's web address works as well as its API's root; the
+	// console's commit links are derived from the API's root.
+	c.forgeURL = forge.APIBaseURL(kind, c.forgeURL)
 	o := forge.Options{Kind: kind, BaseURL: c.forgeURL, Repo: c.forgeRepo, MaxAttempts: 1}
 	switch {
 	case c.forgeOpts.appID != "":

@@ -52,6 +52,45 @@ func GuessKind(baseURL string) Kind {
 	return GitHub
 }
 
+// APIBaseURL is the REST API root of the forge of kind k at raw, which
+// may be the API's root already or the forge's web address, as a user
+// copies it from the browser: https://github.com becomes
+// https://api.github.com, a GitLab at https://gitlab.example.com (or
+// https://example.com/gitlab) gets /api/v4, a Gitea or Forgejo /api/v1. A
+// GitHub Enterprise Server's root (/api/v3) cannot be told from another
+// GitHub-compatible API's, so other GitHub URLs are kept as given, and so
+// is anything that does not parse (Options.Validate refuses it).
+func APIBaseURL(k Kind, raw string) string {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return raw
+	}
+	p := strings.TrimRight(u.Path, "/")
+	switch k {
+	case GitHub:
+		if h := strings.ToLower(u.Hostname()); (h == "github.com" || h == "www.github.com") && u.Port() == "" {
+			u.Host, p = "api.github.com", ""
+		}
+	case GitLab:
+		p = withAPIPath(p, "/api/v4")
+	case Gitea:
+		p = withAPIPath(p, "/api/v1")
+	}
+	u.Path, u.RawPath = p, ""
+	return u.String()
+}
+
+// withAPIPath ends p with api ("/api/v4"), completing a bare "/api".
+func withAPIPath(p, api string) string {
+	switch {
+	case strings.HasSuffix(p, api):
+		return p
+	case strings.HasSuffix(p, "/api"):
+		return strings.TrimSuffix(p, "/api") + api
+	}
+	return p + api
+}
+
 // Forge is what stackd needs from a forge: the open pull (merge) requests,
 // one comment per pull request and stack set kept up to date, and commit
 // statuses. Implementations: *Client (GitHub, Gitea) and *GitLabClient.

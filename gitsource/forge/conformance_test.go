@@ -248,6 +248,32 @@ func TestGuessKind(t *testing.T) {
 	}
 }
 
+func TestAPIBaseURL(t *testing.T) {
+	for _, tc := range []struct {
+		kind     forge.Kind
+		in, want string
+	}{
+		{forge.GitHub, "https://github.com", "https://api.github.com"},
+		{forge.GitHub, "https://github.com/", "https://api.github.com"},
+		{forge.GitHub, "https://api.github.com", "https://api.github.com"},
+		{forge.GitHub, "https://ghe.example.com/api/v3", "https://ghe.example.com/api/v3"},
+		{forge.GitHub, "http://127.0.0.1:8080", "http://127.0.0.1:8080"},
+		{forge.GitLab, "https://gitlab.com", "https://gitlab.com/api/v4"},
+		{forge.GitLab, "https://gitlab.com/api/v4/", "https://gitlab.com/api/v4"},
+		{forge.GitLab, "https://example.com/gitlab", "https://example.com/gitlab/api/v4"},
+		{forge.GitLab, "https://gitlab.example.com/api", "https://gitlab.example.com/api/v4"},
+		{forge.GitLab, "http://127.0.0.1:9090", "http://127.0.0.1:9090/api/v4"},
+		{forge.Gitea, "http://127.0.0.1:3000/", "http://127.0.0.1:3000/api/v1"},
+		{forge.Gitea, "https://codeberg.org/api/v1", "https://codeberg.org/api/v1"},
+		{forge.Gitea, "not a url", "not a url"},
+		{forge.GitLab, "https://gitlab.com?x=1", "https://gitlab.com?x=1"},
+	} {
+		if got := forge.APIBaseURL(tc.kind, tc.in); got != tc.want {
+			t.Errorf("APIBaseURL(%s, %q) = %q, want %q", tc.kind, tc.in, got, tc.want)
+		}
+	}
+}
+
 func TestFileURL(t *testing.T) {
 	for _, tc := range []struct {
 		kind forge.Kind
