@@ -44,7 +44,31 @@ type BrokerOptions struct {
 	ExternalURL string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Forwarder, when set, carries responses between the replicas of a
+	// shared state (docs/design.md §13): a response that no waiter of this
+	// process awaits is recorded with Forward instead of refused, and the
+	// process that awaits it takes it (Broker.Forwarded, and when Await
+	// starts). Nil: such a response is refused with 404 not_awaited.
+	Forwarder Forwarder
 }
+
+// Forwarder records the responses this process cannot deliver for the
+// process whose call awaits them. The daemon implements it with its state
+// (a row per request id, and a notification that wakes the replicas).
+// Bodies are responses (they may hold sensitive Data): never log them.
+type Forwarder interface {
+	// Forward records body, a verified response to request reqID that no
+	// waiter of this process awaits, until expires (its URL's expiry).
+	// ErrAlreadyForwarded when a response is already recorded for reqID.
+	Forward(reqID string, body []byte, expires time.Time) error
+	// Take returns and removes the response recorded for reqID; ok is
+	// false when none is.
+	Take(reqID string) (body []byte, ok bool, err error)
+}
+
+// ErrAlreadyForwarded is the Forwarder's refusal of a second response to
+// a request; Deliver answers it with 409 already_answered.
+var ErrAlreadyForwarded = errors.New("a response to this request is already recorded")
 
 // Validate checks the options and fills in defaults.
 func (o *BrokerOptions) Validate() error {
@@ -74,6 +98,7 @@ type Broker struct {
 	ext  string // ExternalURL
 	base string // ExternalURL + ResponsesPath
 	now  func() time.Time
+	fwd  Forwarder
 
 	mu        sync.Mutex
 	waiters   map[string]*Waiter   // by request id
@@ -98,6 +123,7 @@ func NewBroker(opts BrokerOptions) (*Broker, error) {
 		ext:     opts.ExternalURL,
 		base:    opts.ExternalURL + ResponsesPath,
 		now:     opts.Now,
+		fwd:     opts.Forwarder,
 		waiters: map[string]*Waiter{},
 		done:    map[string]tombstone{},
 	}, nil
@@ -158,6 +184,11 @@ func (b *Broker) Waiting() int {
 //	the waiting call gave up (timeout, cancelled)         410 no_longer_awaited
 //	nobody in this process awaits the request             404 not_awaited
 //	the waiter for this request id is another resource's  409 identity_conflict
+//
+// With a Forwarder, a response that nobody in this process awaits (and
+// that this process did not see answered or given up) is recorded with
+// Forward for the replica that awaits it, and accepted (nil); a second one
+// for the same request is refused with 409 already_answered.
 func (b *Broker) Deliver(token string, body []byte, contentType string) error {
 	_ = contentType
 	claims, err := verifyToken(b.key, token, b.now())
@@ -187,6 +218,9 @@ func (b *Broker) Deliver(token string, body []byte, contentType string) error {
 			}
 			return refuse(http.StatusGone, CodeNoLongerAwaited, "The request is no longer awaited (it timed out or was cancelled).")
 		}
+		if b.fwd != nil {
+			return b.forward(claims.RequestID, body, claims.Expires)
+		}
 		return refuse(http.StatusNotFound, CodeNotAwaited, "No request is awaiting this response.")
 	}
 	if w.id != claims.Identity {
@@ -194,6 +228,70 @@ func (b *Broker) Deliver(token string, body []byte, contentType string) error {
 	}
 	if w.answered {
 		return refuse(http.StatusConflict, CodeAlreadyAnswered, "The request was already answered.")
+	}
+	w.answered, w.received, w.resp = true, true, resp
+	close(w.ready)
+	return nil
+}
+
+// forward records a verified response for the replica that awaits it.
+// The error is a *DeliveryError, or the Forwarder's (a 500 of the API).
+func (b *Broker) forward(reqID string, body []byte, expires time.Time) error {
+	err := b.fwd.Forward(reqID, body, expires)
+	if errors.Is(err, ErrAlreadyForwarded) {
+		return refuse(http.StatusConflict, CodeAlreadyAnswered, "The request was already answered.")
+	}
+	return err
+}
+
+// Forwarded is told that a response to request reqID was recorded by
+// another replica (Forwarder.Forward); "" means any request may have one
+// (the wake-ups were lost). A waiter of this process for it takes the
+// response (Forwarder.Take) and is answered; without one, nothing
+// happens. The error is Take's.
+func (b *Broker) Forwarded(reqID string) error {
+	if b.fwd == nil {
+		return nil
+	}
+	b.mu.Lock()
+	var ws []*Waiter
+	if reqID == "" {
+		for _, w := range b.waiters {
+			ws = append(ws, w)
+		}
+	} else if w := b.waiters[reqID]; w != nil {
+		ws = append(ws, w)
+	}
+	b.mu.Unlock()
+	var errs []error
+	for _, w := range ws {
+		errs = append(errs, b.collect(w))
+	}
+	return errors.Join(errs...)
+}
+
+// collect gives w the response recorded for its request, if any and w
+// still waits for one. A recorded body that does not answer w's request
+// (it cannot verify against w's identity) is dropped.
+func (b *Broker) collect(w *Waiter) error {
+	b.mu.Lock()
+	idle := w.closed || w.answered
+	b.mu.Unlock()
+	if idle {
+		return nil
+	}
+	body, ok, err := b.fwd.Take(w.id.RequestID)
+	if err != nil || !ok {
+		return err
+	}
+	resp, derr := parseResponse(body)
+	if derr != nil || resp.checkIdentity(w.id, true) != nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if w.closed || w.answered {
+		return nil
 	}
 	w.answered, w.received, w.resp = true, true, resp
 	close(w.ready)
@@ -237,7 +335,10 @@ func (w *Waiter) Expires() time.Time { return w.expires }
 
 // Await waits for the response until ctx ends, then closes the waiter: a
 // later response is refused (409 when this one was answered, 410 when it
-// gave up). Errors: ctx's error, ErrWaiterClosed.
+// gave up). With a Forwarder, a response another replica recorded before
+// Await started is taken at once (when the Forwarder fails, the waiter
+// waits for Forwarded, which the daemon calls again on a timer). Errors:
+// ctx's error, ErrWaiterClosed.
 func (w *Waiter) Await(ctx context.Context) (Response, error) {
 	defer w.Close()
 	w.b.mu.Lock()
@@ -246,14 +347,21 @@ func (w *Waiter) Await(ctx context.Context) (Response, error) {
 	if closed {
 		return Response{}, ErrWaiterClosed
 	}
-	select {
-	case <-w.ready:
-		w.b.mu.Lock()
-		defer w.b.mu.Unlock()
-		return w.resp, nil
-	case <-ctx.Done():
-		return Response{}, ctx.Err()
+	if w.b.fwd != nil {
+		_ = w.b.collect(w)
 	}
+	select {
+	case <-w.ready: // a response already here wins over an ended ctx
+	default:
+		select {
+		case <-w.ready:
+		case <-ctx.Done():
+			return Response{}, ctx.Err()
+		}
+	}
+	w.b.mu.Lock()
+	defer w.b.mu.Unlock()
+	return w.resp, nil
 }
 
 // Poll returns the response if one has arrived, without waiting.
