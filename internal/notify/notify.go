@@ -62,6 +62,14 @@ const (
 	// TypeDriftDetected: a drift check found drifted resources where the
 	// previous check found none or others.
 	TypeDriftDetected = "drift_detected"
+	// TypeStackSetOwnerless: on a shared state (several replicas), a
+	// stack set has had no live owner for more than twice the lease TTL:
+	// none of its operations can run (Reason says why). Sent once per
+	// episode.
+	TypeStackSetOwnerless = "stack_set_ownerless"
+	// TypeStackSetOwnerRestored: a stack set a TypeStackSetOwnerless was
+	// sent for has a live owner again.
+	TypeStackSetOwnerRestored = "stack_set_owner_restored"
 )
 
 // Text is the one-line human form of e (Slack's message).
@@ -77,6 +85,10 @@ func (e Event) Text() string {
 		return fmt.Sprintf("stackd: %s %s started at %s (%d instances)", e.StackSet, e.Kind, rev, e.Instances)
 	case TypeDriftDetected:
 		return fmt.Sprintf("stackd: %s drifted: %d resources in %d instances differ from revision %s (%s)", e.StackSet, e.DriftedResources, e.Instances, rev, e.Reason)
+	case TypeStackSetOwnerless:
+		return fmt.Sprintf("stackd: %s has no live owner: %s; none of its operations run", e.StackSet, e.Reason)
+	case TypeStackSetOwnerRestored:
+		return fmt.Sprintf("stackd: %s has a live owner again: %s", e.StackSet, e.Reason)
 	}
 	s := fmt.Sprintf("stackd: %s %s at %s %s (%d/%d succeeded, %d failed)", e.StackSet, e.Kind, rev, e.Status, e.Succeeded, e.Instances, e.Failed)
 	if e.Reason != "" {
