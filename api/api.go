@@ -144,6 +144,9 @@ type Options struct {
 	Log zerolog.Logger
 	// Now is the clock for registry timestamps (default time.Now).
 	Now func() time.Time
+	// Owners backs GET /v1/owners (a replica of a shared state). Nil:
+	// 404.
+	Owners Owners
 	// Events backs GET /v1/events (Server-Sent Events). Nil: 404.
 	Events *EventHub
 	// Console, if set, authenticates the web console's requests (a

@@ -132,7 +132,7 @@ func responseError(status int, body []byte) *ResponseError {
 	return e
 }
 
-// do sends a request (with the token and microversion 1.3) and returns the
+// do sends a request (with the token and microversion 1.4) and returns the
 // response when its status is want; otherwise the *ResponseError. With
 // long set, the call is bounded by ctx only (a backup, a wait for a pass),
 // not by the client's timeout.
@@ -144,7 +144,7 @@ func (c *Client) do(ctx context.Context, method, path string, want int, long boo
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	req.Header.Set(VersionHeader, "1.3")
+	req.Header.Set(VersionHeader, "1.4")
 	hc := c.http
 	if long {
 		copy := *c.http

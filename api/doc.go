@@ -78,6 +78,8 @@
 //	     deploy branch (a 400 before).
 //	1.3  GET and POST /v1/stack_sets/{name}/drift (the last drift check;
 //	     a check now).
+//	1.4  GET /v1/owners (a replica of a shared state: who owns which
+//	     stack set, the ownerless alert, the live replicas).
 //
 // # Serving
 //

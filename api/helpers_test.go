@@ -210,6 +210,8 @@ func readResp(t testing.TB, res *http.Response) resp {
 func routeSince(path string) Version {
 	path, _, _ = strings.Cut(path, "?")
 	switch {
+	case path == "/v1/owners":
+		return Version{1, 4}
 	case strings.HasSuffix(path, "/drift"):
 		return Version{1, 3}
 	case path == "/v1/reconcile", path == "/v1/state/backup":

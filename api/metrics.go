@@ -36,7 +36,11 @@ type Metrics struct {
 	phaseTime         *prometheus.CounterVec
 	httpRequests      *prometheus.CounterVec
 	httpDuration      *prometheus.HistogramVec
+	leasesHeld        prometheus.Gauge
+	leaseTakeovers    prometheus.Counter
 }
+
+var _ reconciler.ReplicaMetrics = (*Metrics)(nil)
 
 // Result label values.
 const (
@@ -111,6 +115,14 @@ func NewMetrics() *Metrics {
 			Help:    "Time to answer an HTTP API request, by route pattern.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route"}),
+		leasesHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "stackd_leases_held",
+			Help: "Stack set leases this replica holds on a shared (PostgreSQL) state: the stack sets whose operations it runs (0 on Badger, where one process runs all).",
+		}),
+		leaseTakeovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "stackd_lease_takeovers_total",
+			Help: "Stack set leases this replica took over from a replica that did not give them up (it died or stalled past its lease).",
+		}),
 	}
 	v := version.Get()
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -125,7 +137,7 @@ func NewMetrics() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.operations, m.instanceDuration, m.reconcileDuration, m.reconciles, m.reconcileSuccess,
 		m.fetchDuration, m.fetches, m.fetchSuccess, m.queue, m.drift, m.gitFaults, m.phaseTime,
-		m.httpRequests, m.httpDuration,
+		m.httpRequests, m.httpDuration, m.leasesHeld, m.leaseTakeovers,
 	)
 	// Start the known series at zero, so rates and alerts work before the
 	// first event.
@@ -314,5 +326,82 @@ func (c *stackSetCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(c.lastOp, prometheus.GaugeValue, v, ss.Name, string(op.Kind), string(s))
 		}
+	}
+}
+
+// LeasesHeld sets the number of stack set leases held
+// (reconciler.ReplicaMetrics).
+func (m *Metrics) LeasesHeld(n int) {
+	if m == nil {
+		return
+	}
+	m.leasesHeld.Set(float64(n))
+}
+
+// LeaseTakeover counts a lease taken over from a replica that did not
+// release it (reconciler.ReplicaMetrics).
+func (m *Metrics) LeaseTakeover() {
+	if m == nil {
+		return
+	}
+	m.leaseTakeovers.Inc()
+}
+
+// WatchReplicas adds the metrics of a replica of a shared state:
+// stackd_fenced_writes_total (st's fenced writes refused for a lost
+// lease), and from owners (the owner watch's latest view, nil before the
+// first; read at each scrape, no database query):
+// stackd_replicas (live replicas), stackd_stack_set_owner_info{stack_set,
+// replica} (1 per stack set with a live owner) and
+// stackd_stack_set_ownerless{stack_set} (1 for a stack set without a live
+// owner for more than twice the lease TTL: the alert, else 0).
+func (m *Metrics) WatchReplicas(st *state.Store, owners func() *reconciler.Owners) {
+	if m == nil {
+		return
+	}
+	m.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "stackd_fenced_writes_total",
+			Help: "State writes of this replica refused because the stack set's lease was lost (taken over, expired or given up): each is a write an old owner could not make.",
+		}, func() float64 { return float64(st.FencedWritesRefused()) }),
+		&ownersCollector{
+			owners: owners,
+			replicas: prometheus.NewDesc("stackd_replicas",
+				"Live replicas sharing the state (heartbeat not expired), as this replica last read them.", nil, nil),
+			owner: prometheus.NewDesc("stackd_stack_set_owner_info",
+				"1 for each stack set with a live owner, labelled with the replica that owns it.", []string{"stack_set", "replica"}, nil),
+			ownerless: prometheus.NewDesc("stackd_stack_set_ownerless",
+				"1 while a stack set has had no live owner for more than twice the lease TTL (none of its operations run), else 0.", []string{"stack_set"}, nil),
+		},
+	)
+}
+
+// ownersCollector reports the owner watch's latest view.
+type ownersCollector struct {
+	owners                     func() *reconciler.Owners
+	replicas, owner, ownerless *prometheus.Desc
+}
+
+func (c *ownersCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.replicas
+	ch <- c.owner
+	ch <- c.ownerless
+}
+
+func (c *ownersCollector) Collect(ch chan<- prometheus.Metric) {
+	v := c.owners()
+	if v == nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.replicas, prometheus.GaugeValue, float64(len(v.Replicas)))
+	for _, so := range v.StackSets {
+		if so.Owner != "" {
+			ch <- prometheus.MustNewConstMetric(c.owner, prometheus.GaugeValue, 1, so.StackSet, so.Owner)
+		}
+		alert := 0.0
+		if so.Alert {
+			alert = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.ownerless, prometheus.GaugeValue, alert, so.StackSet)
 	}
 }

@@ -80,6 +80,7 @@ func (s *Server) routeTable() []route {
 		{path: "/v1/operations/{id}", auth: authBearer, methods: get(s.getOperation)},
 		{path: "/v1/operations/{id}/events", auth: authBearer, methods: get(s.listEvents)},
 		{path: "/v1/changesets", auth: authBearer, methods: get(s.changeSets)},
+		{path: "/v1/owners", auth: authBearer, methods: get(s.getOwners), since: Version{1, 4}},
 		// Streams are long: not a slot of classAPI each; the hub bounds
 		// them (HubOptions.MaxClients). No microversion: EventSource
 		// cannot send the header.

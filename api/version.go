@@ -28,7 +28,7 @@ func (v Version) AtLeast(major, minor int) bool {
 // The microversions served; the history is in doc.go.
 var (
 	minVersion = Version{1, 0}
-	maxVersion = Version{1, 3}
+	maxVersion = Version{1, 4}
 )
 
 // MinVersion is the oldest microversion served.

@@ -22,8 +22,9 @@ func TestMicroversionNegotiation(t *testing.T) {
 		{name: "1.1", header: ptr("1.1"), wantStatus: http.StatusOK, wantVersion: "1.1"},
 		{name: "1.2", header: ptr("1.2"), wantStatus: http.StatusOK, wantVersion: "1.2"},
 		{name: "1.3", header: ptr("1.3"), wantStatus: http.StatusOK, wantVersion: "1.3"},
-		{name: "latest", header: ptr("latest"), wantStatus: http.StatusOK, wantVersion: "1.3"},
-		{name: "Latest", header: ptr("Latest"), wantStatus: http.StatusOK, wantVersion: "1.3"},
+		{name: "1.4", header: ptr("1.4"), wantStatus: http.StatusOK, wantVersion: "1.4"},
+		{name: "latest", header: ptr("latest"), wantStatus: http.StatusOK, wantVersion: "1.4"},
+		{name: "Latest", header: ptr("Latest"), wantStatus: http.StatusOK, wantVersion: "1.4"},
 		{name: "spaces", header: ptr(" 1.1 "), wantStatus: http.StatusOK, wantVersion: "1.1"},
 		{name: "1.99", header: ptr("1.99"), wantStatus: http.StatusNotAcceptable, wantVersion: "1.0", wantCode: CodeVersionNotAcceptable},
 		{name: "2.0", header: ptr("2.0"), wantStatus: http.StatusNotAcceptable, wantVersion: "1.0", wantCode: CodeVersionNotAcceptable},
@@ -66,7 +67,7 @@ func TestMicroversionNegotiation(t *testing.T) {
 			if ae.Code != tc.wantCode {
 				t.Errorf("code = %q, want %q", ae.Code, tc.wantCode)
 			}
-			if ae.MinVersion != "1.0" || ae.MaxVersion != "1.3" {
+			if ae.MinVersion != "1.0" || ae.MaxVersion != "1.4" {
 				t.Errorf("min_version, max_version = %q, %q, want 1.0, 1.1", ae.MinVersion, ae.MaxVersion)
 			}
 		})
@@ -107,7 +108,7 @@ func TestVersionHeadersOnEveryResponse(t *testing.T) {
 		{"unauthorized", req{path: "/v1/stack_sets", noAuth: true, header: v11}, http.StatusUnauthorized, "1.1"},
 		{"method not allowed", req{method: http.MethodDelete, path: "/v1/stack_sets", header: v11}, http.StatusMethodNotAllowed, "1.1"},
 		{"bad request", req{path: "/v1/changesets", header: v11}, http.StatusBadRequest, "1.1"},
-		{"not acceptable", req{path: "/healthz", header: map[string]string{VersionHeader: "1.4"}}, http.StatusNotAcceptable, "1.0"},
+		{"not acceptable", req{path: "/healthz", header: map[string]string{VersionHeader: "1.5"}}, http.StatusNotAcceptable, "1.0"},
 		{"malformed", req{path: "/healthz", header: map[string]string{VersionHeader: "x"}}, http.StatusBadRequest, "1.0"},
 		{"bad signature", req{method: http.MethodPost, path: "/v1/hooks/git", body: "{}", noAuth: true, header: v11}, http.StatusUnauthorized, "1.1"},
 	}
@@ -137,7 +138,7 @@ func TestVersionsDocument(t *testing.T) {
 	}
 	r.decode(t, &doc)
 	want := []versionDoc{{
-		ID: "v1", MinVersion: "1.0", MaxVersion: "1.3", Status: "CURRENT",
+		ID: "v1", MinVersion: "1.0", MaxVersion: "1.4", Status: "CURRENT",
 		Links: []link{
 			{Rel: "self", Href: "/"},
 			{Rel: "describedby", Href: "/openapi.json", Type: "application/vnd.oai.openapi+json"},
@@ -198,6 +199,7 @@ func TestRoutesExistFromTheirVersion(t *testing.T) {
 		{http.MethodPost, "/v1/reconcile", "1.2"},
 		{http.MethodGet, "/v1/state/backup", "1.2"},
 		{http.MethodGet, "/v1/stack_sets/web/drift", "1.3"},
+		{http.MethodGet, "/v1/owners", "1.4"},
 	} {
 		for _, v := range []string{"", "1.0", "1.1"} {
 			r := e.do(req{method: tc.method, path: tc.path, header: map[string]string{VersionHeader: v}})
