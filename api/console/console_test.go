@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/stackd/stackd/engine/changeset"
 	"github.com/stackd/stackd/reconciler"
 	"github.com/stackd/stackd/state"
@@ -283,5 +285,76 @@ func TestDataPages(t *testing.T) {
 	}
 	if strings.Contains(cd.HTML, "<script>") || !strings.Contains(cd.HTML, "web") {
 		t.Errorf("change set HTML not escaped: %s", cd.HTML)
+	}
+}
+
+// The grid groups accounts by the organizational unit their instances
+// record: OUs in order, the accounts without one last, each OU's accounts
+// contiguous and sorted; the instance page names the OU.
+func TestGridGroupsAccountsByOU(t *testing.T) {
+	e := newEnv(t, token, nil)
+	ss, err := e.store.CreateStackSet("baseline", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ouOf := map[string]string{
+		"300000000002": "ou-prod", "300000000001": "ou-prod", "100000000001": "ou-dev",
+		"200000000001": "ou-dev", "900000000001": "", "000000000009": "ou-prod",
+	}
+	var ins []state.Instance
+	for a, ou := range ouOf {
+		for _, r := range []string{"us-east-1", "eu-west-1"} {
+			in := state.Instance{StackSetID: ss.ID, Region: r, Account: a, OU: ou, Status: state.InstanceOperationComplete}
+			if a == "000000000009" && r == "eu-west-1" {
+				in.OU = "" // written before OUs were recorded
+			}
+			ins = append(ins, in)
+		}
+	}
+	if err := e.store.PutInstances(ins); err != nil {
+		t.Fatal(err)
+	}
+	c := e.client()
+	h := map[string]string{CSRFHeader: e.login(c)}
+	var g gridDoc
+	res, body := e.get(c, "/ui/data/grid?stack_set=baseline", h)
+	if err := json.Unmarshal([]byte(body), &g); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("grid: %d %v %s", res.StatusCode, err, body)
+	}
+	if diff := cmp.Diff([]string{"ou-dev", "ou-prod", ""}, g.OUs); diff != "" {
+		t.Errorf("OUs (-want +got):\n%s", diff)
+	}
+	wantAccounts := []string{"100000000001", "200000000001", "000000000009", "300000000001", "300000000002", "900000000001"}
+	if diff := cmp.Diff(wantAccounts, g.Accounts); diff != "" {
+		t.Errorf("accounts (-want +got):\n%s", diff)
+	}
+	if len(g.AccountOUs) != len(g.Accounts) {
+		t.Fatalf("%d account OUs for %d accounts", len(g.AccountOUs), len(g.Accounts))
+	}
+	for i, a := range g.Accounts {
+		if got := g.OUs[g.AccountOUs[i]]; got != ouOf[a] {
+			t.Errorf("account %s in OU %q, want %q", a, got, ouOf[a])
+		}
+	}
+	if len(g.Cells) != 4*len(ins) {
+		t.Errorf("%d cells for %d instances", len(g.Cells)/4, len(ins))
+	}
+	var d instanceDoc
+	_, body = e.get(c, "/ui/data/instance?stack_set=baseline&region=us-east-1&account=300000000001", h)
+	if err := json.Unmarshal([]byte(body), &d); err != nil || d.OU != "ou-prod" {
+		t.Errorf("instance: OU %q (%v), want ou-prod: %s", d.OU, err, body)
+	}
+
+	// A stack set without OUs (SELF_MANAGED) has no groups.
+	other, err := e.store.CreateStackSet("web", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.PutInstance(state.Instance{StackSetID: other.ID, Region: "r", Account: "a", Status: state.InstanceOperationComplete}); err != nil {
+		t.Fatal(err)
+	}
+	_, body = e.get(c, "/ui/data/grid?stack_set=web", h)
+	if strings.Contains(body, `"ous"`) || strings.Contains(body, `"account_ous"`) {
+		t.Errorf("grid without OUs: %s", body)
 	}
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -202,7 +203,11 @@ func (c *Console) fleet(w http.ResponseWriter, _ *http.Request) {
 // gridDoc is a stack set's instances, compact enough for 10,000 cells:
 // Cells holds, per instance, the index of its region, of its account and
 // of its status (in Statuses), and 1 when its last drift check found it
-// drifted.
+// drifted. When any instance records an organizational unit
+// (SERVICE_MANAGED), OUs lists them and AccountOUs holds, per account,
+// the index of its OU: the accounts are ordered by OU, then by id, so
+// each OU's accounts are contiguous (an account recorded without an OU
+// is in the group "", last).
 type gridDoc struct {
 	Name          string     `json:"name"`
 	Revision      string     `json:"revision,omitempty"`
@@ -210,6 +215,8 @@ type gridDoc struct {
 	LastOperation *opSummary `json:"last_operation,omitempty"`
 	Regions       []string   `json:"regions"`
 	Accounts      []string   `json:"accounts"`
+	OUs           []string   `json:"ous,omitempty"`
+	AccountOUs    []int      `json:"account_ous,omitempty"`
 	Statuses      []string   `json:"statuses"`
 	Cells         []int      `json:"cells"`
 }
@@ -255,9 +262,16 @@ func (c *Console) grid(w http.ResponseWriter, r *http.Request) {
 		statusIdx[s] = i
 		doc.Statuses = append(doc.Statuses, string(s))
 	}
-	regions, accounts := map[string]bool{}, map[string]bool{}
+	regions, accounts := map[string]bool{}, map[string]string{}
+	grouped := false
 	for _, in := range ins {
-		regions[in.Region], accounts[in.Account] = true, true
+		regions[in.Region] = true
+		// An account's OU is the same in each region; a record of
+		// another region written before the OU was recorded has none.
+		if ou, had := accounts[in.Account]; !had || ou == "" {
+			accounts[in.Account] = in.OU
+		}
+		grouped = grouped || in.OU != ""
 	}
 	for k := range regions {
 		doc.Regions = append(doc.Regions, k)
@@ -266,7 +280,26 @@ func (c *Console) grid(w http.ResponseWriter, r *http.Request) {
 		doc.Accounts = append(doc.Accounts, k)
 	}
 	slices.Sort(doc.Regions)
-	slices.Sort(doc.Accounts)
+	if grouped {
+		ous := map[string]bool{}
+		for _, ou := range accounts {
+			ous[ou] = true
+		}
+		for ou := range ous {
+			doc.OUs = append(doc.OUs, ou)
+		}
+		slices.SortFunc(doc.OUs, compareOU)
+		slices.SortFunc(doc.Accounts, func(a, b string) int {
+			return cmp.Or(compareOU(accounts[a], accounts[b]), strings.Compare(a, b))
+		})
+		oi := index(doc.OUs)
+		doc.AccountOUs = make([]int, len(doc.Accounts))
+		for i, a := range doc.Accounts {
+			doc.AccountOUs[i] = oi[accounts[a]]
+		}
+	} else {
+		slices.Sort(doc.Accounts)
+	}
 	ri, ai := index(doc.Regions), index(doc.Accounts)
 	for _, in := range ins {
 		si, ok := statusIdx[in.Status]
@@ -282,6 +315,19 @@ func (c *Console) grid(w http.ResponseWriter, r *http.Request) {
 		doc.Cells = append(doc.Cells, ri[in.Region], ai[in.Account], si, d)
 	}
 	writeJSON(w, http.StatusOK, doc)
+}
+
+// compareOU orders OU ids, the group of accounts without one ("") last.
+func compareOU(a, b string) int {
+	switch {
+	case a == b:
+		return 0
+	case a == "":
+		return 1
+	case b == "":
+		return -1
+	}
+	return strings.Compare(a, b)
 }
 
 func driftStatus(s string) engine.DriftStatus { return engine.DriftStatus(s) }
@@ -308,6 +354,7 @@ type instanceDoc struct {
 	StackSet      string                          `json:"stack_set"`
 	Region        string                          `json:"region"`
 	Account       string                          `json:"account"`
+	OU            string                          `json:"ou,omitempty"`
 	Status        state.InstanceStatus            `json:"status"`
 	Reason        string                          `json:"reason,omitempty"`
 	Revision      string                          `json:"revision,omitempty"`
@@ -344,7 +391,7 @@ func (c *Console) instance(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	doc := instanceDoc{
-		StackSet: ss.Name, Region: in.Region, Account: in.Account, Status: in.Status, Reason: in.StatusReason,
+		StackSet: ss.Name, Region: in.Region, Account: in.Account, OU: in.OU, Status: in.Status, Reason: in.StatusReason,
 		Revision: in.Revision, RevisionURL: c.commitURL(in.Revision), Updated: tp(in.Updated),
 		Overrides: reconciler.OverridesView(in.Overrides), Outputs: in.Outputs,
 		Resources: make([]resourceView, 0, len(res)), Events: []state.Event{},

@@ -217,20 +217,22 @@ func printStatus(w io.Writer, all []*reconciler.StackSetStatus, only []string, a
 }
 
 // instanceTable prints instances one per line in aligned columns, like
-// kubectl get: REGION, ACCOUNT, STATUS, REASON, and with wide REVISION,
-// DRIFT and OVERRIDE. Widths come from the stack set's instances, so the
-// lines --watch adds line up with the table.
+// kubectl get: REGION, ACCOUNT, STATUS, REASON, and with wide OU (the
+// account's organizational unit, SERVICE_MANAGED), REVISION, DRIFT and
+// OVERRIDE. Widths come from the stack set's instances, so the lines
+// --watch adds line up with the table.
 type instanceTable struct {
 	wide   bool
-	widths [3]int
+	widths [4]int
 }
 
 func newInstanceTable(d *reconciler.StackSetStatus, wide bool) *instanceTable {
-	t := &instanceTable{wide: wide, widths: [3]int{len("REGION"), len("ACCOUNT"), len("STATUS")}}
+	t := &instanceTable{wide: wide, widths: [4]int{len("REGION"), len("ACCOUNT"), len("STATUS"), len("OU")}}
 	for _, in := range d.Instances {
 		t.widths[0] = max(t.widths[0], len(in.Region))
 		t.widths[1] = max(t.widths[1], len(in.Account))
 		t.widths[2] = max(t.widths[2], len(in.Status))
+		t.widths[3] = max(t.widths[3], len(in.OU))
 	}
 	return t
 }
@@ -241,7 +243,7 @@ const maxReason = 80
 func (t *instanceTable) row(w io.Writer, cols ...string) {
 	fmt.Fprintf(w, "%-*s   %-*s   %-*s", t.widths[0], cols[0], t.widths[1], cols[1], t.widths[2], cols[2])
 	if t.wide {
-		fmt.Fprintf(w, "   %-8s   %-11s   %-8s", cols[4], cols[5], cols[6])
+		fmt.Fprintf(w, "   %-*s   %-8s   %-11s   %-8s", t.widths[3], cols[7], cols[4], cols[5], cols[6])
 	}
 	fmt.Fprintf(w, "   %s\n", cols[3])
 }
@@ -254,7 +256,10 @@ func (t *instanceTable) line(w io.Writer, in reconciler.InstanceStatus) {
 	if reason == "" {
 		reason = "-"
 	}
-	drift, override, rev := "-", "-", "-"
+	drift, override, rev, ou := "-", "-", "-", "-"
+	if in.OU != "" {
+		ou = in.OU
+	}
 	if in.Drift != nil {
 		drift = string(in.Drift.Status)
 	}
@@ -264,7 +269,7 @@ func (t *instanceTable) line(w io.Writer, in reconciler.InstanceStatus) {
 	if in.Revision != "" {
 		rev = short(in.Revision)
 	}
-	t.row(w, in.Region, in.Account, string(in.Status), reason, rev, drift, override)
+	t.row(w, in.Region, in.Account, string(in.Status), reason, rev, drift, override, ou)
 }
 
 func (t *instanceTable) print(w io.Writer, d *reconciler.StackSetStatus) {
@@ -273,7 +278,7 @@ func (t *instanceTable) print(w io.Writer, d *reconciler.StackSetStatus) {
 		return cmp.Or(strings.Compare(a.Region, b.Region), strings.Compare(a.Account, b.Account))
 	})
 	fmt.Fprintln(w)
-	t.row(w, "REGION", "ACCOUNT", "STATUS", "REASON", "REVISION", "DRIFT", "OVERRIDE")
+	t.row(w, "REGION", "ACCOUNT", "STATUS", "REASON", "REVISION", "DRIFT", "OVERRIDE", "OU")
 	for _, in := range ins {
 		t.line(w, in)
 	}

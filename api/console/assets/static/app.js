@@ -167,6 +167,18 @@
     const ri = new Map(regions.map((r, i) => [r, i])), ai = new Map(accounts.map((a, i) => [a, i]));
     const sidx = new Map(statuses.map((s, i) => [s, i]));
     const counts = new Array(statuses.length).fill(0);
+    // Rows: the accounts in the server's order; with organizational units
+    // (doc.ous), a header row before each OU's accounts. rows[i] >= 0 is
+    // an account, -1 - k the header of OU k; rowOf[a] is account a's row.
+    const ous = doc.ous || [], accountOU = doc.account_ous || [];
+    const rows = [], rowOf = new Int32Array(A), ouSize = new Array(ous.length).fill(0);
+    for (let a = 0; a < A; a++) {
+      if (ous.length && (a === 0 || accountOU[a] !== accountOU[a - 1])) rows.push(-1 - accountOU[a]);
+      rowOf[a] = rows.length; rows.push(a);
+      if (ous.length) ouSize[accountOU[a]]++;
+    }
+    const NR = rows.length;
+    const ouName = (k) => (ous[k] ? "OU " + ous[k] : "no organizational unit");
     for (let i = 0; i < doc.cells.length; i += 4) {
       const k = doc.cells[i + 1] * R + doc.cells[i];
       cell[k] = doc.cells[i + 2] + 1; drift[k] = doc.cells[i + 3];
@@ -178,9 +190,9 @@
     const CW = 22, CH = 18, LABEL = 150, HEAD = 90;
     const wrap = el("div", { class: "grid-wrap" });
     const spacer = el("div", { class: "grid-spacer" });
-    const canvas = el("canvas", { id: "grid", tabindex: "0", role: "grid", "aria-label": `${A} accounts × ${R} regions. Arrow keys move, Enter opens the instance.`, "aria-rowcount": A, "aria-colcount": R });
+    const canvas = el("canvas", { id: "grid", tabindex: "0", role: "grid", "aria-label": `${A} accounts${ous.length ? " in " + ous.length + " organizational units" : ""} × ${R} regions. Arrow keys move, Enter opens the instance.`, "aria-rowcount": A, "aria-colcount": R });
     wrap.append(spacer, canvas);
-    spacer.style.height = HEAD + A * CH + "px";
+    spacer.style.height = HEAD + NR * CH + "px";
     spacer.style.width = LABEL + R * CW + "px";
     const ctx = canvas.getContext("2d");
     let focus = { a: 0, r: 0 };
@@ -189,6 +201,13 @@
       return el("span", { class: info.cls }, info.glyph + " " + info.label + " (" + counts[i] + ")");
     }), el("span", { class: "s-drift" }, "\u2248 drifted (corner mark)"));
     const focusText = el("p", { id: "grid-focus", class: "mono" });
+    // The OUs, each a button that moves the focus to its first account.
+    const ouBar = ous.length ? el("div", { class: "toolbar", id: "grid-ous", role: "group", "aria-label": "Organizational units" },
+      ous.map((_, k) => el("button", { type: "button", class: "quiet", "data-ou": ous[k], onclick: () => {
+        const a = accountOU.indexOf(k);
+        if (a < 0) return;
+        focus = { a, r: 0 }; canvas.focus(); scrollTo(); describe(); redraw();
+      } }, ouName(k) + " (" + ouSize[k] + ")"))) : "";
 
     function draw() {
       const dpr = window.devicePixelRatio || 1;
@@ -200,12 +219,20 @@
       ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
       ctx.clearRect(0, 0, w, h);
       const sx = wrap.scrollLeft, sy = wrap.scrollTop;
-      const a0 = Math.max(0, Math.floor(sy / CH)), a1 = Math.min(A, Math.ceil((sy + h - HEAD) / CH) + 1);
+      const a0 = Math.max(0, Math.floor(sy / CH)), a1 = Math.min(NR, Math.ceil((sy + h - HEAD) / CH) + 1);
       const r0 = Math.max(0, Math.floor(sx / CW)), r1 = Math.min(R, Math.ceil((sx + w - LABEL) / CW) + 1);
       ctx.font = "12px ui-monospace, monospace";
       ctx.textBaseline = "middle"; ctx.textAlign = "center";
-      for (let a = a0; a < a1; a++) {
-        const y = HEAD + a * CH - sy;
+      for (let row = a0; row < a1; row++) {
+        const y = HEAD + row * CH - sy, a = rows[row];
+        if (a < 0) {
+          // An OU's header row: a band across the cells.
+          ctx.fillStyle = line; ctx.fillRect(LABEL, y + 1, w - LABEL, CH - 2);
+          ctx.fillStyle = fg; ctx.textAlign = "left";
+          ctx.fillText(ouName(-1 - a) + " \u00B7 " + ouSize[-1 - a] + (ouSize[-1 - a] === 1 ? " account" : " accounts"), LABEL + 6, y + CH / 2 + 1);
+          ctx.textAlign = "center";
+          continue;
+        }
         for (let r = r0; r < r1; r++) {
           const x = LABEL + r * CW - sx;
           const k = a * R + r, v = cell[k];
@@ -221,9 +248,15 @@
       ctx.fillStyle = getComputedStyle(document.body).backgroundColor;
       ctx.fillRect(0, 0, LABEL, h); ctx.fillRect(0, 0, w, HEAD);
       ctx.fillStyle = fg; ctx.textAlign = "right";
-      for (let a = a0; a < a1; a++) {
-        const y = HEAD + a * CH - sy + CH / 2;
+      for (let row = a0; row < a1; row++) {
+        const y = HEAD + row * CH - sy + CH / 2, a = rows[row];
         if (y < HEAD) continue;
+        if (a < 0) {
+          const n = ouName(-1 - a);
+          ctx.save(); ctx.font = "bold 12px ui-monospace, monospace"; ctx.textAlign = "left";
+          ctx.fillText(n.length > 20 ? n.slice(0, 19) + "…" : n, 4, y); ctx.restore();
+          continue;
+        }
         ctx.fillText(accounts[a].length > 20 ? accounts[a].slice(0, 19) + "…" : accounts[a], LABEL - 6, y);
       }
       ctx.textAlign = "left";
@@ -234,7 +267,7 @@
         ctx.fillText(regions[r].length > 14 ? regions[r].slice(0, 13) + "…" : regions[r], 0, 0); ctx.restore();
       }
       if (document.activeElement === canvas) {
-        const x = LABEL + focus.r * CW - sx, y = HEAD + focus.a * CH - sy;
+        const x = LABEL + focus.r * CW - sx, y = HEAD + rowOf[focus.a] * CH - sy;
         ctx.strokeStyle = focusColor; ctx.lineWidth = 2; ctx.strokeRect(x, y, CW, CH); ctx.lineWidth = 1;
       }
     }
@@ -243,7 +276,8 @@
     function describe() {
       const k = focus.a * R + focus.r, v = cell[k];
       const st = v ? statusInfo(statuses[v - 1]) : null;
-      const text = `${accounts[focus.a]} / ${regions[focus.r]}: ` + (st ? st.label + (drift[k] ? ", drifted" : "") : "no instance");
+      const text = `${accounts[focus.a]} / ${regions[focus.r]}: ` + (st ? st.label + (drift[k] ? ", drifted" : "") : "no instance") +
+        (ous.length ? " · " + ouName(accountOU[focus.a]) : "");
       focusText.textContent = text; say(text);
     }
     function open(a, r) {
@@ -251,7 +285,7 @@
       location.hash = "#/set/" + enc(name) + "/i/" + enc(regions[r]) + "/" + enc(accounts[a]);
     }
     function scrollTo() {
-      const y = focus.a * CH, x = focus.r * CW, h = wrap.clientHeight - HEAD, w = wrap.clientWidth - LABEL;
+      const y = rowOf[focus.a] * CH, x = focus.r * CW, h = wrap.clientHeight - HEAD, w = wrap.clientWidth - LABEL;
       if (y < wrap.scrollTop) wrap.scrollTop = y; else if (y + CH > wrap.scrollTop + h) wrap.scrollTop = y + CH - h;
       if (x < wrap.scrollLeft) wrap.scrollLeft = x; else if (x + CW > wrap.scrollLeft + w) wrap.scrollLeft = x + CW - w;
     }
@@ -269,8 +303,8 @@
       const b = canvas.getBoundingClientRect();
       const x = e.clientX - b.left + wrap.scrollLeft - LABEL, y = e.clientY - b.top + wrap.scrollTop - HEAD;
       if (x < 0 || y < 0) return;
-      const a = Math.floor(y / CH), r = Math.floor(x / CW);
-      if (a < A && r < R) { focus = { a, r }; open(a, r); }
+      const row = Math.floor(y / CH), r = Math.floor(x / CW);
+      if (row < NR && rows[row] >= 0 && r < R) { const a = rows[row]; focus = { a, r }; open(a, r); }
     });
     wrap.addEventListener("scroll", redraw, { passive: true });
     const ro = new ResizeObserver(redraw); ro.observe(wrap);
@@ -278,9 +312,9 @@
 
     const op = doc.last_operation;
     done([el("h1", {}, name), setTabs(name, "grid"),
-      el("p", {}, "Revision ", revLink(doc.revision, doc.revision_url), " · ", A + " accounts × " + R + " regions · " + doc.cells.length / 4 + " instances",
+      el("p", {}, "Revision ", revLink(doc.revision, doc.revision_url), " · ", A + " accounts" + (ous.length ? " in " + ous.length + " OUs" : "") + " × " + R + " regions · " + doc.cells.length / 4 + " instances",
         op ? [" · last operation ", opBadge(op.status), " ", op.kind] : ""),
-      legend, wrap, focusText]);
+      legend, ouBar, wrap, focusText]);
     draw();
     canvas.setAttribute("data-ready", "1");
     // Live: instance status changes from the operation's event log.
@@ -316,6 +350,7 @@
     if (d.drift) drift = el("div", {}, el("p", {}, el("span", { class: "badge " + (d.drift.status === "DRIFTED" ? "s-drift" : "s-ok") }, d.drift.status), " checked " + when(d.drift.checked)), jsonBlock(d.drift.resources));
     done([el("h1", {}, name + " · " + account + " / " + region), setTabs(name, ""),
       el("dl", { class: "kv" },
+        d.ou ? [el("dt", {}, "Organizational unit"), el("dd", { id: "instance-ou", class: "mono" }, d.ou)] : "",
         el("dt", {}, "Status"), el("dd", {}, badge(d.status)),
         el("dt", {}, "Reason"), el("dd", {}, d.reason || "—"),
         el("dt", {}, "Revision"), el("dd", {}, revLink(d.revision, d.revision_url)),
