@@ -115,6 +115,9 @@ func (p *Provider) Deliver(token string, body []byte, contentType string) error 
 		return err
 	}
 	p.notifyLocked(c.RequestID)
+	if p.onSignal != nil {
+		p.onSignal(c.RequestID)
+	}
 	return nil
 }
 

@@ -72,16 +72,22 @@ type Options struct {
 	// without --listen serves no HTTP API): every wait_condition is then
 	// rejected when it is planned, instead of waiting out its timeout.
 	NoAPI string
+	// OnSignal, if set, is called with the handle's id after a signal was
+	// stored (under the provider's lock: it must not call back). The
+	// daemon of a shared state notifies the other replicas with it, whose
+	// listeners call Changed (docs/design.md §13).
+	OnSignal func(handle string)
 }
 
 // Provider is the wait_condition provider, and the sink of the signals
 // the HTTP API receives. Safe for concurrent use.
 type Provider struct {
-	key   []byte
-	base  string
-	store Store
-	clock clock.Clock
-	noAPI string
+	key      []byte
+	base     string
+	store    Store
+	clock    clock.Clock
+	noAPI    string
+	onSignal func(string)
 
 	mu sync.Mutex
 	// changed holds, per handle, a channel closed at the next change.
@@ -111,7 +117,7 @@ func New(o Options) (*Provider, error) {
 	}
 	return &Provider{
 		key: append([]byte(nil), o.Key...), base: strings.TrimRight(o.ExternalURL, "/") + SignalsPath,
-		store: o.Store, clock: o.Clock, noAPI: o.NoAPI, changed: map[string]chan struct{}{},
+		store: o.Store, clock: o.Clock, noAPI: o.NoAPI, onSignal: o.OnSignal, changed: map[string]chan struct{}{},
 	}, nil
 }
 
@@ -387,6 +393,21 @@ func (p *Provider) Wait(ctx context.Context, req provider.Request, res provider.
 		case <-ctx.Done():
 			return provider.Result{}, ctx.Err()
 		}
+	}
+}
+
+// Changed wakes the waits on handle id to re-read it from the Store: a
+// signal was stored by another process sharing the Store. "" wakes every
+// wait (the wake-ups of other processes may have been lost).
+func (p *Provider) Changed(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if id != "" {
+		p.notifyLocked(id)
+		return
+	}
+	for h := range p.changed {
+		p.notifyLocked(h)
 	}
 }
 
