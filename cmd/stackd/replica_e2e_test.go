@@ -1,0 +1,274 @@
+package main
+
+// Replicas as processes on a real PostgreSQL (issue 31, docs/design.md
+// §13): three `stackd run` processes share one database (--state-url) and
+// one repository; a custom-resource provider on 127.0.0.1 counts every
+// request by the replica it came from and serves the instances' health
+// checks, sampling how many are in service. The tests kill (SIGKILL), stop
+// (SIGSTOP/SIGCONT) and end (SIGTERM) replicas and crash the database
+// (pg_ctl restart -m immediate) during operations, and check what the
+// design promises: another replica resumes the same operation with the
+// same batch plan, min_in_service holds in every sample, no resource is
+// created twice, a stalled replica neither calls providers nor writes
+// once its lease is gone, every stack set is deployed exactly once.
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/stackd/stackd/state"
+)
+
+// The rollout of the takeover tests: 3 regions × 8 accounts, batches of 4,
+// min_in_service 20.
+var (
+	rpRegions = []string{"eu-west-1", "us-east-1", "ap-south-1"}
+	rpFleet   = len(rpRegions) * 8
+)
+
+const (
+	rpBatch = 4
+	rpMinIn = 20
+)
+
+// rolloutWorld deploys version 1 of stack set "web" (the fleet above)
+// with three replicas and returns the world.
+func rolloutWorld(t *testing.T, ttl time.Duration) *rpWorld {
+	t.Helper()
+	w := newRPWorld(t, ttl, 120*time.Millisecond)
+	rev := w.commit(map[string]string{
+		"types.hcl":              w.rpTypes(),
+		"web.hcl":                rpStackSet("web", 1, rpRegions, rpAccounts(8), w.rpRollout(rpBatch, rpMinIn)),
+		"templates/web/main.hcl": rpTemplate(1),
+	}, "web v1")
+	for range 3 {
+		w.start()
+	}
+	if op := w.waitEnded("web", rev, 2*time.Minute); op.Status != state.OperationSucceeded {
+		t.Fatalf("v1: %s %s%s", op.Status, op.Reason, w.tails())
+	}
+	w.prov.watchSet("web", rpFleet, rpMinIn)
+	return w
+}
+
+// nextVersion commits version n of web and waits until its rollout is at
+// batch 2 or later; it returns the revision and the operation then.
+func (w *rpWorld) nextVersion(n int) (string, state.Operation) {
+	w.t.Helper()
+	rev := w.commit(map[string]string{
+		"web.hcl":                rpStackSet("web", n, rpRegions, rpAccounts(8), w.rpRollout(rpBatch, rpMinIn)),
+		"templates/web/main.hcl": rpTemplate(n),
+	}, fmt.Sprintf("web v%d", n))
+	op := w.waitOp("web", rev, time.Minute, "never reached batch 2", func(op state.Operation) bool {
+		return op.Status.Done() || (op.Rollout != nil && op.Rollout.Batch >= 2 && len(op.Rollout.Plan) > 0)
+	})
+	if op.Status.Done() {
+		w.t.Fatalf("v%d ended (%s) before the test could act in its rollout", n, op.Status)
+	}
+	return rev, op
+}
+
+// checkRollout checks what every takeover test promises of version n's
+// operation: it is the one operation of its revision, it succeeded, its
+// plan is the one recorded before the fault, every instance has its gen_n
+// created once, no resource was created twice and min_in_service held in
+// every sample.
+func (w *rpWorld) checkRollout(rev string, n int, before state.Operation, final state.Operation) {
+	t := w.t
+	t.Helper()
+	if final.Status != state.OperationSucceeded {
+		t.Errorf("v%d: operation %s ended %s (%s), want SUCCEEDED", n, final.ID, final.Status, final.Reason)
+	}
+	if final.ID != before.ID {
+		t.Errorf("v%d: operation %s finished, but %s was running before the fault", n, final.ID, before.ID)
+	}
+	var ofRev []string
+	for _, op := range w.operations("web") {
+		if op.Revision == rev {
+			ofRev = append(ofRev, op.ID+" "+string(op.Status))
+		}
+	}
+	if len(ofRev) != 1 {
+		t.Errorf("v%d: operations of revision %s: %v, want exactly one", n, short(rev), ofRev)
+	}
+	if final.Rollout == nil {
+		t.Fatalf("v%d: the operation has no rollout progress", n)
+	}
+	if diff := cmp.Diff(before.Rollout.Plan, final.Rollout.Plan); diff != "" {
+		t.Errorf("v%d: the batch plan changed across the fault (-before +after):\n%s", n, diff)
+	}
+	if got := w.prov.created("web", fmt.Sprintf("custom.gen_%d", n)); got != rpFleet {
+		t.Errorf("v%d: gen_%d created on %d instances, want %d", n, n, got, rpFleet)
+	}
+	if dup := w.prov.duplicateCreates(); len(dup) > 0 {
+		t.Errorf("duplicate creates: %v", dup)
+	}
+	min, samples, breaches := w.prov.inService("web")
+	if samples == 0 {
+		t.Errorf("no in-service sample was taken")
+	}
+	if len(breaches) > 0 {
+		t.Errorf("min_in_service %d violated: %v", rpMinIn, breaches)
+	}
+	t.Logf("v%d: %d in-service samples, the fewest in service %d of %d (min_in_service %d)", n, samples, min, rpFleet, rpMinIn)
+}
+
+// TestReplicaKillOwnerMidRollout: kill -9 of the replica that owns web in
+// the middle of its rollout; another replica takes the lease over and
+// resumes the same operation to SUCCEEDED. The takeover time (kill → the
+// first event the new owner records) is logged; STACKD_TAKEOVER_RUNS
+// repeats the kill on later versions (and STACKD_TAKEOVER_TTL sets the
+// lease TTL, default 2s) for the figures.
+func TestReplicaKillOwnerMidRollout(t *testing.T) {
+	t.Parallel()
+	ttl := 2 * time.Second
+	if s := os.Getenv("STACKD_TAKEOVER_TTL"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("STACKD_TAKEOVER_TTL: %v", err)
+		}
+		ttl = d
+	}
+	runs := 1
+	if s := os.Getenv("STACKD_TAKEOVER_RUNS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("STACKD_TAKEOVER_RUNS=%q: want a positive number", s)
+		}
+		runs = n
+	}
+	w := rolloutWorld(t, ttl)
+	var takeovers []time.Duration
+	for i := range runs {
+		n := i + 2
+		rev, before := w.nextVersion(n)
+		owner := w.byID(w.owner("web"))
+		if owner == nil {
+			t.Fatalf("v%d: web's lease is held by no replica of this test (%q)%s", n, w.owner("web"), w.tails())
+		}
+		killed := time.Now()
+		owner.p.kill(t)
+		t.Logf("v%d: killed replica %d (%s) at batch %d of %d", n, owner.n, owner.id, before.Rollout.Batch, before.Rollout.Batches)
+		final := w.waitEnded("web", rev, 2*time.Minute)
+		w.checkRollout(rev, n, before, final)
+		newOwner := w.owner("web")
+		if newOwner == owner.id || newOwner == "" {
+			t.Errorf("v%d: web's lease after the takeover: %q", n, newOwner)
+		}
+		first := w.firstEventAfter(final.ID, killed)
+		if first.IsZero() {
+			t.Errorf("v%d: no event recorded after the kill", n)
+		} else {
+			takeovers = append(takeovers, first.Sub(killed))
+			t.Logf("v%d: takeover (kill → the new owner's first event) %s with --lease-ttl %s", n, first.Sub(killed).Round(time.Millisecond), ttl)
+		}
+		if i+1 < runs {
+			w.start() // three replicas again
+		}
+	}
+	if len(takeovers) > 0 {
+		slices.Sort(takeovers)
+		t.Logf("takeover with --lease-ttl %s over %d kills: median %s, range %s–%s", ttl, len(takeovers),
+			takeovers[len(takeovers)/2].Round(time.Millisecond), takeovers[0].Round(time.Millisecond), takeovers[len(takeovers)-1].Round(time.Millisecond))
+	}
+}
+
+// TestReplicaStoppedOwnerFencesItself: SIGSTOP of web's owner mid-rollout
+// until another replica took its lease over and the rollout went on, then
+// SIGCONT: the stopped replica fences itself (its log says the lease was
+// lost), sends no provider request and commits no state write afterwards,
+// and the rollout completes on the new owner.
+func TestReplicaStoppedOwnerFencesItself(t *testing.T) {
+	t.Parallel()
+	w := rolloutWorld(t, 2*time.Second)
+	rev, before := w.nextVersion(2)
+	owner := w.byID(w.owner("web"))
+	if owner == nil {
+		t.Fatalf("web's lease is held by no replica of this test (%q)%s", w.owner("web"), w.tails())
+	}
+	from := len(owner.p.log.all())
+	stopped := time.Now()
+	owner.p.signal(t, syscall.SIGSTOP)
+	t.Logf("stopped replica %d (%s) at batch %d of %d", owner.n, owner.id, before.Rollout.Batch, before.Rollout.Batches)
+	eventually(t, time.Minute, func() bool {
+		o := w.owner("web")
+		return o != "" && o != owner.id
+	}, "no other replica took web's lease over%s", w.tails())
+	t.Logf("web taken over by %s %s after the stop", w.owner("web"), time.Since(stopped).Round(time.Millisecond))
+	// Let the new owner make progress before the stopped one wakes up.
+	w.waitOp("web", rev, time.Minute, "made no progress on the new owner", func(op state.Operation) bool {
+		return op.Status.Done() || op.Rollout.Batch > before.Rollout.Batch
+	})
+	resumed := time.Now()
+	owner.p.signal(t, syscall.SIGCONT)
+	owner.p.waitLine(t, 30*time.Second, from, "saying the stopped replica lost web's lease", func(l map[string]any) bool {
+		return l["stack_set"] == "web" && (l["message"] == "lease not renewed in time: stopping the stack set's work (self-fencing)" ||
+			l["message"] == "lease lost: another replica may own the stack set now")
+	})
+	final := w.waitEnded("web", rev, 2*time.Minute)
+	w.checkRollout(rev, 2, before, final)
+	if calls := w.prov.callsFrom(owner.addr, stopped); len(calls) > 0 {
+		var what []string
+		for _, c := range calls {
+			what = append(what, fmt.Sprintf("%s %s at +%s", c.req.RequestType, c.req.where(), c.at.Sub(resumed).Round(time.Millisecond)))
+		}
+		t.Errorf("the stopped replica called the provider %d times after SIGSTOP (times from SIGCONT): %v", len(calls), what)
+	}
+	if owner.p.done() {
+		t.Errorf("the stopped replica exited after SIGCONT: %v", owner.p.err)
+	}
+	// Nothing it did after SIGCONT reached the state: no instance of web
+	// completed there, and what it tried was refused by the fence.
+	lines, _ := owner.p.log.since(from)
+	for _, l := range lines {
+		if l["stack_set"] == "web" && (l["message"] == "instance complete" || l["message"] == "operation finished") {
+			t.Errorf("the stopped replica went on with web after SIGCONT: %v", l)
+		}
+	}
+	t.Logf("fenced writes refused on the stopped replica: %v", metric(t, owner.addr, "stackd_fenced_writes_total"))
+	if msg := w.stateCheck(); msg != "" {
+		t.Errorf("state check: %s", msg)
+	}
+}
+
+// TestReplicaDatabaseRestartMidRollout: pg_ctl restart -m immediate during
+// web's rollout. The replicas stay up and reconnect; the rollout completes
+// once, with no resource created twice and min_in_service kept.
+func TestReplicaDatabaseRestartMidRollout(t *testing.T) {
+	t.Parallel()
+	w := rolloutWorld(t, 2*time.Second)
+	rev, before := w.nextVersion(2)
+	restarted := time.Now()
+	if err := w.pg.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the database restarted in %s at batch %d of %d", time.Since(restarted).Round(time.Millisecond), before.Rollout.Batch, before.Rollout.Batches)
+	final := w.waitEnded("web", rev, 2*time.Minute)
+	w.checkRollout(rev, 2, before, final)
+	for _, r := range w.reps {
+		if r.p.done() {
+			t.Errorf("replica %d exited after the database restarted: %v\n%s", r.n, r.p.err, tailLines(r.p.log.String(), 30))
+		}
+	}
+	if msg := w.stateCheck(); msg != "" {
+		t.Errorf("state check: %s", msg)
+	}
+	// The fleet still works: the next version deploys.
+	rev3 := w.commit(map[string]string{
+		"web.hcl":                rpStackSet("web", 3, rpRegions, rpAccounts(8), w.rpRollout(rpBatch, rpMinIn)),
+		"templates/web/main.hcl": rpTemplate(3),
+	}, "web v3")
+	if op := w.waitEnded("web", rev3, 2*time.Minute); op.Status != state.OperationSucceeded {
+		t.Errorf("v3 after the restart: %s %s", op.Status, op.Reason)
+	}
+	if dup := w.prov.duplicateCreates(); len(dup) > 0 {
+		t.Errorf("duplicate creates: %v", dup)
+	}
+}
