@@ -113,9 +113,15 @@ func New(opts Options) (*Console, error) {
 		opts.Now = time.Now
 	}
 	c := &Console{opts: opts, slots: make(chan struct{}, maxInFlight)}
-	if _, err := rand.Read(c.key[:]); err != nil {
-		return nil, fmt.Errorf("console: session key: %w", err)
+	secret, err := sessionSecret(opts.Store)
+	if err != nil {
+		return nil, err
 	}
+	// The key binds the sessions to the token: a new token ends them.
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("stackd console session key\x00"))
+	m.Write([]byte(opts.Token))
+	copy(c.key[:], m.Sum(nil))
 	if opts.Token != "" {
 		c.tokenHash = sha256.Sum256([]byte(opts.Token))
 	}
@@ -129,6 +135,32 @@ func New(opts Options) (*Console, error) {
 		return nil, fmt.Errorf("console: pages: %w", err)
 	}
 	return c, nil
+}
+
+// sessionSecretKey names the console's session secret in the state. It
+// is stored with PutIdem, whose create-or-get is atomic, so daemons
+// sharing a state (PostgreSQL) agree on it.
+const sessionSecretKey = "console/session-secret"
+
+// sessionSecret returns the state's session secret, made on first use: 32
+// random bytes kept in the state, so a session outlives a restart of the
+// daemon, as Argo CD keeps its server.secretkey in a Secret. It is never
+// logged and never leaves the daemon.
+func sessionSecret(st *state.Store) ([]byte, error) {
+	fresh := make([]byte, 32)
+	if _, err := rand.Read(fresh); err != nil {
+		return nil, fmt.Errorf("console: session secret: %w", err)
+	}
+	created, existing, err := st.PutIdem(sessionSecretKey, fresh)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("console: session secret: %w", err)
+	case created:
+		return fresh, nil
+	case len(existing) < 32:
+		return nil, fmt.Errorf("console: the session secret in the state is %d bytes, want 32: %w", len(existing), state.ErrCorrupt)
+	}
+	return existing, nil
 }
 
 // ServeHTTP serves the console's pages, assets, login and data.

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -356,5 +357,63 @@ func TestGridGroupsAccountsByOU(t *testing.T) {
 	_, body = e.get(c, "/ui/data/grid?stack_set=web", h)
 	if strings.Contains(body, `"ous"`) || strings.Contains(body, `"account_ous"`) {
 		t.Errorf("grid without OUs: %s", body)
+	}
+}
+
+// A session outlives the console (a daemon's restart on the same state)
+// while the token stays; a new token ends it. The secret is made once.
+func TestSessionSurvivesRestartUntilTheTokenChanges(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	open := func(tok string) (*Console, *state.Store) {
+		t.Helper()
+		st, err := state.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := New(Options{Store: st, Token: tok})
+		if err != nil {
+			st.Close()
+			t.Fatal(err)
+		}
+		return c, st
+	}
+	c1, st := open(token)
+	v, err := c1.newSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := c1.sessionFromValue(v)
+	if !ok {
+		t.Fatal("a fresh session does not verify")
+	}
+	csrf := c1.csrf(s)
+	secret, err := st.Idem(sessionSecretKey)
+	if err != nil || len(secret) != 32 {
+		t.Fatalf("session secret in the state: %d bytes, %v", len(secret), err)
+	}
+	st.Close()
+	request := func() *http.Request {
+		rq := httptest.NewRequest(http.MethodGet, "/ui/data/fleet", nil)
+		rq.AddCookie(&http.Cookie{Name: CookieName, Value: v})
+		rq.Header.Set(CSRFHeader, csrf)
+		return rq
+	}
+	for _, tc := range []struct {
+		name, token string
+		want        bool
+	}{
+		{"restarted, same token", token, true},
+		{"same token with a newline", token + "\n", true},
+		{"restarted, new token", "another-token", false},
+		{"restarted, no token", "", false},
+	} {
+		c, st := open(tc.token)
+		if got := c.Authenticated(request()); got != tc.want {
+			t.Errorf("%s: authenticated %v, want %v", tc.name, got, tc.want)
+		}
+		if again, err := st.Idem(sessionSecretKey); err != nil || !bytes.Equal(again, secret) {
+			t.Errorf("%s: the session secret changed (%v)", tc.name, err)
+		}
+		st.Close()
 	}
 }

@@ -11,9 +11,12 @@
 //   - Same authentication as the API. With a token (--api-token-file) the
 //     login page takes it, compares it in constant time and keeps a
 //     session in a cookie (HttpOnly, SameSite=Strict, Secure under TLS,
-//     Path=/): an HMAC-signed expiry and nonce under a key made per process,
-//     never the token itself. Without a token (loopback only) the console
-//     opens a session on the first visit, as the API is open then.
+//     Path=/): an HMAC-signed expiry and nonce, never the token itself.
+//     The signing key is derived from a random secret kept in the state
+//     (made on first use) and the token: a session outlives a restart of
+//     the daemon, and a daemon sharing the state, until it expires or the
+//     token changes. Without a token (loopback only) the console opens a
+//     session on the first visit, as the API is open then.
 //   - The cookie is only a credential together with the session's CSRF
 //     token (an HMAC of the nonce), sent in the X-Stackd-CSRF header (or,
 //     for GET only, the csrf query parameter, which EventSource needs), and
