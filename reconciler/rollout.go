@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -64,13 +65,20 @@ func (r *Reconciler) Promote(name string) error {
 	}
 	rr := v.(*rolloutRun)
 	rr.mu.Lock()
-	defer rr.mu.Unlock()
 	if !rr.waiting {
+		rr.mu.Unlock()
 		return fmt.Errorf("stack set %s: %w", name, ErrNotWaiting)
 	}
+	n := rr.holdBatch
 	select {
 	case rr.promote <- struct{}{}:
 	default: // already promoted, not yet taken: promoting twice is once
+	}
+	rr.mu.Unlock()
+	// Recorded like an abort: a replica that takes the rollout over while
+	// it still holds after batch n finds it promoted.
+	if err := r.opts.Store.SetMeta(metaRolloutPromote+rr.o.op.ID, []byte(strconv.Itoa(n))); err != nil {
+		return fmt.Errorf("stack set %s: promoted, but the promotion could not be recorded (a takeover would hold again): %w", name, err)
 	}
 	return nil
 }
@@ -101,6 +109,100 @@ func (r *Reconciler) Abort(name string) error {
 // metaRolloutAbort+operation id records an abort of the operation's
 // rollout (its reason) until the operation ends.
 const metaRolloutAbort = "rollout_abort/"
+
+// metaRolloutPromote+operation id records a promotion of the operation's
+// rollout: the batch after which it held (decimal), until the operation
+// ends. The hold after that batch takes it, also a replica's that resumes
+// the rollout (docs/design.md §13).
+const metaRolloutPromote = "rollout_promote/"
+
+// RecordRolloutRequest records verb ("promote" or "abort") for the
+// running rollout of stack set name when another replica runs it
+// (docs/design.md §13): an abort as Abort records it, a promotion as the
+// batch after which the recorded progress holds. The replica that runs
+// the rollout applies it (ApplyRolloutRequests, on state.ChannelRollout
+// with the returned operation id), as does one that resumes it.
+//
+// Errors: ErrNoRollout (no operation of the stack set with a rollout is
+// running), ErrNotWaiting (promote while the recorded progress does not
+// hold for promotion), the store's (all wrapped, naming the stack set).
+func (r *Reconciler) RecordRolloutRequest(name, verb string) (opID string, err error) {
+	ss, err := r.opts.Store.StackSetByName(name)
+	if errors.Is(err, state.ErrNotFound) {
+		return "", fmt.Errorf("stack set %s: %w", name, ErrNoRollout)
+	} else if err != nil {
+		return "", fmt.Errorf("stack set %s: %w", name, err)
+	}
+	ops, err := r.opts.Store.Operations(ss.ID)
+	if err != nil {
+		return "", fmt.Errorf("stack set %s: %w", name, err)
+	}
+	var op *state.Operation
+	for i := range ops {
+		if ops[i].Status == state.OperationRunning && ops[i].Rollout != nil {
+			op = &ops[i]
+		}
+	}
+	if op == nil {
+		return "", fmt.Errorf("stack set %s: %w", name, ErrNoRollout)
+	}
+	switch verb {
+	case "abort":
+		err = r.opts.Store.SetMeta(metaRolloutAbort+op.ID, []byte("aborted by stackd abort"))
+	case "promote":
+		if op.Rollout.Phase != state.RolloutWaitingForPromotion {
+			return "", fmt.Errorf("stack set %s: %w", name, ErrNotWaiting)
+		}
+		err = r.opts.Store.SetMeta(metaRolloutPromote+op.ID, []byte(strconv.Itoa(op.Rollout.Batch)))
+	default:
+		return "", fmt.Errorf("rollout request %q: want promote or abort", verb)
+	}
+	if err != nil {
+		return "", fmt.Errorf("stack set %s: cannot record the %s: %w", name, verb, err)
+	}
+	return op.ID, nil
+}
+
+// ApplyRolloutRequests applies the promotion or abort recorded for
+// operation opID ("": for every rollout) to the rollout this replica runs
+// for it; a rollout it does not run is left to its owner.
+func (r *Reconciler) ApplyRolloutRequests(opID string) {
+	r.rollouts.Range(func(_, v any) bool {
+		rr := v.(*rolloutRun)
+		if opID != "" && rr.o.op.ID != opID {
+			return true
+		}
+		if reason, _ := r.opts.Store.Meta(metaRolloutAbort + rr.o.op.ID); len(reason) > 0 {
+			rr.abortWith(string(reason))
+		}
+		rr.mu.Lock()
+		n := rr.holdBatch
+		rr.mu.Unlock()
+		if n > 0 && rr.promotedAt(n) {
+			rr.o.log.Info().Int("batch", n).Msg("promotion recorded by another replica")
+		}
+		return true
+	})
+}
+
+// promotedAt releases the hold after batch n when a promotion of it is
+// recorded and the rollout holds there; it reports whether it did.
+func (rr *rolloutRun) promotedAt(n int) bool {
+	v, err := rr.o.r.opts.Store.Meta(metaRolloutPromote + rr.o.op.ID)
+	if err != nil || string(v) != strconv.Itoa(n) {
+		return false
+	}
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	if !rr.waiting || rr.holdBatch != n {
+		return false
+	}
+	select {
+	case rr.promote <- struct{}{}:
+	default:
+	}
+	return true
+}
 
 // rolloutRun is the rollout of one running operation: a state machine
 // whose state is the operation's RolloutProgress, recorded in the store
@@ -137,7 +239,10 @@ type rolloutRun struct {
 
 	mu      sync.Mutex
 	waiting bool
-	promote chan struct{}
+	// holdBatch is the batch after which the rollout holds (while
+	// waiting).
+	holdBatch int
+	promote   chan struct{}
 	// queued is told when a job queues behind the operation (it may
 	// supersede a hold).
 	queued         chan struct{}
@@ -171,15 +276,18 @@ func (o *opRun) runRollout(ctx context.Context, prefs config.OperationPreference
 		rr.prevRev = p.PreviousRevision
 	}
 	o.ro = rr
+	o.r.rollouts.Store(o.j.name, rr)
+	defer o.r.rollouts.CompareAndDelete(o.j.name, rr)
+	// Read once the rollout is registered: an abort recorded by another
+	// replica is either seen here or applied by ApplyRolloutRequests.
 	if reason, _ := o.r.opts.Store.Meta(metaRolloutAbort + o.op.ID); len(reason) > 0 {
 		// Aborted before the restart: the resumed rollout is aborted.
 		rr.abortWith(string(reason))
 	}
-	o.r.rollouts.Store(o.j.name, rr)
-	defer o.r.rollouts.CompareAndDelete(o.j.name, rr)
 	defer func() {
 		if !rr.interrupted {
 			_ = o.st().DeleteMeta(metaRolloutAbort + o.op.ID)
+			_ = o.st().DeleteMeta(metaRolloutPromote + o.op.ID)
 		}
 	}()
 

@@ -299,15 +299,21 @@ func (rr *rolloutRun) hold(ctx context.Context, n int) error {
 		return nil
 	}
 	rr.mu.Lock()
-	rr.waiting = true
+	rr.waiting, rr.holdBatch = true, n
+	select {
+	case <-rr.promote: // a promotion of an earlier hold, sent as it ended
+	default:
+	}
 	rr.mu.Unlock()
 	defer func() {
 		rr.mu.Lock()
-		rr.waiting = false
+		rr.waiting, rr.holdBatch = false, 0
 		rr.mu.Unlock()
 	}()
 	o.op.Rollout.Batch, o.op.Rollout.Phase = n, state.RolloutWaitingForPromotion
 	rr.checkpoint(ctx)
+	// Promoted already: through another replica, or before a takeover.
+	rr.promotedAt(n)
 	o.log.Info().Int("batch", n).Int("batches", o.op.Rollout.Batches).Msg("rollout waiting for promotion (stackd promote " + o.j.name + ")")
 	for {
 		if rev := o.r.supersedingRev(o.j.name); rev != "" {
