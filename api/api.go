@@ -111,6 +111,10 @@ type Options struct {
 	// Controller backs POST /v1/stack_sets/{name}/promote and /abort. Nil:
 	// 404.
 	Controller Controller
+	// Rollouts, on a state shared by replicas, forwards promote and abort
+	// to the replica that runs the rollout when Controller has none. Nil:
+	// such a request answers 404.
+	Rollouts RolloutForwarder
 	// Drift backs /v1/stack_sets/{name}/drift. Nil: 404.
 	Drift DriftChecker
 	// Passes backs POST /v1/reconcile?wait=true (with Trigger). Nil: the

@@ -21,6 +21,20 @@ type Controller interface {
 
 var _ Controller = (*reconciler.Reconciler)(nil)
 
+// RolloutForwarder hands a promote or abort to the replica that runs the
+// rollout, on a state shared by replicas (docs/design.md §13), when the
+// Controller of this one has no rollout of the stack set.
+type RolloutForwarder interface {
+	// ForwardRollout records verb ("promote" or "abort") for the running
+	// rollout of stack set name and wakes the replica that runs it; owner
+	// names that replica ("" when none holds the stack set now: the next
+	// owner applies it when it resumes the rollout).
+	//
+	// Errors: reconciler.ErrNoRollout when no rollout of the stack set
+	// runs on any replica, reconciler.ErrNotWaiting (promote).
+	ForwardRollout(name, verb string) (owner string, err error)
+}
+
 // Error codes of the rollout endpoints.
 const (
 	CodeNoRollout  = "stackd.no_rollout"  // 404: no rollout of the stack set is running
@@ -29,8 +43,11 @@ const (
 
 // rolloutAck is the 202 body of promote and abort.
 type rolloutAck struct {
-	Status   string `json:"status"` // accepted
+	Status   string `json:"status"` // accepted, or forwarded (to another replica)
 	StackSet string `json:"stack_set"`
+	// Owner and Detail, when forwarded: the replica that runs the rollout.
+	Owner  string `json:"owner,omitempty"`
+	Detail string `json:"detail,omitempty"`
 }
 
 func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
@@ -42,8 +59,9 @@ func (s *Server) abort(w http.ResponseWriter, r *http.Request) {
 }
 
 // steer serves POST /v1/stack_sets/{name}/promote and /abort: 202 when the
-// rollout took the request, 404 when none runs, 409 when a promotion comes
-// while the rollout is not holding.
+// rollout took the request (or, with Options.Rollouts, when another
+// replica runs it and the request was forwarded), 404 when none runs, 409
+// when a promotion comes while the rollout is not holding.
 func (s *Server) steer(w http.ResponseWriter, r *http.Request, verb string, call func(Controller, string) error) {
 	if s.opts.Controller == nil {
 		writeError(w, http.StatusNotFound, CodeNotConfigured, "Rollout control is not configured.")
@@ -54,6 +72,20 @@ func (s *Server) steer(w http.ResponseWriter, r *http.Request, verb string, call
 	}
 	name := r.PathValue("name")
 	err := call(s.opts.Controller, name)
+	if errors.Is(err, reconciler.ErrNoRollout) && s.opts.Rollouts != nil {
+		// Not running here: another replica may run it.
+		owner, ferr := s.opts.Rollouts.ForwardRollout(name, verb)
+		if ferr == nil {
+			detail := "forwarded to the owner replica " + owner
+			if owner == "" {
+				detail = "recorded for the operation; no replica holds the stack set now, the next owner applies it"
+			}
+			s.log.Info().Str("stack_set", name).Str("owner", owner).Msg("rollout " + verb + " requested through the API, forwarded")
+			writeJSON(w, http.StatusAccepted, rolloutAck{Status: "forwarded", StackSet: name, Owner: owner, Detail: detail})
+			return
+		}
+		err = ferr
+	}
 	switch {
 	case err == nil:
 		s.log.Info().Str("stack_set", name).Msg("rollout " + verb + " requested through the API")
