@@ -59,6 +59,7 @@ on the 20,000-commit remote, a 1-commit remote and a local path; with
 	f.IntVar(&c.PluginGOGC, "plugin-gogc", 0, "GOGC of the provider processes of the tf- scenarios (as stackd --plugin-gogc)")
 	f.StringVar(&c.PluginDir, "plugin-dir", "", "plugin directory holding hashicorp/local (filesystem-mirror layout) for tf-fleet-create and tf-provider-floor: the fleet writes its files through that Terraform provider")
 	f.StringVar(&c.MemProfile, "memprofile", "", "write a heap profile to this file, taken when the live heap was largest")
+	f.StringVar(&c.StateURL, "state-url", "", "a PostgreSQL server (postgres://user@host:port/db; password from PGPASSWORD or ~/.pgpass) the fleets keep their state in instead of Badger: each scenario creates a database of its own there and drops it afterwards")
 	f.StringVar(&c.Dir, "dir", "", "working directory (default: a new temporary directory, removed afterwards; under the user cache directory when the temporary directory is in memory)")
 	return cmd
 }

@@ -25,6 +25,7 @@ func openInproc(ctx context.Context, o inproc.Options, logOut io.Writer) (*inpro
 		allowCommand: true, logLevel: o.LogLevel, logFormat: o.LogFormat, externalURL: inprocExternalURL,
 		plugins: inprocPlugins(o.Plugins),
 	}
+	c.stateKey.url.url = o.StateURL
 	a, err := c.open(ctx, logOut)
 	if err != nil {
 		return nil, err

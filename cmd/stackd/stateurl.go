@@ -33,6 +33,14 @@ func (u *stateURLFlag) add(f *pflag.FlagSet) {
 	u.flags = f
 }
 
+// lookup finds the flag name beside --state-url (nil when set by code).
+func (u *stateURLFlag) lookup(name string) *pflag.Flag {
+	if u.flags == nil {
+		return nil
+	}
+	return u.flags.Lookup(name)
+}
+
 // set reports whether the state is a database.
 func (u *stateURLFlag) set() bool { return u.url != "" }
 
@@ -51,7 +59,8 @@ func (u *stateURLFlag) check() error {
 		}
 		return nil
 	}
-	if f := u.flags.Lookup("state-dir"); f != nil && f.Changed {
+	// flags is nil when set by code (stackd bench's in-process fleets).
+	if f := u.lookup("state-dir"); f != nil && f.Changed {
 		return errStateFlags
 	}
 	if p, err := url.Parse(u.url); err == nil && (p.Scheme == "postgres" || p.Scheme == "postgresql") {

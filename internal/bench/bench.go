@@ -53,6 +53,9 @@ type Config struct {
 	PluginGOGC int
 	// PluginRecycleAfter is stackd's --plugin-recycle-after.
 	PluginRecycleAfter int
+	// StateURL, if set, is a PostgreSQL server the fleets keep their state
+	// in (a new database each, dropped afterwards) instead of Badger.
+	StateURL string
 
 	// Open and Resolve are cmd/stackd's wiring.
 	Open    inproc.Open
@@ -165,6 +168,9 @@ func all(ctx context.Context, stdout, stderr io.Writer, c Config, command []stri
 		if c.TargetsDir != "" {
 			args = append(args, "--targets-dir", c.TargetsDir)
 		}
+		if c.StateURL != "" {
+			args = append(args, "--state-url", c.StateURL)
+		}
 		cmd := exec.CommandContext(ctx, command[0], args...)
 		cmd.Stdout, cmd.Stderr = stdout, stderr
 		if err := cmd.Run(); err != nil {
@@ -186,7 +192,7 @@ type run struct {
 
 // openFleet commits files to a new repository and opens a stackd on it.
 func (r *run) openFleet(ctx context.Context, files map[string]string, plugins inproc.Plugins) (*fleet, error) {
-	f, err := newFleet(ctx, r.c.Open, r.dir, r.targetsDir, files, plugins)
+	f, err := newFleet(ctx, r.c.Open, r.dir, r.targetsDir, r.c.StateURL, files, plugins)
 	r.fleet = f
 	return f, err
 }

@@ -21,6 +21,8 @@ type fleet struct {
 	open inproc.Open
 	d    *inproc.Daemon
 	n    int // commits made
+	// dropState drops the fleet's database (--state-url).
+	dropState func()
 }
 
 // fleetDefs is the definitions of a fleet of regions × accounts instances
@@ -97,7 +99,7 @@ var benchAuthor = gitsource.Author{Name: "Bench User", Email: "bench@example.com
 
 // newFleet commits files to a new repository under dir and opens a stackd
 // on it, its targets under targetsDir.
-func newFleet(ctx context.Context, open inproc.Open, dir, targetsDir string, files map[string]string, plugins inproc.Plugins) (*fleet, error) {
+func newFleet(ctx context.Context, open inproc.Open, dir, targetsDir, stateURL string, files map[string]string, plugins inproc.Plugins) (*fleet, error) {
 	repoDir := filepath.Join(dir, "repo")
 	repo, err := gitsource.InitLocal(repoDir, "main", benchAuthor)
 	if err != nil {
@@ -109,6 +111,11 @@ func newFleet(ctx context.Context, open inproc.Open, dir, targetsDir string, fil
 		LogLevel: "warn", LogFormat: "json",
 		Plugins: inproc.Plugins{Dirs: plugins.Dirs, NoRegistry: true, MaxProcesses: 16, GOGC: plugins.GOGC, RecycleAfter: plugins.RecycleAfter},
 	}}
+	if stateURL != "" {
+		if f.opts.StateURL, f.dropState, err = newDatabase(ctx, stateURL); err != nil {
+			return nil, err
+		}
+	}
 	if err := f.commit(files); err != nil {
 		return nil, err
 	}
@@ -120,6 +127,9 @@ func newFleet(ctx context.Context, open inproc.Open, dir, targetsDir string, fil
 func (f *fleet) close() {
 	if f.d != nil {
 		f.d.Close()
+	}
+	if f.dropState != nil {
+		f.dropState()
 	}
 }
 

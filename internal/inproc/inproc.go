@@ -30,8 +30,9 @@ type Options struct {
 	// branch and StatusBranch the branch status commits go to.
 	Repo, Branch, StatusBranch string
 	// StateDir is the Badger state directory, TargetsRoot the root of the
-	// file resources.
-	StateDir, TargetsRoot string
+	// file resources; StateURL, if set, a PostgreSQL database instead of
+	// StateDir (--state-url).
+	StateDir, TargetsRoot, StateURL string
 	// LogLevel and LogFormat are stackd's --log-level and --log-format.
 	LogLevel, LogFormat string
 	Plugins             Plugins
