@@ -82,6 +82,10 @@ type Replica struct {
 	gen     atomic.Uint64
 	// kick asks for a round now.
 	kick chan struct{}
+	// soon kicks a round when the next lease or membership of another
+	// replica expires: a dead replica's stack sets are taken over then,
+	// not up to a renewal period later.
+	soon *time.Timer
 }
 
 // heldLease is one lease this replica holds (or held, until it is lost).
@@ -187,8 +191,17 @@ func (p *Replica) round() {
 		return
 	}
 	ids := make([]string, 0, len(members))
+	dbNow, err := st.DBNow()
+	if err != nil {
+		p.o.Log.Warn().Err(err).Msg("cannot read the database's clock; leases kept as they are")
+		return
+	}
+	next := time.Duration(-1) // until the next expiry that may free work
 	for _, m := range members {
 		ids = append(ids, m.ID)
+		if m.ID != p.o.ID {
+			next = earliest(next, m.Expires.Sub(dbNow))
+		}
 	}
 	if !slices.Contains(ids, p.o.ID) {
 		// Our heartbeat failed: share as if we were a member, so that we
@@ -203,9 +216,11 @@ func (p *Replica) round() {
 		}
 	}
 	changed := p.giveUp(mine)
-	if p.take(mine, ids) {
+	took, wait := p.take(mine, ids, dbNow)
+	if took {
 		changed = true
 	}
+	p.kickIn(earliest(next, wait))
 	if changed {
 		p.gen.Add(1)
 		if p.wake != nil {
@@ -268,16 +283,15 @@ func (p *Replica) giveUp(mine map[string]bool) bool {
 }
 
 // take acquires the leases assigned to this replica that it does not
-// hold; live are the live members' ids. It reports whether one was taken.
-func (p *Replica) take(mine map[string]bool, live []string) bool {
+// hold; live are the live members' ids, now the database's time. It
+// reports whether one was taken, and how long until the first of those
+// another replica holds expires (-1: none).
+func (p *Replica) take(mine map[string]bool, live []string, now time.Time) (took bool, wait time.Duration) {
+	wait = -1
 	all, err := p.o.Store.Leases()
 	if err != nil {
 		p.o.Log.Warn().Err(err).Msg("cannot read leases")
-		return false
-	}
-	now, err := p.o.Store.DBNow()
-	if err != nil {
-		return false
+		return false, wait
 	}
 	before := map[string]state.Lease{}
 	for _, l := range all {
@@ -288,14 +302,16 @@ func (p *Replica) take(mine map[string]bool, live []string) bool {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	changed := false
 	for _, name := range names {
 		if p.holds(name) {
 			continue
 		}
 		prev, had := before[name]
 		if had && prev.Holder != p.o.ID && prev.Expires.After(now) {
-			continue // held by another replica: it gives it up between operations
+			// Held by another replica: it gives it up between operations,
+			// or, if it died, the lease expires.
+			wait = earliest(wait, prev.Expires.Sub(now))
+			continue
 		}
 		l, err := p.o.Store.AcquireLease(name, p.o.ID, p.o.TTL)
 		if err != nil {
@@ -320,9 +336,36 @@ func (p *Replica) take(mine map[string]bool, live []string) bool {
 			}
 		}
 		ev.Str("stack_set", name).Uint64("epoch", l.Epoch).Bool("takeover", takeover).Msg("lease acquired")
-		changed = true
+		took = true
 	}
-	return changed
+	return took, wait
+}
+
+// earliest is the shorter of two waits, -1 meaning none.
+func earliest(a, b time.Duration) time.Duration {
+	switch {
+	case a < 0:
+		return b
+	case b < 0:
+		return a
+	}
+	return min(a, b)
+}
+
+// kickIn asks for a round d from now (just after an expiry), unless the
+// renewal tick comes first; d < 0: none.
+func (p *Replica) kickIn(d time.Duration) {
+	if d < 0 || d >= p.o.TTL/3 {
+		return
+	}
+	d += 5 * time.Millisecond // past the expiry, on the database's clock
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.soon == nil {
+		p.soon = time.AfterFunc(d, p.Kick)
+		return
+	}
+	p.soon.Reset(d)
 }
 
 // add starts holding l.
@@ -352,6 +395,11 @@ func (p *Replica) drop(name string, h *heldLease) {
 
 // close releases every lease and leaves the membership.
 func (p *Replica) close() {
+	p.mu.Lock()
+	if p.soon != nil {
+		p.soon.Stop()
+	}
+	p.mu.Unlock()
 	for name, h := range p.snapshotMap() {
 		h.mu.Lock()
 		l := h.lease
