@@ -62,6 +62,14 @@ follows (the one running, or the next to start) ends.`,
 				if cerr != nil {
 					return cerr
 				}
+				if watch {
+					// The listing is read once the event stream is open,
+					// so nothing happens between the two unseen.
+					if err := watchStatus(cmd.Context(), client, args[0], cmd.OutOrStdout(), output == "wide"); err != nil {
+						return daemonError(where, err)
+					}
+					return nil
+				}
 				if docs, err = client.StackSets(cmd.Context()); err != nil {
 					return daemonError(where, err)
 				}
@@ -76,13 +84,7 @@ follows (the one running, or the next to start) ends.`,
 					return err
 				}
 			}
-			if err := printStatus(cmd.OutOrStdout(), docs, args, asJSON, output == "wide"); err != nil || !watch {
-				return err
-			}
-			if err := watchStatus(cmd.Context(), client, args[0], cmd.OutOrStdout(), output == "wide"); err != nil {
-				return daemonError(where, err)
-			}
-			return nil
+			return printStatus(cmd.OutOrStdout(), docs, args, asJSON, output == "wide")
 		},
 	}
 	cmd.Flags().StringVar(&stateDir, "state-dir", ".stackd/state", "Badger state directory")
@@ -287,21 +289,34 @@ func (t *instanceTable) print(w io.Writer, d *reconciler.StackSetStatus) {
 // errWatchDone ends Events once the followed operation has ended.
 var errWatchDone = errors.New("operation ended")
 
-// watchStatus follows the daemon's live events for stack set name: each
-// instance whose status or reason changes is printed as a table line, each
-// change of the last operation (status, batch, phase, counts) as a "#"
-// line; it returns once the operation it follows — the one running when
-// it starts, or the next one — has ended.
-func watchStatus(ctx context.Context, c *api.Client, name string, w io.Writer, wide bool) error {
-	doc, err := c.StackSet(ctx, name)
-	if err != nil {
-		return err
-	}
-	table := newInstanceTable(doc, wide)
-	seen := map[string]string{}
-	for _, in := range doc.Instances {
-		seen[in.Region+"/"+in.Account] = string(in.Status) + "\x00" + in.Reason
-	}
+// watchClient is what --watch asks a daemon. *api.Client satisfies it.
+type watchClient interface {
+	StackSets(ctx context.Context) ([]*reconciler.StackSetStatus, error)
+	StackSet(ctx context.Context, name string) (*reconciler.StackSetStatus, error)
+	Events(ctx context.Context, fn func(typ string, data []byte) error) error
+}
+
+var _ watchClient = (*api.Client)(nil)
+
+// watchStatus lists stack set name as `stackd status NAME` does, then
+// follows the daemon's live events: each instance whose status or reason
+// changes is printed as a table line, each change of the last operation
+// (status, batch, phase, counts) as a "#" line; it returns once the
+// operation it follows — the one running when the listing was read, or
+// the next — has ended.
+//
+// The listing is read when the event stream is connected, not before: the
+// daemon subscribes the stream before answering it, so whatever changes
+// after the read is in the stream, and whatever changed before is in the
+// read. Nothing falls between the two. Each reconnect (the stream resumes
+// from its last event id) reads the stack set again, and a "reset" too.
+func watchStatus(ctx context.Context, c watchClient, name string, w io.Writer, wide bool) error {
+	var (
+		table             *instanceTable
+		seen              map[string]string
+		lastOp            string
+		following, before string
+	)
 	opKey := func(op *reconciler.OperationStatus) string {
 		if op == nil {
 			return ""
@@ -312,13 +327,35 @@ func watchStatus(ctx context.Context, c *api.Client, name string, w io.Writer, w
 		}
 		return k
 	}
-	lastOp := opKey(doc.LastOperation)
-	following, before := "", ""
-	if op := doc.LastOperation; op != nil {
-		before = op.ID
-		if op.Ended.IsZero() {
-			following = op.ID
+	// snapshot prints the listing and takes it as what the watch has
+	// shown.
+	snapshot := func() error {
+		docs, err := c.StackSets(ctx)
+		if err != nil {
+			return err
 		}
+		if err := printStatus(w, docs, []string{name}, false, wide); err != nil {
+			return err
+		}
+		var doc *reconciler.StackSetStatus
+		for _, d := range docs {
+			if d.Name == name {
+				doc = d
+			}
+		}
+		table = newInstanceTable(doc, wide)
+		seen = map[string]string{}
+		for _, in := range doc.Instances {
+			seen[in.Region+"/"+in.Account] = string(in.Status) + "\x00" + in.Reason
+		}
+		lastOp = opKey(doc.LastOperation)
+		if op := doc.LastOperation; op != nil {
+			before = op.ID
+			if op.Ended.IsZero() {
+				following = op.ID
+			}
+		}
+		return nil
 	}
 	refresh := func() error {
 		doc, err := c.StackSet(ctx, name)
@@ -345,8 +382,8 @@ func watchStatus(ctx context.Context, c *api.Client, name string, w io.Writer, w
 			}
 			fmt.Fprintln(w, line)
 		}
-		// The next operation, even one that ended before the stream was
-		// connected.
+		// The next operation, even one that ended before an event of it
+		// arrived.
 		if op != nil && following == "" && (op.Ended.IsZero() || op.ID != before) {
 			following = op.ID
 		}
@@ -355,7 +392,11 @@ func watchStatus(ctx context.Context, c *api.Client, name string, w io.Writer, w
 		}
 		return nil
 	}
-	err = c.Events(ctx, func(typ string, data []byte) error {
+	err := c.Events(ctx, func(typ string, data []byte) error {
+		if typ == "" && table == nil {
+			// Connected for the first time: the stream is subscribed.
+			return snapshot()
+		}
 		var ev struct {
 			StackSet string `json:"stack_set"`
 			Name     string `json:"name"`
