@@ -69,6 +69,7 @@ func (c *repoConfig) addFlags(cmd *cobra.Command) {
 	f.StringVar(&c.path, "path", ".", "definitions directory inside the repository")
 	f.StringVar(&c.stateDir, "state-dir", ".stackd/state", "Badger state directory")
 	f.StringVar(&c.targetsRoot, "targets-root", ".stackd/targets", "root directory of file resources: <root>/<account>/<region>/")
+	c.replica.addShared(f) // sharedroot.go
 	c.addStateSafetyFlags(f)
 	f.StringVar(&c.cacheDir, "cache-dir", "", "where a remote repository is cloned (default: <parent of --state-dir>/git-cache)")
 	f.DurationVar(&c.gitTimeout, "git-timeout", gitsource.DefaultFetchTimeout, "bound on each fetch or push to a remote repository")
@@ -161,6 +162,9 @@ type app struct {
 	// replica, on a shared state (run --state-url), holds this replica's
 	// leases (docs/design.md §13).
 	replica *reconciler.Replica
+	// owners, beside replica, watches for stack sets without a live
+	// owner (owners.go).
+	owners *reconciler.OwnerWatch
 }
 
 func (a *app) Close() error {
@@ -225,7 +229,7 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 		st.Close()
 		return nil, err
 	}
-	eng := engine.New(providers(c.targetsRoot, c.allowCommand, cp, wp))
+	eng := engine.New(c.localFiles(providers(c.targetsRoot, c.allowCommand, cp, wp)))
 	eng.SetLogger(log)
 	resolver, plugins, err := c.plugins.resolver(c.stateDir, log)
 	if err != nil {
@@ -265,7 +269,7 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	if c.progress != nil {
 		ropts.Progress = c.progress
 	}
-	rep := c.newReplica(st, log)
+	rep := c.newReplica(st, log, metrics)
 	if rep != nil {
 		ropts.Shard = rep
 	}
@@ -277,8 +281,9 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 		return nil, err
 	}
 	metrics.WatchStackSets(st, func() string { return rec.Health().Rejected })
+	owners := newOwnerWatch(rep, st, rec, events, log, metrics) // owners.go
 	fr.start()
-	return &app{store: st, source: src, engine: eng, rec: rec, log: log, broker: broker, signals: wp, metrics: metrics, space: space, events: events, plugins: plugins, resolver: resolver, forge: fr, replica: rep}, nil
+	return &app{store: st, source: src, engine: eng, rec: rec, log: log, broker: broker, signals: wp, metrics: metrics, space: space, events: events, plugins: plugins, resolver: resolver, forge: fr, replica: rep, owners: owners}, nil
 }
 
 // secretSource is the definitions repository with its SOPS-encrypted files

@@ -57,6 +57,9 @@ func newApplyCommand() *cobra.Command {
 				return err
 			}
 			defer a.Close()
+			if err := a.refuseLiveReplicas(); err != nil { // owners.go
+				return err
+			}
 			// Interrupted, the Terraform providers are asked to stop their
 			// calls in flight (StopProvider) before the calls are
 			// cancelled, as Terraform does; a call failing from the stop is

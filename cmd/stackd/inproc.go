@@ -26,6 +26,9 @@ func openInproc(ctx context.Context, o inproc.Options, logOut io.Writer) (*inpro
 		plugins: inprocPlugins(o.Plugins),
 	}
 	c.stateKey.url.url = o.StateURL
+	// One process and its own targets root, never replicas: file
+	// resources stay allowed on a database (sharedroot.go).
+	c.replica.sharedTargetsRoot = true
 	a, err := c.open(ctx, logOut)
 	if err != nil {
 		return nil, err

@@ -22,6 +22,8 @@ import (
 // replicaFlags are run's flags of a replica.
 type replicaFlags struct {
 	leaseTTL time.Duration
+	// sharedTargetsRoot is --shared-targets-root (sharedroot.go).
+	sharedTargetsRoot bool
 	// enabled is set by run: apply and the one-shot commands are no
 	// replicas.
 	enabled bool
@@ -43,7 +45,7 @@ func replicaID() string {
 }
 
 // newReplica returns the replica of a run on a shared state, or nil.
-func (c *repoConfig) newReplica(st *state.Store, log zerolog.Logger) *reconciler.Replica {
+func (c *repoConfig) newReplica(st *state.Store, log zerolog.Logger, m reconciler.ReplicaMetrics) *reconciler.Replica {
 	if !c.replica.enabled || !c.stateKey.url.set() {
 		return nil
 	}
@@ -53,7 +55,7 @@ func (c *repoConfig) newReplica(st *state.Store, log zerolog.Logger) *reconciler
 	host, _ := os.Hostname()
 	return reconciler.NewReplica(reconciler.ReplicaOptions{
 		Store: st, ID: replicaID(), Info: host + " " + version.Get().Short(),
-		TTL: c.replica.leaseTTL, Log: log,
+		TTL: c.replica.leaseTTL, Log: log, Metrics: m,
 	})
 }
 
@@ -70,9 +72,15 @@ func (a *app) runReplica(kick func()) (stop func()) {
 		defer close(done)
 		a.replica.Run(ctx)
 	}()
+	owners := make(chan struct{})
+	go func() {
+		defer close(owners)
+		a.owners.Run(ctx) // owners.go: the ownerless alert
+	}()
 	a.log.Info().Str("replica", a.replica.ID()).Str("lease_ttl", a.replica.TTL().String()).Msg("running as a replica of a shared state")
 	return func() {
 		cancel()
 		<-done
+		<-owners
 	}
 }

@@ -38,7 +38,7 @@ writes what happened back to the repository as status commits.`,
 	root.Version = version.Get().Short()
 	root.SetVersionTemplate(version.Get().String() + "\n")
 	root.AddCommand(newVersionCommand(), newRunCommand(), newApplyCommand(), newPlanCommand(), newValidateCommand(),
-		newStatusCommand(), newDriftCommand(), newReconcileCommand(), newPromoteCommand(), newAbortCommand(), newDemoCommand(), newStateCommand(), newBenchCommand(), newImportStateCommand(), newUICommand(), newModulesCommand())
+		withOwners(newStatusCommand()), newDriftCommand(), newReconcileCommand(), newPromoteCommand(), newAbortCommand(), newDemoCommand(), newStateCommand(), newBenchCommand(), newImportStateCommand(), newUICommand(), newModulesCommand())
 	return root
 }
 

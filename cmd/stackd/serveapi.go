@@ -19,7 +19,7 @@ func (a *app) apiHandler(token, localToken, webhookSecret string, kick func(), m
 	opts := api.Options{
 		Store: a.store, Planner: a.rec, Controller: a.rec, Drift: a.rec, Responses: a.broker, Signals: a.signals, Metrics: a.metrics, Log: a.log,
 		GitTypes: a.rec.GitTypes, InUse: a.store.ResourceTypeInUse, Trigger: kick, Passes: a.rec,
-		ReconcileHealth: a.health, // forge.go: the reconciler's pass and the forge's backlog
+		ReconcileHealth: a.readyHealth, // owners.go: the reconciler's pass, the forge's backlog, the ownerless alert
 		Readiness: func() (bool, string) {
 			if ok, why := a.space.Ready(); !ok {
 				return false, why
@@ -37,6 +37,9 @@ func (a *app) apiHandler(token, localToken, webhookSecret string, kick func(), m
 			return true, "revision " + short(h.Revision)
 		},
 		WebhookSecret: webhookSecret,
+	}
+	if a.owners != nil {
+		opts.Owners = a.owners.Read
 	}
 	opts.Token, opts.AllowUnauthenticated, opts.LocalToken = token, token == "", localToken
 	for _, mod := range mods {

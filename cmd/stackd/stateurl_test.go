@@ -27,7 +27,7 @@ func TestStateURL(t *testing.T) {
 	dsn := c.NewDatabase(t, password)
 	db := []string{"--state-url", dsn, "--state-password-file", pwFile}
 	f := newFixture(t)
-	flags := append([]string{"--repo", f.repo, "--targets-root", f.targets, "--log-format", "json"}, db...)
+	flags := append([]string{"--repo", f.repo, "--targets-root", f.targets, "--shared-targets-root", "--log-format", "json"}, db...)
 
 	// Refusals: both state flags; a password in the URL; none at all.
 	withPW := strings.Replace(dsn, "postgres@", "postgres:"+password+"@", 1)
@@ -86,7 +86,7 @@ func TestStateURL(t *testing.T) {
 		t.Errorf("status from the second database (-first +second):\n%s", diff)
 	}
 	// A second apply on the restored database changes nothing.
-	f2 := append([]string{"apply", "--repo", f.repo, "--targets-root", f.targets, "--log-format", "json"}, db2...)
+	f2 := append([]string{"apply", "--repo", f.repo, "--targets-root", f.targets, "--shared-targets-root", "--log-format", "json"}, db2...)
 	mustStackd(t, f2...)
 	if res := mustStackd(t, append([]string{"state", "check"}, db2...)...); !strings.Contains(res.stdout, "state is consistent") {
 		t.Errorf("state check after apply on the restored database: %s", res)
@@ -106,7 +106,7 @@ func TestRunStateURL(t *testing.T) {
 	db := []string{"--state-url", c.NewDatabase(t, password), "--state-password-file", pwFile}
 	f := newFixture(t)
 	rev := runGit(t, f.repo, "rev-parse", "HEAD")
-	d := startDaemon(t, append([]string{"--repo", f.repo, "--targets-root", f.targets, "--log-format", "json", "--log-level", "debug",
+	d := startDaemon(t, append([]string{"--repo", f.repo, "--targets-root", f.targets, "--shared-targets-root", "--log-format", "json", "--log-level", "debug",
 		"--interval", "1h", "--listen", "127.0.0.1:0"}, db...)...)
 	addr := d.addr(t)
 	eventually(t, time.Minute, func() bool {
