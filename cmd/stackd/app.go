@@ -219,12 +219,13 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	if c.noAPI {
 		noAPI = noAPIReason
 	}
-	cp, broker, err := newCustomWith(st, externalURL, c.customCA, &log, noAPI)
+	fwd, onSignal := c.sharedDelivery(st, log) // delivery.go: replicas of a shared state
+	cp, broker, err := newCustomWith(st, externalURL, c.customCA, &log, noAPI, fwd)
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	wp, err := newWaitCondition(st, externalURL, noAPIWait(c.noAPI))
+	wp, err := newWaitConditionWith(st, externalURL, noAPIWait(c.noAPI), onSignal)
 	if err != nil {
 		st.Close()
 		return nil, err

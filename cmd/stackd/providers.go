@@ -54,6 +54,12 @@ func noAPIWait(noAPI bool) string {
 // waiting on the same handles. Without a state (validate) they live in
 // memory. noAPI says why no signal can arrive ("" when one can).
 func newWaitCondition(st *state.Store, externalURL string, noAPI string) (*waitcondition.Provider, error) {
+	return newWaitConditionWith(st, externalURL, noAPI, nil)
+}
+
+// newWaitConditionWith is newWaitCondition with, on a replica, the
+// notification of each stored signal to the others (delivery.go).
+func newWaitConditionWith(st *state.Store, externalURL string, noAPI string, onSignal func(string)) (*waitcondition.Provider, error) {
 	var store waitcondition.Store = &memStore{m: map[string][]byte{}}
 	key := make([]byte, 32)
 	if st != nil {
@@ -65,7 +71,7 @@ func newWaitCondition(st *state.Store, externalURL string, noAPI string) (*waitc
 	} else if _, err := rand.Read(key); err != nil {
 		return nil, err
 	}
-	p, err := waitcondition.New(waitcondition.Options{Key: key, ExternalURL: externalURL, Store: store, NoAPI: noAPI})
+	p, err := waitcondition.New(waitcondition.Options{Key: key, ExternalURL: externalURL, Store: store, NoAPI: noAPI, OnSignal: onSignal})
 	if err != nil {
 		return nil, fmt.Errorf("--external-url: %w", err)
 	}
@@ -123,7 +129,7 @@ const brokerKeyMeta = "custom/broker_key"
 // with the key kept in the state, and types registered through the API
 // (or declared in Git) are the registered ones.
 func newCustom(st *state.Store, externalURL, caFile string) (*custom.Provider, *custom.Broker, error) {
-	return newCustomWith(st, externalURL, caFile, nil, "")
+	return newCustomWith(st, externalURL, caFile, nil, "", nil)
 }
 
 // noAPIReason is custom.Options.NoAPI of stackd apply without --listen.
@@ -131,8 +137,9 @@ const noAPIReason = "stackd apply serves no HTTP API without --listen, so nothin
 	"run it with --listen (e.g. --listen 127.0.0.1:0, and --external-url if the service reaches this machine by another name)"
 
 // newCustomWith is newCustom with the logger of retry and protocol
-// warnings, and why no response can arrive (custom.Options.NoAPI).
-func newCustomWith(st *state.Store, externalURL, caFile string, log *zerolog.Logger, noAPI string) (*custom.Provider, *custom.Broker, error) {
+// warnings, why no response can arrive (custom.Options.NoAPI) and, on a
+// replica, the Forwarder of responses for other replicas (delivery.go).
+func newCustomWith(st *state.Store, externalURL, caFile string, log *zerolog.Logger, noAPI string, fwd custom.Forwarder) (*custom.Provider, *custom.Broker, error) {
 	var key []byte
 	if st != nil {
 		key, _ = st.Meta(brokerKeyMeta)
@@ -141,12 +148,22 @@ func newCustomWith(st *state.Store, externalURL, caFile string, log *zerolog.Log
 			if _, err := rand.Read(key); err != nil {
 				return nil, nil, err
 			}
+			// Replicas starting together on a new shared state must
+			// agree on one key (a URL one signs verifies on the others):
+			// the first key created wins (PutIdem is create-or-get).
+			created, existing, err := st.PutIdem(brokerKeyMeta, key)
+			if err != nil {
+				return nil, nil, err
+			}
+			if !created && len(existing) >= custom.MinKeyLen {
+				key = existing
+			}
 			if err := st.SetMeta(brokerKeyMeta, key); err != nil {
 				return nil, nil, err
 			}
 		}
 	}
-	broker, err := custom.NewBroker(custom.BrokerOptions{Key: key, ExternalURL: externalURL})
+	broker, err := custom.NewBroker(custom.BrokerOptions{Key: key, ExternalURL: externalURL, Forwarder: fwd})
 	if err != nil {
 		return nil, nil, fmt.Errorf("--external-url: %w", err)
 	}

@@ -73,7 +73,10 @@ func newRunCommand() *cobra.Command {
 				return err
 			}
 			defer ui.stop()
-			handler, err := a.apiHandler(token, localToken, secret, kick, ui.apiOptions)
+			// On a shared state, what reaches this replica reaches the
+			// owner (delivery.go).
+			deliver := a.newDelivery(kick)
+			handler, err := a.apiHandler(token, localToken, secret, kick, ui.apiOptions, deliver.apiOptions)
 			if err != nil {
 				return err
 			}
@@ -97,7 +100,14 @@ func newRunCommand() *cobra.Command {
 			// A replica keeps its leases until its operations ended, then
 			// releases them and leaves at once.
 			stopReplica := a.runReplica(kick)
+			// Until the operations ended: a call finishing in the
+			// shutdown grace may still get its response through another
+			// replica.
+			dctx, stopDelivery := context.WithCancel(context.Background())
+			waitDelivery := deliver.start(dctx)
 			err = a.rec.Run(ctx, trigger, grace)
+			stopDelivery()
+			waitDelivery()
 			stopReplica()
 			stopNotify()
 			a.log.Info().Msg("stackd stopped")
