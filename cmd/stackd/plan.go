@@ -96,11 +96,12 @@ func printPlan(w io.Writer, res *reconciler.PlanResult, output string) error {
 			return err
 		}
 	case "markdown":
-		if len(res.Diagnostics) > 0 {
+		refused := planHasErrors(res)
+		if refused {
 			changeset.WriteDiagnosticsMarkdown(w, res.Revision, res.Diagnostics)
 		}
 		for i, cs := range res.ChangeSets {
-			if i > 0 || len(res.Diagnostics) > 0 {
+			if i > 0 || refused {
 				fmt.Fprintln(w)
 			}
 			if err := changeset.RenderMarkdown(w, cs, changeset.MarkdownOptions{}); err != nil {
@@ -109,7 +110,11 @@ func printPlan(w io.Writer, res *reconciler.PlanResult, output string) error {
 		}
 	default:
 		if len(res.Diagnostics) > 0 {
-			fmt.Fprintf(w, "Revision %s does not validate:\n", short(res.Revision))
+			if planHasErrors(res) {
+				fmt.Fprintf(w, "Revision %s does not validate:\n", short(res.Revision))
+			} else {
+				fmt.Fprintf(w, "Warnings of revision %s:\n", short(res.Revision))
+			}
 			for _, d := range res.Diagnostics {
 				fmt.Fprintf(w, "  %s\n", d)
 			}
@@ -123,8 +128,20 @@ func printPlan(w io.Writer, res *reconciler.PlanResult, output string) error {
 			}
 		}
 	}
-	if len(res.Diagnostics) > 0 {
+	if planHasErrors(res) {
 		return exitError{1}
 	}
 	return nil
+}
+
+// planHasErrors reports whether a plan's revision was refused: warnings
+// alone (a backend block ignored, a file not read) plan as Terraform
+// plans with its warnings.
+func planHasErrors(res *reconciler.PlanResult) bool {
+	for _, d := range res.Diagnostics {
+		if d.Severity == changeset.SeverityError {
+			return true
+		}
+	}
+	return false
 }
