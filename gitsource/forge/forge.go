@@ -1,6 +1,7 @@
 package forge
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -454,7 +455,12 @@ func (c *Client) CommitStatus(ctx context.Context, sha, context string) (Status,
 	next := c.endpoint(c.path("commits", sha, "status"), c.perPage(nil))
 	for page := 0; next != "" && page < maxPages; page++ {
 		var combined struct {
-			Statuses []ghStatus `json:"statuses"`
+			Statuses []struct {
+				ghStatus
+				// Gitea and Forgejo name a listed status's state
+				// "status" (they take "state" when one is posted).
+				GiteaState string `json:"status"`
+			} `json:"statuses"`
 		}
 		h, err := c.call(ctx, http.MethodGet, next, nil, &combined, true)
 		if err != nil {
@@ -462,7 +468,7 @@ func (c *Client) CommitStatus(ctx context.Context, sha, context string) (Status,
 		}
 		for _, s := range combined.Statuses {
 			if s.Context == context {
-				return Status{Context: s.Context, State: StatusState(s.State), Description: s.Description, TargetURL: s.TargetURL}, true, nil
+				return Status{Context: s.Context, State: StatusState(cmp.Or(s.State, s.GiteaState)), Description: s.Description, TargetURL: s.TargetURL}, true, nil
 			}
 		}
 		if next, err = c.nextPage(h); err != nil {

@@ -593,7 +593,13 @@ func (s *Server) listStatuses(w http.ResponseWriter, r *http.Request) {
 				"description": st.Description, "target_url": st.TargetURL})
 			continue
 		}
-		list = append(list, map[string]any{"id": 5000 + i, "state": string(st.State), "context": st.Context,
+		// Gitea and Forgejo name a listed status's state "status" (the
+		// combined state is "state" on all of them).
+		stateKey := "state"
+		if s.Kind == forge.Gitea {
+			stateKey = "status"
+		}
+		list = append(list, map[string]any{"id": 5000 + i, stateKey: string(st.State), "context": st.Context,
 			"description": st.Description, "target_url": st.TargetURL})
 	}
 	if list == nil {
