@@ -108,8 +108,13 @@ func NewQueue(o QueueOptions) *Queue {
 func (q *Queue) Forge() Forge { return q.o.Forge }
 
 // Enqueue queues fn under key, replacing a call of the same key that has
-// not started (it keeps its place in line). fn returns ResultOK or
-// ResultUnchanged, or an error (Retryable says whether it is retried).
+// not started. The replacement goes to the back of the line (a call
+// backing off keeps its place and its wait): calls queued before it are
+// made first, as they would be had it come alone. So a pull request's
+// stackd/plan, pending since planning started and replaced by the
+// outcome, is set after the comments queued meanwhile, and links to one.
+// fn returns ResultOK or ResultUnchanged, or an error (Retryable says
+// whether it is retried).
 func (q *Queue) Enqueue(key, what string, fn func(ctx context.Context) (string, error)) {
 	q.enqueue(key, what, fn, nil)
 }
@@ -121,6 +126,9 @@ func (q *Queue) enqueue(key, what string, fn func(ctx context.Context) (string, 
 	if it, ok := q.items[key]; ok {
 		// A call backing off keeps its wait: the forge is no readier.
 		it.fn, it.what, it.refused = fn, what, refused
+		if it.attempts == 0 {
+			q.order = append(slices.DeleteFunc(q.order, func(s string) bool { return s == key }), key)
+		}
 	} else {
 		if len(q.order) >= q.o.MaxDepth {
 			oldest := q.order[0]
