@@ -17,6 +17,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -271,4 +272,127 @@ func TestReplicaDatabaseRestartMidRollout(t *testing.T) {
 	if dup := w.prov.duplicateCreates(); len(dup) > 0 {
 		t.Errorf("duplicate creates: %v", dup)
 	}
+}
+
+// TestReplicaJoinLeave100StackSets: 100 small stack sets deployed by three
+// replicas while a fourth joins and one leaves (SIGTERM): every stack set
+// gets exactly one operation, every instance's resource is created once,
+// all succeed. Then version 2 of all 100 is deployed by the three that
+// remain, each taking at most its bounded share; the shares are logged
+// (the figure "100 stack sets × 3 replicas").
+func TestReplicaJoinLeave100StackSets(t *testing.T) {
+	t.Parallel()
+	const sets = 100
+	// A provider serving 3 requests at a time, 50ms each: the 400
+	// creates take several seconds, long enough for a join and a leave
+	// while operations are half done (each deploys its 4 instances one
+	// after the other).
+	w := newRPWorld(t, 2*time.Second, 50*time.Millisecond)
+	w.prov.slots = make(chan struct{}, 3)
+	w.commit(map[string]string{"types.hcl": w.rpTypes(), "templates/small/main.hcl": rpSmallTemplate}, "the resource type")
+	// The replica that leaves gives its calls in flight 300ms: its
+	// operations are left half done for the others to resume.
+	a := w.start("--shutdown-grace", "300ms")
+	w.start()
+	w.start()
+	names := make([]string, sets)
+	files := map[string]string{}
+	for i := range names {
+		names[i] = fmt.Sprintf("s%03d", i)
+		files[names[i]+".hcl"] = rpSmallSet(names[i], 1)
+	}
+	t0 := time.Now()
+	rev := w.commit(files, "100 stack sets")
+	joined, left := false, false
+	ops := w.waitAll(names, rev, 4*time.Minute, func(ended int) {
+		if !joined && ended >= sets/10 {
+			joined = true
+			t.Logf("%d stack sets deployed: a replica joins", ended)
+			w.start()
+		}
+		if joined && !left && ended >= sets/4 {
+			left = true
+			t.Logf("%d stack sets deployed: replica %d leaves (SIGTERM)", ended, a.n)
+			a.p.signal(t, syscall.SIGTERM)
+		}
+	})
+	t.Logf("100 stack sets deployed in %s with a replica joining and one leaving", time.Since(t0).Round(time.Millisecond))
+	if !left {
+		t.Errorf("the deployment ended before a replica could leave: the test did not test a leave")
+	}
+	if code := a.p.wait(t, time.Minute); code != 0 {
+		t.Errorf("the leaving replica exited %d after SIGTERM, want 0", code)
+	}
+	for _, name := range names {
+		if op := ops[name]; op.Status != state.OperationSucceeded {
+			t.Errorf("%s: %s %s", name, op.Status, op.Reason)
+		}
+		if n := len(w.operations(name)); n != 1 {
+			t.Errorf("%s has %d operations, want 1", name, n)
+		}
+		if n := w.prov.created(name, "custom.app"); n != rpSmallAccounts {
+			t.Errorf("%s: custom.app created on %d instances, want %d", name, n, rpSmallAccounts)
+		}
+	}
+	if dup := w.prov.duplicateCreates(); len(dup) > 0 {
+		t.Errorf("duplicate creates: %v", dup)
+	}
+	creates := w.shares(names, "Create", t0)
+	moved := -sets
+	for _, n := range creates {
+		moved += n
+	}
+	t.Logf("stack sets with creates by replica (join and leave): %s; %d stack sets' operations moved to another replica mid-way", w.shareText(creates), moved)
+
+	// Three stable replicas: wait until the leases are shared out (each
+	// holds at most ⌈100/3⌉), then deploy version 2 of every stack set.
+	limit := (sets + 2) / 3
+	eventually(t, time.Minute, func() bool {
+		ls, err := w.st.Leases()
+		if err != nil {
+			return false
+		}
+		now, _ := w.st.DBNow()
+		by := map[string]int{}
+		held := 0
+		for _, l := range ls {
+			if strings.HasPrefix(l.StackSet, "s") && l.Expires.After(now) {
+				by[l.Holder]++
+				held++
+			}
+		}
+		if held != sets || len(by) != 3 {
+			return false
+		}
+		for _, n := range by {
+			if n > limit {
+				return false
+			}
+		}
+		return true
+	}, "the three replicas never shared the 100 stack sets' leases out%s", w.tails())
+	for i, name := range names {
+		files[name+".hcl"] = rpSmallSet(names[i], 2)
+	}
+	t1 := time.Now()
+	rev2 := w.commit(files, "version 2 of the 100 stack sets")
+	ops = w.waitAll(names, rev2, 4*time.Minute, nil)
+	t.Logf("version 2 of 100 stack sets deployed in %s by three replicas", time.Since(t1).Round(time.Millisecond))
+	for _, name := range names {
+		if op := ops[name]; op.Status != state.OperationSucceeded {
+			t.Errorf("%s v2: %s %s", name, op.Status, op.Reason)
+		}
+	}
+	shares := w.shares(names, "Update", t1)
+	total := 0
+	for src, n := range shares {
+		total += n
+		if n > limit {
+			t.Errorf("replica at %s updated %d stack sets, more than its bound %d", src, n, limit)
+		}
+	}
+	if total != sets {
+		t.Errorf("the replicas' shares add up to %d stack sets, want %d (a stack set updated by two replicas?)", total, sets)
+	}
+	t.Logf("share of 100 stack sets × 3 replicas (updates): %s", w.shareText(shares))
 }

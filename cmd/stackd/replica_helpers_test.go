@@ -49,6 +49,9 @@ type rpWatch struct {
 // how many instances are in service.
 type rpProvider struct {
 	delay time.Duration
+	// slots, if set, bounds the requests served at once (a provider
+	// with a limited throughput); the others queue.
+	slots chan struct{}
 
 	mu       sync.Mutex
 	calls    []rpCall
@@ -129,6 +132,13 @@ func (p *rpProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.inflight[inst]++
 	p.sampleLocked(req.StackName, req.RequestType+" "+req.where())
 	p.mu.Unlock()
+	if p.slots != nil {
+		select {
+		case p.slots <- struct{}{}:
+			defer func() { <-p.slots }()
+		case <-r.Context().Done():
+		}
+	}
 	if p.delay > 0 {
 		select {
 		case <-time.After(p.delay):
@@ -262,16 +272,18 @@ func (w *rpWorld) commit(files map[string]string, msg string) string {
 	return commitAllIn(w.t, w.repo, msg)
 }
 
-// start starts a replica and waits until it serves and runs as a replica.
-func (w *rpWorld) start() *rpReplica {
+// start starts a replica (run's flags, then extra) and waits until it
+// serves and runs as a replica.
+func (w *rpWorld) start(extra ...string) *rpReplica {
 	t := w.t
 	t.Helper()
 	for attempt := 1; ; attempt++ {
 		w.runs++
 		addr := freePort(t)
-		p := startProc(t, w.binary, nil, "run", "--repo", w.repo, "--state-url", w.dsn, "--targets-root", w.targets,
-			"--lease-ttl", w.ttl.String(), "--interval", "300ms", "--listen", addr, "--external-url", "http://"+addr,
-			"--shutdown-grace", "20s", "--log-format", "json", "--log-level", "debug")
+		args := append([]string{"run", "--repo", w.repo, "--state-url", w.dsn, "--targets-root", w.targets,
+			"--lease-ttl", w.ttl.String(), "--interval", "300ms", "--listen", addr, "--external-url", "http://" + addr,
+			"--shutdown-grace", "20s", "--log-format", "json", "--log-level", "debug"}, extra...)
+		p := startProc(t, w.binary, nil, args...)
 		i, ok := p.tryWaitLine(60*time.Second, 0, message("running as a replica of a shared state"), nil)
 		if !ok {
 			if p.done() && attempt < 3 && strings.Contains(p.log.String(), "address already in use") {
@@ -521,4 +533,113 @@ func rpStackSet(name string, n int, regions, accounts []string, rollout string) 
   }
 %s}
 `, name, name, n, hclList(regions), hclList(accounts), rollout)
+}
+
+// rpSmallSet is a stack set of the shared small template at version n:
+// one region, rpSmallAccounts accounts deployed one after the other, no
+// rollout.
+func rpSmallSet(name string, n int) string {
+	return fmt.Sprintf(`stack_set %q {
+  template = "./templates/small"
+  vars     = { version = "v%d" }
+
+  deployment_targets {
+    regions  = ["eu-west-1"]
+    accounts = %s
+  }
+
+  operation_preferences {
+    max_concurrent_count = 1
+  }
+}
+`, name, n, hclList(rpAccounts(rpSmallAccounts)))
+}
+
+// rpSmallAccounts is the number of instances of a small stack set.
+const rpSmallAccounts = 4
+
+// rpSmallTemplate is one custom resource whose properties carry the
+// version.
+const rpSmallTemplate = `variable "version" { type = string }
+
+resource "custom" "app" {
+  type       = "Custom::Svc"
+  properties = { version = var.version }
+}
+`
+
+// waitAll waits until every stack set in names has an ended operation for
+// rev, polling every 200ms (the state holds many of them); it returns the
+// operations.
+func (w *rpWorld) waitAll(names []string, rev string, timeout time.Duration, progress func(ended int)) map[string]state.Operation {
+	t := w.t
+	t.Helper()
+	done := map[string]state.Operation{}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, name := range names {
+			if _, ok := done[name]; ok {
+				continue
+			}
+			if op, ok := w.operation(name, rev); ok && op.Status.Done() {
+				done[name] = op
+			}
+		}
+		if progress != nil {
+			progress(len(done))
+		}
+		if len(done) == len(names) {
+			return done
+		}
+		select {
+		case <-deadline.C:
+			var missing []string
+			for _, name := range names {
+				if _, ok := done[name]; !ok {
+					missing = append(missing, name)
+				}
+			}
+			t.Fatalf("after %s, %d stack sets have no ended operation for %s: %v%s", timeout, len(missing), short(rev), missing, w.tails())
+		case <-tick.C:
+		}
+	}
+}
+
+// shares counts, by replica address, the stack sets in names whose
+// requests of type kind since t0 came from it (a stack set served by
+// several replicas counts for each).
+func (w *rpWorld) shares(names []string, kind string, t0 time.Time) map[string]int {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	by := map[string]map[string]bool{}
+	for _, c := range w.prov.all() {
+		if c.req.RequestType != kind || !want[c.req.StackName] || c.at.Before(t0) {
+			continue
+		}
+		if by[c.source] == nil {
+			by[c.source] = map[string]bool{}
+		}
+		by[c.source][c.req.StackName] = true
+	}
+	out := map[string]int{}
+	for src, sets := range by {
+		out[src] = len(sets)
+	}
+	return out
+}
+
+// shareText names each replica's share.
+func (w *rpWorld) shareText(shares map[string]int) string {
+	var parts []string
+	for _, r := range w.reps {
+		if n, ok := shares[r.addr]; ok {
+			parts = append(parts, fmt.Sprintf("replica %d: %d", r.n, n))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
