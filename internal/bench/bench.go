@@ -325,6 +325,7 @@ func tfFleetCreate(ctx context.Context, r *run) error {
 	r.res.WallSeconds, err = r.timed(func() error { return fl.reconcile(ctx) })
 	r.res.ProviderProcesses = fl.d.Plugins.Len()
 	r.res.ProviderProcessesStarted = fl.d.Plugins.Started()
+	r.res.ProviderCalls = providerCalls(fl.d.Plugins.Calls())
 	return err
 }
 

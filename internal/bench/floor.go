@@ -11,8 +11,14 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/stackd/stackd/engine/provider"
+	"github.com/stackd/stackd/engine/provider/tfplugin"
 	"github.com/stackd/stackd/internal/inproc"
 )
+
+// providerCalls is c as reported.
+func providerCalls(c tfplugin.Calls) *ProviderCalls {
+	return &ProviderCalls{Validate: c.Validations, Plan: c.Plans, Apply: c.Applies}
+}
 
 // floorWorkers is how many resources tf-provider-floor creates at once:
 // enough to keep both the provider's goroutines and stackd's busy.
@@ -79,5 +85,6 @@ func tfProviderFloor(ctx context.Context, r *run) error {
 		return g.Wait()
 	})
 	res.ProviderProcesses, res.ProviderProcessesStarted = pool.Len(), pool.Started()
+	res.ProviderCalls = providerCalls(pool.Calls())
 	return err
 }

@@ -47,6 +47,10 @@ type Result struct {
 	// processes (stackd's child processes) in the measured part: with
 	// CPUSeconds, what the machine spent.
 	ProviderCPUSeconds float64 `json:"provider_cpu_seconds,omitempty"`
+	// ProviderCalls counts the resource calls made to the provider
+	// processes (tf- scenarios): ValidateResourceConfig,
+	// PlanResourceChange, ApplyResourceChange.
+	ProviderCalls *ProviderCalls `json:"provider_calls,omitempty"`
 	// ProviderPeakRSSMB is the largest peak RSS of a provider process.
 	ProviderPeakRSSMB float64 `json:"provider_peak_rss_mb,omitempty"`
 	CPUs              int     `json:"cpus"`
@@ -161,6 +165,9 @@ func (r *Result) Summary() string {
 		if r.ProviderPeakRSSMB > 0 {
 			fmt.Fprintf(&b, ", the largest's peak RSS %.0f MB", r.ProviderPeakRSSMB)
 		}
+		if c := r.ProviderCalls; c != nil {
+			fmt.Fprintf(&b, "; calls: %d validate, %d plan, %d apply", c.Validate, c.Plan, c.Apply)
+		}
 	}
 	if len(r.PhaseSeconds) > 0 && r.WallSeconds > 0 {
 		// Summed over the instances applied at once, a phase's time over
@@ -195,6 +202,13 @@ func phaseSeconds(m *api.Metrics) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// ProviderCalls are the calls of Result.ProviderCalls.
+type ProviderCalls struct {
+	Validate int `json:"validate"`
+	Plan     int `json:"plan"`
+	Apply    int `json:"apply"`
 }
 
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }

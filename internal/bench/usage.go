@@ -133,14 +133,9 @@ func sampleChildrenPeakRSS() (stop func() float64) {
 // /proc/PID/stat after the command name (state, ppid, …) of each running
 // child of this process.
 func eachChild(fn func(dir string, stat []string)) {
-	entries, _ := os.ReadDir("/proc")
 	self := os.Getpid()
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		dir := filepath.Join("/proc", e.Name())
+	for _, name := range childPIDs() {
+		dir := filepath.Join("/proc", name)
 		b, err := os.ReadFile(filepath.Join(dir, "stat"))
 		if err != nil {
 			continue
@@ -157,6 +152,39 @@ func eachChild(fn func(dir string, stat []string)) {
 		}
 		fn(dir, f)
 	}
+}
+
+// childPIDs lists the process ids that may be children of this process:
+// those its threads' /proc/self/task/TID/children name (a few files,
+// where scanning all of /proc read every process of the machine 20 times
+// a second, a tenth of what tf-fleet-create allocated), or every process
+// when the kernel has no such files.
+func childPIDs() []string {
+	tasks, err := os.ReadDir("/proc/self/task")
+	var pids []string
+	found := err == nil
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join("/proc/self/task", t.Name(), "children"))
+		if err != nil {
+			if os.IsNotExist(err) {
+				found = false
+				break
+			}
+			continue // the thread ended
+		}
+		pids = append(pids, strings.Fields(string(b))...)
+	}
+	if found {
+		return pids
+	}
+	pids = pids[:0]
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err == nil && e.Name() != strconv.Itoa(os.Getpid()) {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
 }
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat's times: 100 on every

@@ -125,9 +125,10 @@ type Pool struct {
 	done chan struct{}
 
 	started atomic.Int64
-	// plans and applies count the PlanResourceChange and
-	// ApplyResourceChange calls made through leases (Calls).
-	plans, applies atomic.Int64
+	// validations, plans and applies count the ValidateResourceConfig,
+	// PlanResourceChange and ApplyResourceChange calls made through
+	// leases (Calls).
+	validations, plans, applies atomic.Int64
 }
 
 type poolEntry struct {
@@ -185,6 +186,12 @@ func (l *Lease) Release() {
 
 // Key is the PoolKey of the lease's process.
 func (l *Lease) Key() PoolKey { return l.e.key }
+
+// ValidateResourceConfig is the Client's, counted in the Pool's Calls.
+func (l *Lease) ValidateResourceConfig(ctx context.Context, typeName string, cfg cty.Value) (Diagnostics, error) {
+	l.p.validations.Add(1)
+	return l.Client.ValidateResourceConfig(ctx, typeName, cfg)
+}
 
 // PlanResourceChange is the Client's, counted in the Pool's Calls.
 func (l *Lease) PlanResourceChange(ctx context.Context, req PlanRequest) (*PlanResponse, error) {
@@ -438,13 +445,13 @@ func (p *Pool) Started() int { return int(p.started.Load()) }
 
 // Calls are the resource calls made through a Pool's leases.
 type Calls struct {
-	Plans, Applies int
+	Validations, Plans, Applies int
 }
 
-// Calls is the number of PlanResourceChange and ApplyResourceChange
-// calls made through the Pool's leases so far.
+// Calls is the number of ValidateResourceConfig, PlanResourceChange and
+// ApplyResourceChange calls made through the Pool's leases so far.
 func (p *Pool) Calls() Calls {
-	return Calls{Plans: int(p.plans.Load()), Applies: int(p.applies.Load())}
+	return Calls{Validations: int(p.validations.Load()), Plans: int(p.plans.Load()), Applies: int(p.applies.Load())}
 }
 
 // Len is the number of processes the Pool holds (started or starting),
