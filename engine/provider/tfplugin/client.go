@@ -552,6 +552,7 @@ func (c *client) Schema(ctx context.Context) (*ProviderSchema, error) {
 		}
 		return err
 	})
+	s.seal()
 	c.schema = s
 	return s, nil
 }

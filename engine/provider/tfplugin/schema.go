@@ -107,6 +107,41 @@ type Block struct {
 	BlockTypes  map[string]*NestedBlock
 	Description string
 	Deprecated  bool
+
+	// implied is ImpliedType, kept by seal once the schema is complete:
+	// every call of a resource converts and encodes values against it,
+	// and building it anew allocated more than any other part of a call.
+	implied cty.Type
+}
+
+// seal keeps the implied types of b and its nested blocks. A schema is
+// sealed once, before it is shared (Client.Schema); a Block made
+// otherwise computes its type at every ImpliedType, as before.
+func (b *Block) seal() {
+	if b == nil {
+		return
+	}
+	for _, nb := range b.BlockTypes {
+		nb.Block.seal()
+	}
+	b.implied = cty.NilType
+	b.implied = b.ImpliedType()
+}
+
+// seal keeps the implied types of every block of s.
+func (s *ProviderSchema) seal() {
+	for _, sc := range []*Schema{s.Provider, s.ProviderMeta} {
+		if sc != nil {
+			sc.Block.seal()
+		}
+	}
+	for _, m := range []map[string]*Schema{s.ResourceTypes, s.DataSources} {
+		for _, sc := range m {
+			if sc != nil {
+				sc.Block.seal()
+			}
+		}
+	}
 }
 
 // Attribute is one attribute of a Block or of a nested attribute's Object.
@@ -148,6 +183,9 @@ type NestedBlock struct {
 func (b *Block) ImpliedType() cty.Type {
 	if b == nil {
 		return cty.EmptyObject
+	}
+	if b.implied != cty.NilType {
+		return b.implied
 	}
 	attrs := make(map[string]cty.Type, len(b.Attributes)+len(b.BlockTypes))
 	for name, a := range b.Attributes {
