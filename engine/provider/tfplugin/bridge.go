@@ -231,6 +231,8 @@ type pluginProvider struct {
 	// planned are its plans of creates, kept for their apply
 	// (plancache.go).
 	planned planCache
+	// recent are the provider configurations it was last asked for.
+	recent recentConfigs
 }
 
 func newPluginProvider(r *Resolver, name string, pkg install.Package, ps *ProviderSchema) *pluginProvider {
@@ -248,18 +250,69 @@ func newPluginProvider(r *Resolver, name string, pkg install.Package, ps *Provid
 // client is a lease on a process of the provider configured with cfg (the
 // provider block as the engine evaluated it).
 func (pp *pluginProvider) client(ctx context.Context, cfg cty.Value) (*Lease, error) {
+	pc, err := pp.configured(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return pp.r.Pool.acquire(ctx, Options{Path: pp.pkg.Executable, Name: pp.name, Logger: &pp.r.Log, MTLS: pp.r.MTLS, GOGC: pp.r.GOGC, Redactor: pc.redactor}, pc.full, pc.hash)
+}
+
+// providerConfig is a provider block as its process is configured and
+// pooled: the whole configuration object, its ConfigHash, and the
+// redactor of its sensitive values (credentials, tokens) for the
+// provider's log lines.
+type providerConfig struct {
+	cfg, full cty.Value
+	hash      string
+	redactor  provider.Redactor
+}
+
+// maxRecentConfigs is how many provider configurations a pluginProvider
+// remembers (recentConfigs): every resource call asks for a process, and
+// most ask with one of a few configurations.
+const maxRecentConfigs = 8
+
+// recentConfigs are the provider configurations a pluginProvider was
+// asked for last, most recent first.
+type recentConfigs struct {
+	mu   sync.Mutex
+	list []*providerConfig
+}
+
+// configured is cfg as the provider's process is configured with it
+// (providerConfig), remembered for the next calls with an equal cfg:
+// hashing a configuration (JSON and SHA-256) and finding its sensitive
+// values cost more than the rest of a kept plan's lookup.
+func (pp *pluginProvider) configured(cfg cty.Value) (*providerConfig, error) {
+	rc := &pp.recent
+	rc.mu.Lock()
+	for i, pc := range rc.list {
+		if pc.cfg.RawEquals(cfg) {
+			copy(rc.list[1:i+1], rc.list[:i])
+			rc.list[0] = pc
+			rc.mu.Unlock()
+			return pc, nil
+		}
+	}
+	rc.mu.Unlock()
 	ty := pp.schema.Provider.Block.ImpliedType()
 	full, err := fullObject(pp.schema.Provider.Block, cfg, ty)
 	if err != nil {
 		return nil, fmt.Errorf("provider %s configuration: %w", pp.name, err)
 	}
-	// The provider's log lines are redacted of its configuration's
-	// sensitive values (credentials, tokens).
+	hash, err := ConfigHash(full)
+	if err != nil {
+		return nil, err
+	}
 	var secrets []cty.Value
 	for _, p := range pp.schema.Provider.Block.SensitivePaths(full) {
 		if v, err := p.Apply(full); err == nil {
 			secrets = append(secrets, v)
 		}
 	}
-	return pp.r.Pool.Acquire(ctx, Options{Path: pp.pkg.Executable, Name: pp.name, Logger: &pp.r.Log, MTLS: pp.r.MTLS, GOGC: pp.r.GOGC, Redactor: provider.NewSecrets(secrets...)}, full)
+	pc := &providerConfig{cfg: cfg, full: full, hash: hash, redactor: provider.NewSecrets(secrets...)}
+	rc.mu.Lock()
+	rc.list = append([]*providerConfig{pc}, rc.list[:min(len(rc.list), maxRecentConfigs-1)]...)
+	rc.mu.Unlock()
+	return pc, nil
 }

@@ -217,15 +217,21 @@ func (p *Pool) signalLocked() {
 // share the process and its start: if the first caller's ctx ends during
 // the start, the others get that error too.
 func (p *Pool) Acquire(ctx context.Context, opts Options, cfg cty.Value) (*Lease, error) {
-	if err := opts.Validate(); err != nil {
-		return nil, err
-	}
 	hash := Unconfigured
 	if cfg != cty.NilVal {
 		var err error
 		if hash, err = ConfigHash(cfg); err != nil {
 			return nil, err
 		}
+	}
+	return p.acquire(ctx, opts, cfg, hash)
+}
+
+// acquire is Acquire with cfg's ConfigHash (Unconfigured for cty.NilVal)
+// computed by the caller.
+func (p *Pool) acquire(ctx context.Context, opts Options, cfg cty.Value, hash string) (*Lease, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	key := PoolKey{Path: opts.Path, ConfigHash: hash}
 	for {
