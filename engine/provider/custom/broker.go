@@ -186,9 +186,11 @@ func (b *Broker) Waiting() int {
 //	the waiter for this request id is another resource's  409 identity_conflict
 //
 // With a Forwarder, a response that nobody in this process awaits (and
-// that this process did not see answered or given up) is recorded with
-// Forward for the replica that awaits it, and accepted (nil); a second one
-// for the same request is refused with 409 already_answered.
+// that this process did not see answered) is recorded with Forward for the
+// replica that awaits it, and accepted (nil): a call given up here, as
+// when its lease was lost, may be awaited again by the replica that took
+// the stack set over. A second one for the same request is refused with
+// 409 already_answered while the first is recorded.
 func (b *Broker) Deliver(token string, body []byte, contentType string) error {
 	_ = contentType
 	claims, err := verifyToken(b.key, token, b.now())
@@ -216,7 +218,11 @@ func (b *Broker) Deliver(token string, body []byte, contentType string) error {
 			if t.answered {
 				return refuse(http.StatusConflict, CodeAlreadyAnswered, "The request was already answered.")
 			}
-			return refuse(http.StatusGone, CodeNoLongerAwaited, "The request is no longer awaited (it timed out or was cancelled).")
+			if b.fwd == nil {
+				return refuse(http.StatusGone, CodeNoLongerAwaited, "The request is no longer awaited (it timed out or was cancelled).")
+			}
+			// Given up here, perhaps for a lost lease: the replica that
+			// took the stack set over may await it again.
 		}
 		if b.fwd != nil {
 			return b.forward(claims.RequestID, body, claims.Expires)

@@ -182,3 +182,34 @@ func TestBrokerForwardRefusals(t *testing.T) {
 		t.Errorf("%d rows recorded for refused responses, want 0", fwd.len())
 	}
 }
+
+// A call given up on one replica (its lease was lost) is resumed on
+// another: a response that reaches the first is recorded for the second,
+// not refused with 410; one the first saw answered is still 409.
+func TestBrokerForwardAfterGivingUp(t *testing.T) {
+	clk := newClock()
+	a, b, fwd := replicaBrokers(t, clk)
+	gaveUp, err := b.Expect(ident, clk.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gaveUp.Close() // abandoned on b
+	w, err := a.Expect(ident, clk.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Deliver(tokenOf(t, w), bodyFor(ident, custom.StatusSuccess), ""); err != nil {
+		t.Fatalf("Deliver to the replica that gave up: %v, want it recorded for the other", err)
+	}
+	if err := a.Forwarded(ident.RequestID); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := w.Poll(); !ok {
+		t.Fatal("the resumed call did not get the response")
+	}
+	w.Close()
+	if fwd.len() != 0 {
+		t.Errorf("%d rows left", fwd.len())
+	}
+	wantRefusal(t, a.Deliver(tokenOf(t, w), bodyFor(ident, custom.StatusSuccess), ""), http.StatusConflict, custom.CodeAlreadyAnswered)
+}
