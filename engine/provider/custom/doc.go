@@ -72,6 +72,12 @@
 // resumed call still accepts a response to a URL sent before the restart
 // (its waiter is keyed by RequestId).
 //
+// Replicas sharing a state (docs/design.md §13) share the key, and each
+// broker has a Forwarder: a verified response that no waiter of this
+// process awaits is recorded with it (the daemon writes a row to the state
+// and wakes the other replicas), and the replica whose call awaits it takes
+// it (Broker.Forwarded, or when Await starts).
+//
 // # Secrets
 //
 // Values of properties and Data are never logged nor put into errors; a

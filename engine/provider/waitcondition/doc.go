@@ -14,6 +14,9 @@
 //
 // Signals and the deadline are kept in a Store (the daemon's state), so a
 // restart resumes waiting on the same handle with the signals received
-// before it. Properties all force replacement: a changed count, timeout
-// or triggers value makes a new handle that needs new signals.
+// before it. Replicas sharing a state (docs/design.md §13) share the
+// Store: a signal stored by one is announced with Options.OnSignal, and
+// the others' listeners call Changed so the waiting replica re-reads the
+// handle. Properties all force replacement: a changed count, timeout or
+// triggers value makes a new handle that needs new signals.
 package waitcondition
