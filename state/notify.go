@@ -96,18 +96,20 @@ func (s *Store) Notify(channel, payload string) error {
 }
 
 // Listen delivers the payloads notified on channel until ctx ends, on a
-// connection of its own (PostgreSQL LISTEN); it returns once listening,
-// so a notification sent after it returned is delivered. When the
-// connection is lost it reconnects (with backoff) and then delivers ""
-// once: a listener must then re-read the rows it cares about, as
-// notifications sent meanwhile are lost (the row is the truth, NOTIFY only
-// wakes). The channel is buffered (64 payloads); when the listener is
+// connection of its own (PostgreSQL LISTEN). When the connection is lost
+// it reconnects (with backoff) and then delivers "" once: a listener must
+// then re-read the rows it cares about, as notifications sent meanwhile
+// are lost (the row is the truth, NOTIFY only wakes). Listen returns once
+// it listens, or once its first connection failed; then it goes on
+// trying, and delivers "" once it listens. So every notification sent
+// after Listen returned is delivered, or followed by a "". The channel is buffered (64 payloads); when the listener is
 // slow, payloads are coalesced (a payload already waiting is not queued
 // again; on overflow all waiting ones become one "") and never block the
 // sender. Closed when ctx ends or the Store is closed.
 //
-// Errors: ErrInvalidKey (an unknown channel), ErrClosed, or the first
-// connection's failure (wrapped; nothing was started).
+// Errors: ErrInvalidKey (an unknown channel), ErrClosed, or (on
+// PostgreSQL, wrapped) a failure to learn the channel's name for the
+// state's schema (a query, made once per Store; nothing was started).
 func (s *Store) Listen(ctx context.Context, channel string) (<-chan string, error) {
 	if err := checkChannel(channel); err != nil {
 		return nil, err

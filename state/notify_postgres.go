@@ -19,7 +19,9 @@ import (
 // kept by jackc/pgxlisten: it LISTENs, waits for notifications, and on a
 // lost connection connects again (with backoff, below) and LISTENs again,
 // and then tells its Listen caller "" (pgxlisten's backlog hook, called
-// once LISTEN is in effect), as what was sent meanwhile is lost. TCP
+// once LISTEN is in effect), as what was sent meanwhile is lost. A first
+// connection that fails is the same: Listen returns, and the listener
+// says "" once it listens. TCP
 // keepalives find a connection cut without a word (a partition) within
 // about half a minute.
 
@@ -119,10 +121,10 @@ func (b *pgBackend) listen(ctx context.Context, channel string, l *listener, h *
 	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > listenConnectTimeout {
 		cfg.ConnectTimeout = listenConnectTimeout
 	}
-	// Everything below but the wait for ready runs in pgxlisten's one
-	// goroutine.
-	ready := make(chan error, 1)
-	hd := &pgListenHandler{l: l, ready: ready}
+	// Everything below but the wait for answered runs in pgxlisten's
+	// one goroutine.
+	answered := make(chan struct{})
+	hd := &pgListenHandler{l: l, answered: answered}
 	ls := &pgxlisten.Listener{
 		Connect: func(ctx context.Context) (*pgx.Conn, error) {
 			if hd.attempt > 0 {
@@ -137,14 +139,9 @@ func (b *pgBackend) listen(ctx context.Context, channel string, l *listener, h *
 			hd.attempt++
 			return pgx.ConnectConfig(ctx, cfg)
 		},
-		LogError: func(ctx context.Context, err error) {
-			if !hd.listening && ctx.Err() == nil {
-				select {
-				case ready <- err:
-				default:
-				}
-			}
-		},
+		// A failure of the first attempt answers Listen; the listener
+		// goes on trying, and says "" once it listens.
+		LogError:       func(context.Context, error) { hd.answer() },
 		ReconnectDelay: -1, // Connect waits
 	}
 	ls.Handle(ch, hd)
@@ -152,11 +149,10 @@ func (b *pgBackend) listen(ctx context.Context, channel string, l *listener, h *
 		return ErrClosed
 	}
 	select {
-	case err := <-ready:
-		return pgConvert(err)
-	case <-ctx.Done():
-		return nil // the pump closes the channel
+	case <-answered:
+	case <-ctx.Done(): // the pump closes the channel
 	}
+	return nil
 }
 
 // listenBackoff is the wait before reconnection attempt n (1-based).
@@ -171,30 +167,38 @@ func listenBackoff(n int) time.Duration {
 
 // pgListenHandler passes one listener's notifications on.
 type pgListenHandler struct {
-	l     *listener
-	ready chan<- error
-	// listening: LISTEN was in effect once; attempt counts connection
-	// attempts since the last that listened.
-	listening bool
-	attempt   int
+	l *listener
+	// answered is closed when the first connection attempt has ended
+	// (listening, or failed): then Listen returns.
+	answered chan struct{}
+	done     bool
+	// attempt counts connection attempts since the last that listened.
+	attempt int
 }
 
 var _ pgxlisten.BacklogHandler = (*pgListenHandler)(nil)
+
+// answer ends Listen's wait, once.
+func (h *pgListenHandler) answer() {
+	if !h.done {
+		h.done = true
+		close(h.answered)
+	}
+}
 
 func (h *pgListenHandler) HandleNotification(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
 	h.l.push(n.Payload)
 	return nil
 }
 
-// HandleBacklog is called once LISTEN is in effect on a new connection.
+// HandleBacklog is called once LISTEN is in effect on a new connection:
+// the first answers Listen, and any other (a reconnection, or a first
+// connection after the first attempt failed) says "", as notifications
+// may have been missed.
 func (h *pgListenHandler) HandleBacklog(context.Context, string, *pgx.Conn) error {
 	h.attempt = 1 // a connection that is cut at once is not retried in a busy loop
-	if !h.listening {
-		h.listening = true
-		select {
-		case h.ready <- nil:
-		default: // Listen returned already (a first attempt failed)
-		}
+	if !h.done {
+		h.answer()
 		return nil
 	}
 	h.l.push("")
