@@ -391,6 +391,10 @@ func diffActions(want, got map[string]string) string {
 	return strings.Join(d, "; ")
 }
 
+// saidDifferences are the summaries of stackd's warnings that say its
+// plan differs from Terraform's (engine/config/impure_args.go).
+var saidDifferences = []string{"Argument changes at every run in Terraform"}
+
 var corpusTargets = []string{"eu-west-1/111111111111", "eu-west-1/222222222222"}
 
 const corpusStackSet = `stack_set "corpus" {
@@ -505,8 +509,9 @@ func (cx *corpusRun) run(e corpusEntry, work string) corpusResult {
 		return r, true
 	}
 
-	if p := sd("plan"); p.code != 0 {
-		return fail("plan", p)
+	first := sd("plan")
+	if first.code != 0 {
+		return fail("plan", first)
 	}
 	p := sd("plan", "-o", "json")
 	if p.code != 0 {
@@ -523,6 +528,13 @@ func (cx *corpusRun) run(e corpusEntry, work string) corpusResult {
 		return fail("plan after apply", p)
 	}
 	if res, ok := compare("plan after apply", want2, p); !ok {
+		// A difference stackd's plan said, with a warning, is a failure
+		// with a diagnostic, not a silent one.
+		for _, said := range saidDifferences {
+			if strings.Contains(first.stdout, said) {
+				res.result, res.reason = resFail, res.reason+" (said by stackd's warning: "+said+")"
+			}
+		}
 		return res
 	}
 	if len(want2) > 0 {

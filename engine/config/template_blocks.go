@@ -191,6 +191,9 @@ func (t *Template) addResource(b *hcl.Block, reg provider.Registry, e Plugins) h
 			}
 		}
 	}
+	if w := r.impureArgWarning(); w != nil { // impure_args.go
+		diags = diags.Append(w)
+	}
 	t.Resources[r.Addr()] = r
 	return diags
 }
