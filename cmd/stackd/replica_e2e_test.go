@@ -14,6 +14,7 @@ package main
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -395,4 +396,250 @@ func TestReplicaJoinLeave100StackSets(t *testing.T) {
 		t.Errorf("the replicas' shares add up to %d stack sets, want %d (a stack set updated by two replicas?)", total, sets)
 	}
 	t.Logf("share of 100 stack sets × 3 replicas (updates): %s", w.shareText(shares))
+}
+
+// TestReplicaChaos: rounds of faults while commits are pushed. Each round
+// commits a new version of one to three stack sets (web: a rolling rollout
+// with min_in_service; a and b: four instances one after the other), waits
+// until an operation of it runs, and then kills a replica (SIGKILL, a new
+// one starts), stops one past its TTL (SIGSTOP … SIGCONT), ends one
+// (SIGTERM: it must exit 0; a new one starts) or crashes the database
+// (pg_ctl restart -m immediate). After each round: every operation of the
+// revision ended SUCCEEDED and is its stack set's only one for that
+// revision, no operation is left unended, each stack set has one lease row
+// and soon a live owner that runs, no resource was created twice,
+// min_in_service held in every sample, and `stackd state check` passes.
+//
+// STACKD_CHAOS_ROUNDS sets the rounds (default 8, well under a minute here;
+// the issue asks for 200 once) and STACKD_CHAOS_SEED the seed (default:
+// the clock; logged).
+func TestReplicaChaos(t *testing.T) {
+	t.Parallel()
+	rounds := 8
+	if s := os.Getenv("STACKD_CHAOS_ROUNDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			t.Fatalf("STACKD_CHAOS_ROUNDS=%q: want a number", s)
+		}
+		rounds = n
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("STACKD_CHAOS_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("STACKD_CHAOS_SEED=%q: %v", s, err)
+		}
+		seed = n
+	}
+	t.Logf("seed %d (STACKD_CHAOS_SEED=%d repeats this run), %d rounds", seed, seed, rounds)
+	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+
+	w := newRPWorld(t, 2*time.Second, 30*time.Millisecond)
+	regions, accounts := rpRegions[:2], rpAccounts(4)
+	const webFleet, webMin = 8, 6
+	version := map[string]int{"web": 1, "a": 1, "b": 1}
+	names := []string{"a", "b", "web"}
+	files := func(changed []string) map[string]string {
+		out := map[string]string{}
+		for _, name := range changed {
+			if name == "web" {
+				out["web.hcl"] = rpStackSet("web", version["web"], regions, accounts, w.rpRollout(2, webMin))
+				out["templates/web/main.hcl"] = rpTemplate(version["web"])
+				continue
+			}
+			out[name+".hcl"] = rpSmallSet(name, version[name])
+		}
+		return out
+	}
+	first := files(names)
+	first["types.hcl"] = w.rpTypes()
+	first["templates/small/main.hcl"] = rpSmallTemplate
+	rev := w.commit(first, "version 1")
+	for range 3 {
+		w.start()
+	}
+	for name, op := range w.waitAll(names, rev, 2*time.Minute, nil) {
+		if op.Status != state.OperationSucceeded {
+			t.Fatalf("version 1 of %s: %s %s", name, op.Status, op.Reason)
+		}
+	}
+	w.prov.watchSet("web", webFleet, webMin)
+
+	actions := map[string]int{}
+	started := time.Now()
+	for round := 1; round <= rounds && !t.Failed(); round++ {
+		// A new version of one to three stack sets.
+		var changed []string
+		for _, name := range names {
+			if rng.IntN(2) == 0 {
+				changed = append(changed, name)
+			}
+		}
+		if len(changed) == 0 {
+			changed = []string{names[rng.IntN(len(names))]}
+		}
+		for _, name := range changed {
+			version[name]++
+		}
+		rev := w.commit(files(changed), fmt.Sprintf("round %d: %v", round, changed))
+		eventually(t, time.Minute, func() bool {
+			for _, name := range changed {
+				if op, ok := w.operation(name, rev); ok && (op.Status == state.OperationRunning || op.Status.Done()) {
+					return true
+				}
+			}
+			return false
+		}, "round %d: no operation of %s started%s", round, short(rev), w.tails())
+		// Somewhere in the operations: a random moment.
+		select {
+		case <-time.After(time.Duration(rng.IntN(600)) * time.Millisecond):
+		case <-t.Context().Done():
+			return
+		}
+		live := w.live()
+		victim := live[rng.IntN(len(live))]
+		var action string
+		switch rng.IntN(4) {
+		case 0:
+			action = "SIGKILL"
+			victim.p.kill(t)
+			w.start()
+		case 1:
+			action = "SIGSTOP+SIGCONT"
+			victim.p.signal(t, syscall.SIGSTOP)
+			// Stopped past its TTL: its membership expired and none of
+			// its leases is live any more.
+			eventually(t, time.Minute, func() bool {
+				ms, err := w.st.Members()
+				if err != nil {
+					return false
+				}
+				for _, m := range ms {
+					if m.ID == victim.id {
+						return false
+					}
+				}
+				for _, name := range names {
+					if w.owner(name) == victim.id {
+						return false
+					}
+				}
+				return true
+			}, "round %d: the stopped replica %d kept its membership or a lease%s", round, victim.n, w.tails())
+			victim.p.signal(t, syscall.SIGCONT)
+		case 2:
+			action = "SIGTERM"
+			victim.p.signal(t, syscall.SIGTERM)
+			if code := victim.p.wait(t, time.Minute); code != 0 {
+				t.Errorf("round %d: replica %d exited %d after SIGTERM, want 0", round, victim.n, code)
+			}
+			w.start()
+		case 3:
+			action = "database restart"
+			if err := w.pg.Restart(); err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		actions[action]++
+		ops := w.waitAll(changed, rev, 3*time.Minute, nil)
+
+		// The invariants.
+		for _, name := range changed {
+			op := ops[name]
+			if op.Status != state.OperationSucceeded {
+				t.Errorf("round %d (%s): %s v%d ended %s: %s", round, action, name, version[name], op.Status, op.Reason)
+			}
+		}
+		for _, name := range names {
+			revs := map[string]int{}
+			for _, op := range w.operations(name) {
+				revs[op.Revision]++
+				if !op.Status.Done() {
+					t.Errorf("round %d (%s): operation %s of %s (%s) is %s after the round settled", round, action, op.ID, name, short(op.Revision), op.Status)
+				}
+			}
+			for r, n := range revs {
+				if n > 1 {
+					t.Errorf("round %d (%s): %s has %d operations for revision %s", round, action, name, n, short(r))
+				}
+			}
+		}
+		if slices.Contains(changed, "web") {
+			if n := w.prov.created("web", fmt.Sprintf("custom.gen_%d", version["web"])); n != webFleet {
+				t.Errorf("round %d (%s): web's gen_%d created on %d instances, want %d", round, action, version["web"], n, webFleet)
+			}
+		}
+		if dup := w.prov.duplicateCreates(); len(dup) > 0 {
+			t.Errorf("round %d (%s): duplicate creates: %v", round, action, dup)
+		}
+		if _, _, breaches := w.prov.inService("web"); len(breaches) > 0 {
+			t.Errorf("round %d (%s): min_in_service %d violated: %v", round, action, webMin, breaches)
+		}
+		w.checkOwners(names, round, action)
+		if msg := w.stateCheck(); msg != "" {
+			t.Errorf("round %d (%s): state check: %s", round, action, msg)
+		}
+		t.Logf("round %d: %v, %s of replica %d: settled", round, changed, action, victim.n)
+	}
+	min, samples, _ := w.prov.inService("web")
+	t.Logf("%d rounds in %s (%v); web: %d in-service samples, the fewest %d of %d (min_in_service %d); %d provider requests",
+		rounds, time.Since(started).Round(time.Second), actions, samples, min, webFleet, webMin, len(w.prov.all()))
+}
+
+// checkOwners checks the leases after a round: one row per stack set, and
+// within two TTLs every stack set has a live lease held by a replica whose
+// process runs (no stack set is left without an owner).
+func (w *rpWorld) checkOwners(names []string, round int, action string) {
+	t := w.t
+	t.Helper()
+	ls, err := w.st.Leases()
+	for range 50 {
+		if err == nil {
+			break
+		}
+		select { // the database may just have restarted: the pool reconnects
+		case <-time.After(100 * time.Millisecond):
+		case <-t.Context().Done():
+			return
+		}
+		ls, err = w.st.Leases()
+	}
+	if err != nil {
+		t.Errorf("round %d (%s): leases: %v", round, action, err)
+		return
+	}
+	rows := map[string]int{}
+	for _, l := range ls {
+		rows[l.StackSet]++
+	}
+	for set, n := range rows {
+		if n > 1 {
+			t.Errorf("round %d (%s): stack set %s has %d lease rows", round, action, set, n)
+		}
+	}
+	running := map[string]bool{}
+	for _, r := range w.live() {
+		running[r.id] = true
+	}
+	var why string
+	deadline := time.Now().Add(2*w.ttl + 5*time.Second)
+	for {
+		why = ""
+		for _, name := range names {
+			if o := w.owner(name); !running[o] {
+				why += fmt.Sprintf(" %s: %q;", name, o)
+			}
+		}
+		if why == "" || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-t.Context().Done():
+			return
+		}
+	}
+	if why != "" {
+		t.Errorf("round %d (%s): stack sets without a running owner after 2×TTL:%s%s", round, action, why, w.tails())
+	}
 }
