@@ -143,7 +143,13 @@ func bridgeDefsFor(proto int, dir, name, content string) fstest.MapFS {
 
 func newBridgeEngine(t *testing.T, proto int) (*engine.Engine, *Pool, string) {
 	t.Helper()
-	pool, err := NewPool(PoolOptions{})
+	return newBridgeEngineWith(t, proto, PoolOptions{})
+}
+
+// newBridgeEngineWith is newBridgeEngine with a Pool of opts.
+func newBridgeEngineWith(t *testing.T, proto int, opts PoolOptions) (*engine.Engine, *Pool, string) {
+	t.Helper()
+	pool, err := NewPool(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,3 +104,38 @@ func TestBridgeCreateAppliesItsPlan(t *testing.T) {
 		t.Errorf("object x holds content %q (%v), want %q", obj.Content, err, "d-x")
 	}
 }
+
+// TestBridgeKeptPlanLookupsAreNotUses: finding a create's kept plan makes
+// no call of the provider, so it is not one of the uses after which a
+// process is retired (MaxUses): planned three times and applied, two
+// creates use their process four times (two plans, two applies), not ten,
+// and one process serves them all.
+func TestBridgeKeptPlanLookupsAreNotUses(t *testing.T) {
+	e, pool, _ := newBridgeEngineWith(t, 6, PoolOptions{MaxUses: 5})
+	world := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(world, "111"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	defs, diags := e.Load(forEachImportDefs(world, ""), ".")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	inst := &engine.Instance{StackSet: defs.StackSet("s"), StackSetID: "ss-1", Target: config.Target{Region: "eu-west-1", Account: "111"}}
+	var p *engine.InstancePlan
+	for range 3 {
+		if p, diags = e.PlanContext(ctx, inst, nil); diags.HasErrors() {
+			t.Fatal(diags)
+		}
+	}
+	if _, err := e.Apply(ctx, p, &memJournal{recs: map[string]engine.ResourceState{}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := pool.Calls(); got.Plans != 2 || got.Applies != 2 {
+		t.Fatalf("%d plans and %d applies, want 2 and 2", got.Plans, got.Applies)
+	}
+	// One configured process and one validating process.
+	if got := pool.Started(); got != 2 {
+		t.Errorf("%d processes started, want 2: the configured one served 4 uses of its 5", got)
+	}
+}

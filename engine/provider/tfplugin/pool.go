@@ -169,7 +169,15 @@ type Lease struct {
 	p    *Pool
 	e    *poolEntry
 	once sync.Once
+	// unused: the holder made no call of the process (notUsed).
+	unused bool
 }
+
+// notUsed says that the holder of l made no call and will make none (it
+// found a create's kept plan): its lease is not counted among the
+// process's uses (MaxUses), which are what the provider keeps memory
+// for. The lease still marks the process as in use until Release.
+func (l *Lease) notUsed() { l.unused = true }
 
 // Close does nothing: the process belongs to the Pool. Use Release.
 func (l *Lease) Close() error { return nil }
@@ -180,6 +188,9 @@ func (l *Lease) Release() {
 		l.p.mu.Lock()
 		defer l.p.mu.Unlock()
 		l.e.lastUsed = l.p.opts.Clock.Now()
+		if l.unused && l.p.entries[l.e.key] == l.e {
+			l.e.uses-- // not retired by it: not counted
+		}
 		l.p.unrefLocked(l.e)
 	})
 }

@@ -398,7 +398,9 @@ func (rt *resourceType) PlanChange(ctx context.Context, req provider.Request) (p
 	if keep {
 		plan, _ = rt.p.planned.get(k, rt.p.now(), false)
 	}
-	if plan == nil {
+	if plan != nil {
+		lease.notUsed() // no call: the process served nothing
+	} else {
 		plan, err = lease.PlanResourceChange(ctx, PlanRequest{TypeName: rt.typ, Prior: prior, Proposed: proposedNew(rt.schema.Block, prior, cfg), Config: cfg,
 			PriorPrivate: req.Private, PriorIdentity: rt.identityOf(req.Identity)})
 		if err != nil {
