@@ -60,7 +60,7 @@ func (ds *dataSource) ValidateConfig(ctx context.Context, req provider.Request) 
 	if err != nil {
 		return err
 	}
-	return ds.p.validated(ctx, "data."+ds.typ, cfg, func(c Client) error {
+	return ds.p.validated(ctx, "data."+ds.typ, cfg, ds.schema.Block.ImpliedType(), func(c Client) error {
 		_, err := c.ValidateDataResourceConfig(ctx, ds.typ, cfg)
 		return err
 	})

@@ -50,15 +50,15 @@ type planKey struct {
 	provider string
 }
 
-// createKey is the key of a create of typeName with cfg on the process
-// of lease; ok is false when the plan must not be kept: the
+// createKey is the key of a create of typeName with cfg (of ty, its
+// ImpliedType) on the process of lease; ok is false when the plan must not be kept: the
 // configuration has unknown values, or lease is not from a Pool.
-func createKey(lease Client, typeName string, cfg cty.Value) (planKey, bool) {
+func createKey(lease Client, typeName string, cfg cty.Value, ty cty.Type) (planKey, bool) {
 	l, ok := lease.(*Lease)
 	if !ok || l.e == nil {
 		return planKey{}, false
 	}
-	k, ok := validKey(typeName, cfg)
+	k, ok := validKey(typeName, cfg, ty)
 	if !ok {
 		return planKey{}, false
 	}

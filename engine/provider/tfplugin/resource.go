@@ -117,7 +117,7 @@ func (rt *resourceType) bringTo(ctx context.Context, lease Client, req provider.
 	if prior.IsNull() && req.ImportID == "" {
 		// A create the engine planned with this configuration: applied
 		// as the provider planned it then (plancache.go).
-		if k, ok := createKey(lease, rt.typ, cfg); ok {
+		if k, ok := createKey(lease, rt.typ, cfg, rt.ty()); ok {
 			plan, _ = rt.p.planned.get(k, rt.p.now(), true)
 		}
 	}
@@ -225,7 +225,7 @@ func (rt *resourceType) ValidateConfig(ctx context.Context, req provider.Request
 	if err != nil {
 		return err
 	}
-	return rt.p.validated(ctx, rt.typ, cfg, func(c Client) error {
+	return rt.p.validated(ctx, rt.typ, cfg, rt.ty(), func(c Client) error {
 		_, err := c.ValidateResourceConfig(ctx, rt.typ, cfg)
 		return err
 	})
@@ -392,7 +392,7 @@ func (rt *resourceType) PlanChange(ctx context.Context, req provider.Request) (p
 	}
 	// A create planned before with this configuration: the provider's
 	// plan from then (plancache.go).
-	k, keep := createKey(lease, rt.typ, cfg)
+	k, keep := createKey(lease, rt.typ, cfg, rt.ty())
 	keep = keep && prior.IsNull() && req.ImportID == "" && len(req.Private) == 0
 	var plan *PlanResponse
 	if keep {

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/zclconf/go-cty/cty"
-	ctymsgpack "github.com/zclconf/go-cty/cty/msgpack"
 )
 
 // maxValidated bounds a validCache: 65,536 hashes, about 4 MB, enough for
@@ -27,22 +26,25 @@ type validCache struct {
 	seen map[[sha256.Size]byte]struct{}
 }
 
-// key is the hash of a resource type's wholly known configuration; ok is
-// false when the configuration has unknown values (validators skip those,
-// so such a configuration is validated again once they are known).
-func validKey(typeName string, cfg cty.Value) (key [sha256.Size]byte, ok bool) {
-	if !cfg.IsWhollyKnown() {
+// validKey is the hash of a resource type's wholly known configuration
+// cfg, a value of ty (the type's ImpliedType); ok is false when the
+// configuration has unknown values (validators skip those, so such a
+// configuration is validated again once they are known). Where cfg's type
+// is not ty (ty has dynamically typed attributes) the key holds cfg's
+// whole type.
+func validKey(typeName string, cfg cty.Value, ty cty.Type) (key [sha256.Size]byte, ok bool) {
+	if cfg == cty.NilVal {
 		return key, false
 	}
-	b, err := ctymsgpack.Marshal(cfg, cfg.Type())
-	if err != nil {
+	if !cfg.Type().Equals(ty) {
+		ty = cty.DynamicPseudoType
+	}
+	w := &valueWriter{h: sha256.New()}
+	w.str(tagString, typeName)
+	if !w.value(cfg, ty) {
 		return key, false
 	}
-	h := sha256.New()
-	h.Write([]byte(typeName))
-	h.Write([]byte{0})
-	h.Write(b)
-	h.Sum(key[:0])
+	w.sum(key[:0])
 	return key, true
 }
 
@@ -65,8 +67,8 @@ func (c *validCache) add(key [sha256.Size]byte) {
 // validated runs validate on the provider's validating process unless the
 // configuration cfg of kind (a resource type, "data." and a data source's)
 // was accepted before; an accepted one is remembered.
-func (pp *pluginProvider) validated(ctx context.Context, kind string, cfg cty.Value, validate func(Client) error) error {
-	key, cacheable := validKey(kind, cfg)
+func (pp *pluginProvider) validated(ctx context.Context, kind string, cfg cty.Value, ty cty.Type, validate func(Client) error) error {
+	key, cacheable := validKey(kind, cfg, ty)
 	if cacheable && pp.validResources.has(key) {
 		return nil
 	}
