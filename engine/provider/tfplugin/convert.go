@@ -81,17 +81,24 @@ func fullObject(b *Block, v cty.Value, ty cty.Type) (cty.Value, error) {
 	if v == cty.NilVal {
 		v = cty.EmptyObjectVal
 	}
-	v, _ = v.UnmarkDeep()
+	v, _ = v.Unmark()
 	if v.IsNull() {
 		return cty.NullVal(ty), nil
 	}
 	if !v.Type().IsObjectType() {
 		return cty.NilVal, errors.New("not an object")
 	}
-	m := map[string]cty.Value{}
-	for name, at := range ty.AttributeTypes() {
+	atys := ty.AttributeTypes()
+	m := make(map[string]cty.Value, len(atys))
+	for name, at := range atys {
 		if v.Type().HasAttribute(name) {
-			m[name] = v.GetAttr(name)
+			// Marks dropped attribute by attribute: UnmarkDeep of the
+			// whole object rebuilt every value of it, marked or not.
+			av, _ := v.GetAttr(name).Unmark()
+			if !av.Type().IsPrimitiveType() && av.IsKnown() && !av.IsNull() {
+				av, _ = av.UnmarkDeep()
+			}
+			m[name] = av
 			continue
 		}
 		m[name] = cty.NullVal(at)
