@@ -159,8 +159,11 @@ func (e *Engine) apply(ctx context.Context, p *InstancePlan, j Journal, obs Obse
 		return res, DiagsError(diags)
 	}
 	w.mode = modeApply
-	// Impure functions are known when applying (config.Meter.Apply).
+	// Impure functions are known when applying (config.Meter.Apply). The
+	// function table holds the functions the template calls, as when it
+	// was planned: the whole table cost each instance in flight 0.2 MB.
 	w.meter.Template, w.meter.Apply, w.meter.PlanTime = w.tmpl, true, p.planTime
+	w.meter.Only = w.tmpl.Funcs
 	w.apply = func(r *config.Resource, rp *ResourcePlan, props cty.Value) (cty.Value, *ResourceState, error) {
 		if err := ctx.Err(); err != nil {
 			return cty.NilVal, nil, err
