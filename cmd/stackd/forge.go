@@ -38,7 +38,7 @@ func withForgeFlags(more ...string) []string {
 func (c *repoConfig) addForgeFlags(f *pflag.FlagSet) {
 	f.StringVar(&c.forgeOpts.kind, "forge", "", "forge API: github, gitlab or gitea (Forgejo too); default guessed from --forge-url (/api/v4: gitlab, /api/v1: gitea, else github)")
 	f.StringVar(&c.forgeURL, "forge-url", "", "forge REST API base URL for pull-request comments and commit statuses (https://api.github.com, https://ghe.example.com/api/v3, https://gitlab.com/api/v4, https://gitea.example.com/api/v1); a GitLab's or Gitea's web address gets its API path added")
-	f.StringVar(&c.forgeRepo, "forge-repo", "", "the repository on the forge: owner/name (GitLab: the project's path, group/subgroup/name)")
+	f.StringVar(&c.forgeRepo, "forge-repo", "", "the repository on the forge: owner/name (GitLab: the project's path, group/subgroup/name, or its numeric id)")
 	f.StringVar(&c.forgeToken, "forge-token-file", "", "file holding the forge API token (or use --forge-app-*)")
 	f.StringVar(&c.forgeOpts.appID, "forge-app-id", "", "GitHub App id: authenticate as the App's installation instead of with a token")
 	f.Int64Var(&c.forgeOpts.appInstallationID, "forge-app-installation-id", 0, "GitHub App installation id on the repository's owner")

@@ -111,7 +111,9 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: BaseURL %q is not an http(s) URL without query or credentials", ErrInvalidOptions, o.BaseURL)
 	}
 	parts := strings.Split(o.Repo, "/")
-	if len(parts) < 2 || (o.Kind != GitLab && len(parts) != 2) || strings.Contains(o.Repo, "//") || parts[0] == "" || parts[len(parts)-1] == "" {
+	// On GitLab, a project's numeric id names it as well as its path.
+	gitlabID := o.Kind == GitLab && isProjectID(o.Repo)
+	if !gitlabID && (len(parts) < 2 || (o.Kind != GitLab && len(parts) != 2) || strings.Contains(o.Repo, "//") || parts[0] == "" || parts[len(parts)-1] == "") {
 		return fmt.Errorf("%w: Repo %q is not \"owner/name\"", ErrInvalidOptions, o.Repo)
 	}
 	if o.Token == "" && o.TokenSource == nil {
@@ -487,6 +489,19 @@ func (c *Client) SetCommitStatus(ctx context.Context, sha string, s Status) erro
 		return fmt.Errorf("set status %s of %s: %w", s.Context, short(sha), err)
 	}
 	return nil
+}
+
+// isProjectID reports whether s is a GitLab project's numeric id.
+func isProjectID(s string) bool {
+	if s == "" || len(s) > 19 {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // path is the API path of the repository followed by elems, each escaped.

@@ -577,9 +577,13 @@ func TestOptionsValidate(t *testing.T) {
 		{"repo without owner", Options{BaseURL: "https://api.github.com", Token: "t", Repo: "b"}, false},
 		{"repo with three parts", Options{BaseURL: "https://api.github.com", Token: "t", Repo: "a/b/c"}, false},
 		{"no token", Options{BaseURL: "https://api.github.com", Repo: "a/b"}, false},
+		{"gitlab subgroup", Options{Kind: GitLab, BaseURL: "https://gitlab.com/api/v4", Token: "t", Repo: "g/sub/b"}, true},
+		{"gitlab numeric project id", Options{Kind: GitLab, BaseURL: "https://gitlab.com/api/v4", Token: "t", Repo: "27182818"}, true},
+		{"gitlab name without group", Options{Kind: GitLab, BaseURL: "https://gitlab.com/api/v4", Token: "t", Repo: "b"}, false},
+		{"numeric repo on github", Options{BaseURL: "https://api.github.com", Token: "t", Repo: "27182818"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := New(tc.o)
+			_, err := Open(tc.o)
 			if tc.ok != (err == nil) {
 				t.Fatalf("got %v, want ok=%v", err, tc.ok)
 			}
