@@ -101,24 +101,43 @@ func (c *Client) Abort(ctx context.Context, stackSet string) error {
 
 // steer posts a rollout verb and expects 202 Accepted.
 func (c *Client) steer(ctx context.Context, stackSet, verb string) error {
+	_, err := c.Steer(ctx, stackSet, verb)
+	return err
+}
+
+// RolloutAnswer is the 202 answer to a promote or abort.
+type RolloutAnswer struct {
+	// Status is "accepted" (the replica asked runs the rollout) or
+	// "forwarded" (another replica of a shared state runs it: Owner, or
+	// "" when none holds it now).
+	Status string `json:"status"`
+	Owner  string `json:"owner,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Steer posts verb ("promote" or "abort") for the rollout of stackSet and
+// returns the 202 answer. Errors: as Promote's.
+func (c *Client) Steer(ctx context.Context, stackSet, verb string) (RolloutAnswer, error) {
 	u := c.base + "/v1/stack_sets/" + url.PathEscape(stackSet) + "/" + verb
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
 	if err != nil {
-		return err
+		return RolloutAnswer{}, err
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return err
+		return RolloutAnswer{}, err
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if resp.StatusCode == http.StatusAccepted {
-		return nil
+		var a RolloutAnswer
+		_ = json.Unmarshal(body, &a)
+		return a, nil
 	}
-	return responseError(resp.StatusCode, body)
+	return RolloutAnswer{}, responseError(resp.StatusCode, body)
 }
 
 // responseError reads the first error of an error document, or keeps the

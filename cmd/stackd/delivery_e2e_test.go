@@ -176,15 +176,13 @@ output "ready" { value = wait_condition.ready.status }
 			owner = id
 		}
 	}
-	res, err := http.Post("http://"+other(ownerAddr)+"/v1/stack_sets/app/promote", "application/json", nil)
-	if err != nil {
-		t.Fatal(err)
+	if owner == "" {
+		t.Fatalf("the owner's address %s is no replica's %v", ownerAddr, ids)
 	}
-	var ack struct{ Status, Owner, Detail string }
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusAccepted || json.Unmarshal(body, &ack) != nil || ack.Status != "forwarded" || ack.Owner != owner {
-		t.Fatalf("promote on the other replica: %s %s, want 202 forwarded to %s", res.Status, body, owner)
+	// stackd promote pointed at the other replica.
+	res := runBinary(t, binary, "promote", "app", "--server", "http://"+other(ownerAddr))
+	if res.err != nil || !strings.Contains(res.stdout, "forwarded to the owner replica "+owner) {
+		t.Fatalf("stackd promote on the other replica: %v\n%s\nwant it forwarded to %s", res.err, res, owner)
 	}
 	eventually(t, 2*time.Minute, func() bool {
 		signalOthers()

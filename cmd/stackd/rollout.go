@@ -1,19 +1,17 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
-
-	"github.com/stackd/stackd/api"
 )
 
 // newRolloutCommand builds `stackd promote` and `stackd abort`: the daemon
-// holds the state open, so they ask its HTTP API (call, the api.Client
-// method of verb).
-func newRolloutCommand(verb string, call func(*api.Client, context.Context, string) error, short, done string) *cobra.Command {
+// holds the state open, so they ask its HTTP API (api.Client.Steer); on a
+// shared state any replica takes the request for the one that runs the
+// rollout.
+func newRolloutCommand(verb string, short, done string) *cobra.Command {
 	var (
 		daemon   daemonFlags
 		stateDir string
@@ -35,8 +33,14 @@ func newRolloutCommand(verb string, call func(*api.Client, context.Context, stri
 				return err
 			}
 			name := args[0]
-			if err := call(client, cmd.Context(), name); err != nil {
+			ans, err := client.Steer(cmd.Context(), name, verb)
+			if err != nil {
 				return fmt.Errorf("%s %s: %w", verb, name, daemonError(where, err))
+			}
+			if ans.Status == "forwarded" {
+				// Another replica of a shared state runs the rollout.
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s requested; %s\n", name, verb, ans.Detail)
+				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", name, done)
 			return nil
@@ -52,13 +56,13 @@ func newRolloutCommand(verb string, call func(*api.Client, context.Context, stri
 }
 
 func newPromoteCommand() *cobra.Command {
-	return newRolloutCommand("promote", (*api.Client).Promote,
+	return newRolloutCommand("promote",
 		"Release a rollout holding after a batch (pause = \"until_promoted\"): the next batch starts",
 		"promoted; the next batch starts")
 }
 
 func newAbortCommand() *cobra.Command {
-	return newRolloutCommand("abort", (*api.Client).Abort,
+	return newRolloutCommand("abort",
 		"Stop a running rollout (and roll it back with on_failure = \"rollback\")",
 		"abort requested; no instance starts any more, those in flight finish, then the rollout stops (or rolls back)")
 }
