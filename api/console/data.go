@@ -82,6 +82,12 @@ func (c *Console) storeError(w http.ResponseWriter, err error, what string) {
 		writeJSONError(w, http.StatusNotFound, what+" does not exist.")
 		return
 	}
+	if errors.Is(err, state.ErrInvalidKey) {
+		// A name no record can have (a "/" or NUL in a region or
+		// account, say): bad input, not a failure of the state.
+		writeJSONError(w, http.StatusBadRequest, what+" is not a valid name.")
+		return
+	}
 	c.opts.Log.Error().Err(err).Msg("console: state read failed")
 	writeJSONError(w, http.StatusInternalServerError, what+" could not be read; see the daemon's log.")
 }
