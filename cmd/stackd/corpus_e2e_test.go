@@ -426,7 +426,8 @@ func (cx *corpusRun) run(e corpusEntry, work string) corpusResult {
 		return runIn(cfg, tfEnv, cx.tf, append([]string{args[0], "-no-color"}, args[1:]...)...)
 	}
 	exclude := func(stage string, p procResult) corpusResult {
-		r.result, r.reason = resExcluded, "terraform "+stage+": "+oneLine(firstError(p.String()))
+		msg := strings.NewReplacer(cx.plugins, "PLUGIN_DIR", cx.root, "CORPUS", work, "WORK").Replace(p.String())
+		r.result, r.reason = resExcluded, "terraform "+stage+": "+oneLine(firstError(msg))
 		return r
 	}
 	// A backend or cloud block: stackd ignores it (its state replaces
@@ -488,7 +489,8 @@ func (cx *corpusRun) run(e corpusEntry, work string) corpusResult {
 		return runIn(run, offlineEnv(), cx.binary, append(args, flags...)...)
 	}
 	fail := func(stage string, p procResult) corpusResult {
-		r.result, r.reason = resFail, "stackd "+stage+": "+oneLine(firstError(p.String()))
+		msg := strings.NewReplacer(cx.plugins, "PLUGIN_DIR", cx.root, "CORPUS", work, "WORK").Replace(p.String())
+		r.result, r.reason = resFail, "stackd "+stage+": "+oneLine(firstError(msg))
 		return r
 	}
 	compare := func(stage string, want map[string]string, p procResult) (corpusResult, bool) {
