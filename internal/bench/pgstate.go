@@ -8,16 +8,18 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // newDatabase creates a database of its own for one fleet on the
 // PostgreSQL server of dsn (stackd bench --state-url), and returns its DSN
 // and a function that drops it.
 func newDatabase(ctx context.Context, dsn string) (string, func(), error) {
-	cfg, err := pgx.ParseConfig(dsn)
+	pcfg, err := pgxpool.ParseConfig(dsn) // takes the pool's own parameters too
 	if err != nil {
 		return "", nil, fmt.Errorf("--state-url: invalid database URL")
 	}
+	cfg := pcfg.ConnConfig
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return "", nil, fmt.Errorf("--state-url: %w", err)
