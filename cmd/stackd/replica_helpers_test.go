@@ -388,39 +388,6 @@ func (w *rpWorld) owner(name string) string {
 	return ""
 }
 
-// checkLeases checks that no stack set has two lease rows and that every
-// live lease's holder is a live member.
-func (w *rpWorld) checkLeases() []string {
-	ls, err := w.st.Leases()
-	if err != nil {
-		return []string{"leases: " + err.Error()}
-	}
-	now, err := w.st.DBNow()
-	if err != nil {
-		return []string{"db now: " + err.Error()}
-	}
-	ms, err := w.st.Members()
-	if err != nil {
-		return []string{"members: " + err.Error()}
-	}
-	members := map[string]bool{}
-	for _, m := range ms {
-		members[m.ID] = true
-	}
-	var bad []string
-	seen := map[string]string{}
-	for _, l := range ls {
-		if prev, ok := seen[l.StackSet]; ok {
-			bad = append(bad, fmt.Sprintf("stack set %s has two leases: %s and %s", l.StackSet, prev, l.Holder))
-		}
-		seen[l.StackSet] = l.Holder
-		if l.Expires.After(now) && !members[l.Holder] {
-			bad = append(bad, fmt.Sprintf("the live lease of %s (epoch %d) is held by %s, no live member", l.StackSet, l.Epoch, l.Holder))
-		}
-	}
-	return bad
-}
-
 // stateCheck runs `stackd state check` on the database.
 func (w *rpWorld) stateCheck() string {
 	w.t.Helper()
