@@ -102,10 +102,11 @@ func (s *Store) Notify(channel, payload string) error {
 // are lost (the row is the truth, NOTIFY only wakes). Listen returns once
 // it listens, or once its first connection failed; then it goes on
 // trying, and delivers "" once it listens. So every notification sent
-// after Listen returned is delivered, or followed by a "". The channel is buffered (64 payloads); when the listener is
-// slow, payloads are coalesced (a payload already waiting is not queued
-// again; on overflow all waiting ones become one "") and never block the
-// sender. Closed when ctx ends or the Store is closed.
+// after Listen returned is delivered, or followed by a "". The channel
+// is buffered (64 payloads); when the listener is slow, payloads are
+// coalesced (a payload already waiting is not queued again; on overflow
+// all waiting ones become one "") and never block the sender. Closed
+// when ctx ends or the Store is closed.
 //
 // Errors: ErrInvalidKey (an unknown channel), ErrClosed, or (on
 // PostgreSQL, wrapped) a failure to learn the channel's name for the
