@@ -65,6 +65,7 @@ const (
 	DefaultMaxClients      = 256
 	DefaultHubHistory      = 4096
 	DefaultHeartbeat       = 15 * time.Second
+	DefaultWakeDelay       = 50 * time.Millisecond
 	MaxEventsPerMessage    = 500
 	defaultDriftEveryPolls = 10
 	// sseWriteTimeout bounds one write to a client; the stream is long
@@ -91,6 +92,10 @@ type HubOptions struct {
 	// DriftEvery: the drift summaries (a scan of every instance) are read
 	// every DriftEvery polls (10).
 	DriftEvery int
+	// WakeDelay is how long Run waits after a Wake before it reads the
+	// state, so that a burst of wakes (a rollout settling many instances)
+	// costs one read (DefaultWakeDelay).
+	WakeDelay time.Duration
 	// Clock drives Run and the heartbeats (clock.Real).
 	Clock clock.Clock
 }
@@ -142,6 +147,7 @@ type EventHub struct {
 	ops     map[string]opSnap
 
 	dropped atomic.Int64
+	wake    chan struct{}
 }
 
 // NewEventHub returns a hub watching store.
@@ -167,16 +173,20 @@ func NewEventHub(store *state.Store, opts HubOptions) *EventHub {
 	if opts.Clock == nil {
 		opts.Clock = clock.Real
 	}
+	if opts.WakeDelay <= 0 {
+		opts.WakeDelay = DefaultWakeDelay
+	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return &EventHub{
 		store: store, opts: opts, run: hex.EncodeToString(b[:]),
 		clients: map[*subscriber]struct{}{}, sets: map[string]setSnap{}, ops: map[string]opSnap{},
+		wake: make(chan struct{}, 1),
 	}
 }
 
-// Run polls the state every Interval until ctx ends. A failed read is
-// retried at the next tick.
+// Run polls the state every Interval, and WakeDelay after a Wake, until
+// ctx ends. A failed read is retried at the next tick.
 func (h *EventHub) Run(ctx context.Context) {
 	for {
 		_ = h.Poll()
@@ -184,7 +194,24 @@ func (h *EventHub) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-h.opts.Clock.After(h.opts.Interval):
+		case <-h.wake:
+			select {
+			case <-ctx.Done():
+				return
+			case <-h.opts.Clock.After(h.opts.WakeDelay):
+			}
 		}
+	}
+}
+
+// Wake tells Run that the state changed (the reconciler settled an
+// instance, started or ended an operation): it reads it WakeDelay later
+// instead of at its next tick, so the streams lag the controller by less
+// than Interval. It never blocks; wakes before that read are one.
+func (h *EventHub) Wake() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
 	}
 }
 

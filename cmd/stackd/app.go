@@ -57,6 +57,8 @@ type repoConfig struct {
 	// progress, when set, draws stackd apply's progress bar on the
 	// terminal the log goes to.
 	progress *termProgress
+	// live wakes the console's event hub (ui.go).
+	live *liveWake
 	// replica: run on a shared state is one replica of several.
 	replica replicaFlags
 }
@@ -270,6 +272,8 @@ func (c *repoConfig) open(ctx context.Context, logOut io.Writer) (*app, error) {
 	if c.progress != nil {
 		ropts.Progress = c.progress
 	}
+	// The console's event hub wakes on what the reconciler tells (ui.go).
+	ropts.Events, ropts.Progress = c.liveSinks(ropts.Events, ropts.Progress)
 	rep := c.newReplica(st, log, metrics)
 	if rep != nil {
 		ropts.Shard = rep

@@ -9,11 +9,15 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
 	"github.com/stackd/stackd/api"
 	"github.com/stackd/stackd/api/console"
+	"github.com/stackd/stackd/internal/notify"
+	"github.com/stackd/stackd/reconciler"
+	"github.com/stackd/stackd/state"
 )
 
 // uiWiring is the web console and the live-event hub served beside the
@@ -36,6 +40,9 @@ func (c *repoConfig) openConsole(ctx context.Context, a *app, token string, tls 
 		return nil, err
 	}
 	hub := api.NewEventHub(a.store, api.HubOptions{})
+	if c.live != nil {
+		c.live.hub.Store(hub)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -43,6 +50,60 @@ func (c *repoConfig) openConsole(ctx context.Context, a *app, token string, tls 
 		hub.Run(ctx)
 	}()
 	return &uiWiring{hub: hub, console: con, stop: func() { cancel(); <-done }}, nil
+}
+
+// liveWake wakes the console's event hub on each thing the reconciler
+// tells (an operation started or ended, an instance settled, drift), so
+// the console lags the controller by the hub's WakeDelay rather than its
+// polling interval. The hub still reads the state for what it publishes:
+// a wake only says when. It forwards everything to the sinks it wraps.
+type liveWake struct {
+	hub    atomic.Pointer[api.EventHub]
+	events reconciler.EventSink
+	prog   reconciler.Progress
+}
+
+var (
+	_ reconciler.EventSink = (*liveWake)(nil)
+	_ reconciler.Progress  = (*liveWake)(nil)
+)
+
+func (l *liveWake) wake() {
+	if h := l.hub.Load(); h != nil {
+		h.Wake()
+	}
+}
+
+// Send forwards e and wakes the hub; neither blocks.
+func (l *liveWake) Send(e notify.Event) {
+	if l.events != nil {
+		l.events.Send(e)
+	}
+	l.wake()
+}
+
+// OperationStarted forwards and wakes the hub.
+func (l *liveWake) OperationStarted(stackSet string, instances int) {
+	if l.prog != nil {
+		l.prog.OperationStarted(stackSet, instances)
+	}
+	l.wake()
+}
+
+// InstanceSettled forwards and wakes the hub.
+func (l *liveWake) InstanceSettled(stackSet string, status state.InstanceStatus) {
+	if l.prog != nil {
+		l.prog.InstanceSettled(stackSet, status)
+	}
+	l.wake()
+}
+
+// liveSinks wraps the reconciler's event sink and progress (either may
+// be nil) so that they also wake the console's hub once openConsole has
+// made it.
+func (c *repoConfig) liveSinks(events reconciler.EventSink, prog reconciler.Progress) (reconciler.EventSink, reconciler.Progress) {
+	c.live = &liveWake{events: events, prog: prog}
+	return c.live, c.live
 }
 
 // apiOptions hands the API the hub and the console's authentication.
