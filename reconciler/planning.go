@@ -136,6 +136,13 @@ func (r *Reconciler) prepare(ctx context.Context, rev string, mode planMode, unt
 	return jobs, diags, nil
 }
 
+// minPlanWorkers is the fewest instances a stack set plans at once: a plan
+// through a Terraform provider waits on two round trips per resource, so
+// one worker per core left the provider idle half the time (issue 29's
+// tf-fleet-create); built-in providers' plans are CPU only and gain nothing,
+// nor lose more than the goroutines.
+const minPlanWorkers = 16
+
 // keepPlansLimit is the number of instance plans a pass keeps in memory
 // between validating a commit and applying it (~40 KB each for a
 // 10-resource template); beyond it, plans are made twice instead.
@@ -400,7 +407,7 @@ func (r *Reconciler) planInstances(ctx context.Context, j *job, decided []instan
 	var firstFailed atomic.Int64
 	firstFailed.Store(int64(len(decided)))
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(todo)) {
+	for range min(max(runtime.GOMAXPROCS(0), minPlanWorkers), len(todo)) {
 		wg.Go(func() {
 			for {
 				k := int(next.Add(1) - 1)
