@@ -140,7 +140,7 @@ func (r *Reconciler) prepare(ctx context.Context, rev string, mode planMode, unt
 // through a Terraform provider waits on two round trips per resource, so
 // one worker per core left the provider idle half the time (issue 29's
 // tf-fleet-create); built-in providers' plans are CPU only and gain nothing,
-// nor lose more than the goroutines.
+// nor lose more than the goroutines. Untrusted refs keep one per core.
 const minPlanWorkers = 16
 
 // keepPlansLimit is the number of instance plans a pass keeps in memory
@@ -407,7 +407,13 @@ func (r *Reconciler) planInstances(ctx context.Context, j *job, decided []instan
 	var firstFailed atomic.Int64
 	firstFailed.Store(int64(len(decided)))
 	var wg sync.WaitGroup
-	for range min(max(runtime.GOMAXPROCS(0), minPlanWorkers), len(todo)) {
+	workers := max(runtime.GOMAXPROCS(0), minPlanWorkers)
+	if j.untrusted {
+		// A branch anyone can push: its memory is bounded by one plan
+		// per core (the hostile-branch suite's peak RSS).
+		workers = runtime.GOMAXPROCS(0)
+	}
+	for range min(workers, len(todo)) {
 		wg.Go(func() {
 			for {
 				k := int(next.Add(1) - 1)

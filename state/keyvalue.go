@@ -65,6 +65,36 @@ func (s *Store) SetMeta(key string, value []byte) error {
 	return nil
 }
 
+// CreateOrGetMeta sets metadata key to fresh unless it holds a value, in
+// one transaction, and returns the value it holds afterwards: processes
+// sharing a state (several replicas starting at once) agree on the first
+// value created (a key made at start, e.g. a signing key). Metadata, not a
+// record: a state holding only such keys still takes a restore.
+//
+// Errors: ErrInvalidKey, ErrCorrupt, ErrClosed.
+func (s *Store) CreateOrGetMeta(key string, fresh []byte) ([]byte, error) {
+	if err := checkLast("meta key", key); err != nil {
+		return nil, err
+	}
+	var out []byte
+	err := s.update(func(txn kvTxn) error {
+		cur, err := getOpaque(txn, metaKey(key))
+		switch {
+		case err == nil:
+			out = cur
+			return nil
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
+		out = fresh
+		return txn.Set(metaKey(key), encodeRaw(fresh))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create or get meta %q: %w", key, err)
+	}
+	return out, nil
+}
+
 // Meta returns the value of metadata key key.
 //
 // Errors: ErrNotFound, ErrInvalidKey, ErrClosed.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -541,6 +542,30 @@ func TestNewOperationIDOrder(t *testing.T) {
 			t.Fatalf("NewOperationID() = %s after %s: not increasing", id, prev)
 		}
 		prev = id
+	}
+}
+
+// CreateOrGetMeta keeps the first value; concurrent callers all get it.
+func TestCreateOrGetMeta(t *testing.T) {
+	s := newStore(t)
+	const n = 8
+	got := make([][]byte, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { got[i], errs[i] = s.CreateOrGetMeta("key", []byte{byte('a' + i)}) })
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || !bytes.Equal(got[i], got[0]) {
+			t.Fatalf("caller %d got %q, %v; caller 0 got %q", i, got[i], errs[i], got[0])
+		}
+	}
+	if v, err := s.Meta("key"); err != nil || !bytes.Equal(v, got[0]) {
+		t.Errorf("Meta = %q, %v; want %q", v, err, got[0])
+	}
+	if v, err := s.CreateOrGetMeta("key", []byte("later")); err != nil || !bytes.Equal(v, got[0]) {
+		t.Errorf("CreateOrGetMeta again = %q, %v; want %q", v, err, got[0])
 	}
 }
 

@@ -137,9 +137,9 @@ func New(opts Options) (*Console, error) {
 	return c, nil
 }
 
-// sessionSecretKey names the console's session secret in the state. It
-// is stored with PutIdem, whose create-or-get is atomic, so daemons
-// sharing a state (PostgreSQL) agree on it.
+// sessionSecretKey names the console's session secret in the state's
+// metadata. It is stored with CreateOrGetMeta, atomic, so daemons sharing
+// a state (PostgreSQL) agree on it.
 const sessionSecretKey = "console/session-secret"
 
 // sessionSecret returns the state's session secret, made on first use: 32
@@ -151,16 +151,14 @@ func sessionSecret(st *state.Store) ([]byte, error) {
 	if _, err := rand.Read(fresh); err != nil {
 		return nil, fmt.Errorf("console: session secret: %w", err)
 	}
-	created, existing, err := st.PutIdem(sessionSecretKey, fresh)
+	got, err := st.CreateOrGetMeta(sessionSecretKey, fresh)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("console: session secret: %w", err)
-	case created:
-		return fresh, nil
-	case len(existing) < 32:
-		return nil, fmt.Errorf("console: the session secret in the state is %d bytes, want 32: %w", len(existing), state.ErrCorrupt)
+	case len(got) < 32:
+		return nil, fmt.Errorf("console: the session secret in the state is %d bytes, want 32: %w", len(got), state.ErrCorrupt)
 	}
-	return existing, nil
+	return got, nil
 }
 
 // ServeHTTP serves the console's pages, assets, login and data.

@@ -387,7 +387,7 @@ func TestSessionSurvivesRestartUntilTheTokenChanges(t *testing.T) {
 		t.Fatal("a fresh session does not verify")
 	}
 	csrf := c1.csrf(s)
-	secret, err := st.Idem(sessionSecretKey)
+	secret, err := st.Meta(sessionSecretKey)
 	if err != nil || len(secret) != 32 {
 		t.Fatalf("session secret in the state: %d bytes, %v", len(secret), err)
 	}
@@ -411,7 +411,7 @@ func TestSessionSurvivesRestartUntilTheTokenChanges(t *testing.T) {
 		if got := c.Authenticated(request()); got != tc.want {
 			t.Errorf("%s: authenticated %v, want %v", tc.name, got, tc.want)
 		}
-		if again, err := st.Idem(sessionSecretKey); err != nil || !bytes.Equal(again, secret) {
+		if again, err := st.Meta(sessionSecretKey); err != nil || !bytes.Equal(again, secret) {
 			t.Errorf("%s: the session secret changed (%v)", tc.name, err)
 		}
 		st.Close()

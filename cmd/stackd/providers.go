@@ -150,17 +150,15 @@ func newCustomWith(st *state.Store, externalURL, caFile string, log *zerolog.Log
 			}
 			// Replicas starting together on a new shared state must
 			// agree on one key (a URL one signs verifies on the others):
-			// the first key created wins (PutIdem is create-or-get).
-			created, existing, err := st.PutIdem(brokerKeyMeta, key)
+			// the first key created wins.
+			got, err := st.CreateOrGetMeta(brokerKeyMeta, key)
 			if err != nil {
 				return nil, nil, err
 			}
-			if !created && len(existing) >= custom.MinKeyLen {
-				key = existing
+			if len(got) < custom.MinKeyLen {
+				return nil, nil, fmt.Errorf("the response URL key in the state is %d bytes, want at least %d: %w", len(got), custom.MinKeyLen, state.ErrCorrupt)
 			}
-			if err := st.SetMeta(brokerKeyMeta, key); err != nil {
-				return nil, nil, err
-			}
+			key = got
 		}
 	}
 	broker, err := custom.NewBroker(custom.BrokerOptions{Key: key, ExternalURL: externalURL, Forwarder: fwd})
