@@ -167,18 +167,29 @@ func (p *Replica) Run(ctx context.Context) {
 	}
 }
 
-// Rebalance implements Shard: a round now.
-func (p *Replica) Rebalance() { p.round() }
+// Rebalance implements Shard: the leases taken and given up now; the
+// heartbeat and the renewals are the loop's (a pass need not repeat them).
+func (p *Replica) Rebalance() {
+	p.roundMu.Lock()
+	defer p.roundMu.Unlock()
+	p.rebalance()
+}
 
 // round is one heartbeat, renewal and rebalance.
 func (p *Replica) round() {
 	p.roundMu.Lock()
 	defer p.roundMu.Unlock()
-	st := p.o.Store
-	if err := st.Heartbeat(p.o.ID, p.o.Info, p.o.TTL); err != nil {
+	if err := p.o.Store.Heartbeat(p.o.ID, p.o.Info, p.o.TTL); err != nil {
 		p.o.Log.Warn().Err(err).Msg("replica heartbeat failed")
 	}
 	p.renew()
+	p.rebalance()
+}
+
+// rebalance shares the stack sets between the live members, takes the
+// leases assigned here and gives up the others that are idle.
+func (p *Replica) rebalance() {
+	st := p.o.Store
 	members, err := st.Members()
 	if err != nil {
 		p.o.Log.Warn().Err(err).Msg("cannot list replicas; leases kept as they are")
@@ -231,7 +242,7 @@ func (p *Replica) round() {
 
 // renew extends every lease held; one found lost is dropped.
 func (p *Replica) renew() {
-	for _, h := range p.snapshot() {
+	for _, h := range p.snapshotMap() {
 		h.mu.Lock()
 		l, gone := h.lease, h.gone
 		h.mu.Unlock()
@@ -412,16 +423,6 @@ func (p *Replica) close() {
 		p.o.Log.Warn().Err(err).Msg("cannot leave the replicas; the membership expires by itself")
 	}
 	p.o.Metrics.LeasesHeld(0)
-}
-
-func (p *Replica) snapshot() []*heldLease {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]*heldLease, 0, len(p.leases))
-	for _, h := range p.leases {
-		out = append(out, h)
-	}
-	return out
 }
 
 func (p *Replica) snapshotMap() map[string]*heldLease {
