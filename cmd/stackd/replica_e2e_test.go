@@ -216,12 +216,15 @@ func TestReplicaStoppedOwnerFencesItself(t *testing.T) {
 	})
 	final := w.waitEnded("web", rev, 2*time.Minute)
 	w.checkRollout(rev, 2, before, final)
-	if calls := w.prov.callsFrom(owner.addr, stopped); len(calls) > 0 {
+	// From SIGCONT on, as the issue asks: a request the replica sent just
+	// before SIGSTOP may reach the provider a moment after it (seen once
+	// with the suite's other tests running).
+	if calls := w.prov.callsFrom(owner.addr, resumed); len(calls) > 0 {
 		var what []string
 		for _, c := range calls {
 			what = append(what, fmt.Sprintf("%s %s at +%s", c.req.RequestType, c.req.where(), c.at.Sub(resumed).Round(time.Millisecond)))
 		}
-		t.Errorf("the stopped replica called the provider %d times after SIGSTOP (times from SIGCONT): %v", len(calls), what)
+		t.Errorf("the stopped replica called the provider %d times after SIGCONT: %v", len(calls), what)
 	}
 	if owner.p.done() {
 		t.Errorf("the stopped replica exited after SIGCONT: %v", owner.p.err)
